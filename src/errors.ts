@@ -1,0 +1,97 @@
+/**
+ * The one place error codes are born. Every failure the user can act on is a
+ * BootsealError with a code from this union; the HTTP status map
+ * (src/service) and the CLI exit-code map (src/cli/exit-codes.ts) are both typed
+ * Record<ErrorCode, number>, so adding a code does not compile until both know it.
+ *
+ * Messages are safe to show: key ids may appear, key bytes, tokens and plaintext never.
+ * The underlying error goes in `cause` (logged, never returned to a client).
+ */
+export type ErrorCode =
+  | "USAGE" // wrong command line or configuration
+  | "BAD_INPUT" // malformed document, file or request
+  | "UNSUPPORTED" // a valid input this build does not handle
+  | "MAC_MISMATCH" // MAC or GCM tag did not verify: never any plaintext
+  | "NO_MAC" // the document carries no MAC
+  | "NO_KEY_AVAILABLE" // no master key could unwrap the data key
+  | "KEY_ACCESS_DENIED" // the key service refused the credential
+  | "KEY_NOT_FOUND" // the key service does not know the key
+  | "KEY_UNAVAILABLE" // the key service is unreachable (retryable)
+  | "ALREADY_ENCRYPTED" // encrypt on a document that already has sops metadata
+  | "NOT_ENCRYPTED" // decrypt on a document without sops metadata
+  | "NOT_FOUND"
+  | "PRECONDITION_FAILED"
+  | "STORE_FORBIDDEN"
+  | "STORE_UNAVAILABLE" // retryable
+  | "UNAUTHORIZED"
+  | "FORBIDDEN"
+  | "TOO_LARGE"
+  | "RATE_LIMITED"
+  | "IO_ERROR"
+  | "INTERNAL";
+
+export const ERROR_CODES: readonly ErrorCode[] = [
+  "USAGE",
+  "BAD_INPUT",
+  "UNSUPPORTED",
+  "MAC_MISMATCH",
+  "NO_MAC",
+  "NO_KEY_AVAILABLE",
+  "KEY_ACCESS_DENIED",
+  "KEY_NOT_FOUND",
+  "KEY_UNAVAILABLE",
+  "ALREADY_ENCRYPTED",
+  "NOT_ENCRYPTED",
+  "NOT_FOUND",
+  "PRECONDITION_FAILED",
+  "STORE_FORBIDDEN",
+  "STORE_UNAVAILABLE",
+  "UNAUTHORIZED",
+  "FORBIDDEN",
+  "TOO_LARGE",
+  "RATE_LIMITED",
+  "IO_ERROR",
+  "INTERNAL",
+];
+
+const RETRYABLE: ReadonlySet<ErrorCode> = new Set(["KEY_UNAVAILABLE", "STORE_UNAVAILABLE", "RATE_LIMITED"]);
+
+export class BootsealError extends Error {
+  readonly code: ErrorCode;
+
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "BootsealError";
+    this.code = code;
+  }
+
+  get retryable(): boolean {
+    return RETRYABLE.has(this.code);
+  }
+}
+
+/** One failure per master key tried, kept so the user sees why each key failed (sops usererrors.go). */
+export interface KeyFailure {
+  readonly keyId: string;
+  readonly reason: string;
+}
+
+export class NoKeyAvailableError extends BootsealError {
+  readonly failures: readonly KeyFailure[];
+
+  constructor(message: string, failures: readonly KeyFailure[]) {
+    const detail = failures.map((f) => `${f.keyId}: ${f.reason}`).join("; ");
+    super("NO_KEY_AVAILABLE", detail ? `${message} (${detail})` : message);
+    this.name = "NoKeyAvailableError";
+    this.failures = failures;
+  }
+}
+
+export function isBootsealError(err: unknown): err is BootsealError {
+  return err instanceof BootsealError;
+}
+
+/** Precondition helper in the manner of the AWS Encryption SDK's `needs`. */
+export function needs(condition: unknown, code: ErrorCode, message: string): asserts condition {
+  if (!condition) throw new BootsealError(code, message);
+}
