@@ -1,0 +1,16 @@
+/** What every subcommand file exports: its name, one help line, and run(). */
+export interface CliIo {
+  readonly stdout: NodeJS.WritableStream;
+  readonly stderr: NodeJS.WritableStream;
+  readonly stdin: NodeJS.ReadableStream;
+  readonly env: Readonly<Record<string, string | undefined>>;
+  readonly cwd: string;
+}
+
+export interface Command {
+  readonly name: string;
+  readonly summary: string;
+  readonly usage: string;
+  /** Resolves to the exit code; throws BootsealError for failures (main maps them). */
+  run(args: string[], io: CliIo): Promise<number>;
+}

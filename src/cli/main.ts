@@ -1,0 +1,100 @@
+#!/usr/bin/env node
+/**
+ * bootseal: one command, subcommands in ./commands (one file each). Failures print one line
+ * on stderr and exit with the code of their class (./exit-codes.ts, docs/cli.md); a stack
+ * trace appears only with BOOTSEAL_DEBUG=1.
+ */
+import { readFileSync, realpathSync } from "node:fs";
+import process from "node:process";
+import { fileURLToPath } from "node:url";
+import { BootsealError, isBootsealError } from "../errors.ts";
+import type { CliIo, Command } from "./command.ts";
+import { serveCommand } from "./commands/serve.ts";
+import { EXIT_CODES, EXIT_OK } from "./exit-codes.ts";
+
+const COMMANDS: readonly Command[] = [serveCommand];
+
+function version(): string {
+  try {
+    const pkg = JSON.parse(readFileSync(new URL("../../../package.json", import.meta.url), "utf8"));
+    return String(pkg.version);
+  } catch {
+    return "unknown";
+  }
+}
+
+function help(): string {
+  const width = Math.max(...COMMANDS.map((c) => c.name.length));
+  const lines = COMMANDS.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`);
+  return [
+    "bootseal: machine bootstrap secrets as SOPS v3 documents",
+    "",
+    "usage: bootseal <command> [flags]",
+    "",
+    "commands:",
+    ...lines,
+    "",
+    "Run 'bootseal <command> --help' for a command's flags; exit codes are listed in docs/cli.md.",
+    "",
+  ].join("\n");
+}
+
+function describe(err: unknown): { message: string; code: number } {
+  if (isBootsealError(err)) return { message: err.message, code: EXIT_CODES[err.code] };
+  // node:util parseArgs reports unknown or malformed flags with these codes.
+  const code = (err as { code?: unknown } | null)?.code;
+  if (typeof code === "string" && code.startsWith("ERR_PARSE_ARGS")) {
+    return { message: (err as Error).message, code: EXIT_CODES.USAGE };
+  }
+  return { message: `internal error: ${(err as Error)?.message ?? String(err)}`, code: EXIT_CODES.INTERNAL };
+}
+
+export async function main(argv: readonly string[], io: CliIo): Promise<number> {
+  const [name, ...rest] = argv;
+  if (name === undefined || name === "help" || name === "--help" || name === "-h") {
+    io.stdout.write(help());
+    return name === undefined ? EXIT_CODES.USAGE : EXIT_OK;
+  }
+  if (name === "--version" || name === "version") {
+    io.stdout.write(`bootseal ${version()}\n`);
+    return EXIT_OK;
+  }
+  const command = COMMANDS.find((c) => c.name === name);
+  try {
+    if (!command) throw new BootsealError("USAGE", `unknown command "${name}"; see 'bootseal --help'`);
+    if (rest.includes("--help") || rest.includes("-h")) {
+      io.stdout.write(`usage: ${command.usage}\n\n${command.summary}\n`);
+      return EXIT_OK;
+    }
+    return await command.run(rest, io);
+  } catch (err) {
+    const { message, code } = describe(err);
+    io.stderr.write(`bootseal: ${message}\n`);
+    if (io.env.BOOTSEAL_DEBUG === "1" && err instanceof Error && err.stack) io.stderr.write(`${err.stack}\n`);
+    return code;
+  }
+}
+
+function isEntryPoint(): boolean {
+  // npm links bin entries as symlinks: compare real paths.
+  const script = process.argv[1];
+  if (script === undefined) return false;
+  try {
+    return realpathSync(script) === realpathSync(fileURLToPath(import.meta.url));
+  } catch {
+    return false;
+  }
+}
+
+if (isEntryPoint()) {
+  const io: CliIo = {
+    stdout: process.stdout,
+    stderr: process.stderr,
+    stdin: process.stdin,
+    env: process.env,
+    cwd: process.cwd(),
+  };
+  main(process.argv.slice(2), io).then((code) => {
+    process.exitCode = code;
+  });
+}

@@ -1,0 +1,32 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { buildApp } from "../../src/service/app.ts";
+
+test("readyz answers 503 with Retry-After and names the failing check", async () => {
+  const app = buildApp({
+    logger: false,
+    probes: [
+      { name: "store", check: async () => {} },
+      {
+        name: "kms",
+        check: async () => {
+          throw new Error("connection refused to secret-endpoint");
+        },
+      },
+    ],
+  });
+  const res = await app.inject({ method: "GET", url: "/readyz" });
+  assert.equal(res.statusCode, 503);
+  assert.equal(res.headers["retry-after"], "5");
+  assert.deepEqual(res.json(), { status: "unavailable", checks: { store: "ok", kms: "unavailable" } });
+  assert.ok(!res.body.includes("secret-endpoint"), "the cause stays out of the response");
+  await app.close();
+});
+
+test("unknown routes get the {code, message} error shape", async () => {
+  const app = buildApp({ logger: false, probes: [] });
+  const res = await app.inject({ method: "POST", url: "/v1/x" });
+  assert.equal(res.statusCode, 404);
+  assert.deepEqual(res.json(), { code: "NOT_FOUND", message: "no such route" });
+  await app.close();
+});
