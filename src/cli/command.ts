@@ -14,3 +14,11 @@ export interface Command {
   /** Resolves to the exit code; throws BootsealError for failures (main maps them). */
   run(args: string[], io: CliIo): Promise<number>;
 }
+
+/** The command table entry: help text is available without loading the command's module. */
+export interface CommandEntry {
+  readonly name: string;
+  readonly summary: string;
+  /** Lazy, so `bootseal decrypt` never loads Fastify or the cloud SDKs. */
+  load(): Promise<Command>;
+}

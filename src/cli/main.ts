@@ -8,11 +8,16 @@ import { readFileSync, realpathSync } from "node:fs";
 import process from "node:process";
 import { fileURLToPath } from "node:url";
 import { BootsealError, isBootsealError } from "../errors.ts";
-import type { CliIo, Command } from "./command.ts";
-import { serveCommand } from "./commands/serve.ts";
+import type { CliIo, CommandEntry } from "./command.ts";
 import { EXIT_CODES, EXIT_OK } from "./exit-codes.ts";
 
-const COMMANDS: readonly Command[] = [serveCommand];
+const COMMANDS: readonly CommandEntry[] = [
+  {
+    name: "serve",
+    summary: "run the REST service (embedded default: 127.0.0.1:7480, everything under ./data)",
+    load: async () => (await import("./commands/serve.ts")).serveCommand,
+  },
+];
 
 function version(): string {
   try {
@@ -59,9 +64,10 @@ export async function main(argv: readonly string[], io: CliIo): Promise<number> 
     io.stdout.write(`bootseal ${version()}\n`);
     return EXIT_OK;
   }
-  const command = COMMANDS.find((c) => c.name === name);
+  const entry = COMMANDS.find((c) => c.name === name);
   try {
-    if (!command) throw new BootsealError("USAGE", `unknown command "${name}"; see 'bootseal --help'`);
+    if (!entry) throw new BootsealError("USAGE", `unknown command "${name}"; see 'bootseal --help'`);
+    const command = await entry.load();
     if (rest.includes("--help") || rest.includes("-h")) {
       io.stdout.write(`usage: ${command.usage}\n\n${command.summary}\n`);
       return EXIT_OK;

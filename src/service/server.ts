@@ -42,9 +42,10 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
     throw new BootsealError("IO_ERROR", `cannot listen on ${options.host}:${options.port}`, { cause });
   }
   // Report the bound port, not the requested one: --listen 127.0.0.1:0 picks a free port.
-  const bound = app.addresses()[0];
-  const host = bound?.address ?? options.host;
-  const url = `http://${host.includes(":") ? `[${host}]` : host}:${bound?.port ?? options.port}`;
+  const bound = app.server.address();
+  if (bound === null || typeof bound === "string") throw new BootsealError("IO_ERROR", "the server is not bound to a TCP port");
+  const host = bound.address;
+  const url = `http://${host.includes(":") ? `[${host}]` : host}:${bound.port}`;
   return { app, url, embedded, close: () => app.close() };
 }
 
