@@ -1,0 +1,334 @@
+/**
+ * `.sops.yaml`: finding it, reading its creation rules, and picking the rule for a file,
+ * as sops 3.13 does (config/config.go; sops-format.md section 10.4).
+ *
+ * One deliberate difference: the whole file is validated when it is parsed (regexes,
+ * key strings, selection fields of every rule), so a broken rule fails at once rather
+ * than only when a file happens to select it.
+ */
+import { readFileSync, statSync } from "node:fs";
+import { dirname, join, resolve, sep } from "node:path";
+import { parseDocument } from "yaml";
+import type { KeyEntry } from "../../providers/keys/master-key.ts";
+import type { SelectionRule } from "../envelope/sops/metadata.ts";
+import { BootsealError } from "../errors.ts";
+import {
+  ageKey,
+  azureKey,
+  azureKeyFromUrl,
+  dedupGroup,
+  gcpKmsKey,
+  kmsKey,
+  kmsKeyFromArn,
+  pgpKey,
+  vaultKeyFromUri,
+} from "./sops-config-keys.ts";
+import { compileGoRegex } from "./sops-config-regex.ts";
+import {
+  bad,
+  bool,
+  int,
+  isNull,
+  keyList,
+  map,
+  seq,
+  str,
+  stringList,
+  type Tree,
+  toTree,
+} from "./sops-config-yaml.ts";
+
+export { keyIdentity } from "./sops-config-keys.ts";
+
+export const SOPS_CONFIG_NAME = ".sops.yaml";
+const IGNORED_CONFIG_NAME = ".sops.yml";
+/** sops's maxDepth: the directory itself and 99 parents. */
+const MAX_DEPTH = 100;
+
+export interface SopsStoresConfig {
+  readonly yamlIndent?: number;
+  readonly jsonIndent?: number;
+  readonly jsonBinaryIndent?: number;
+}
+
+/** A rule as parsed; keys are resolved by matchCreationRule (the shorthand `kms` needs the CLI context). */
+export interface ParsedCreationRule {
+  readonly pathRegex: string | null;
+  readonly regex: RegExp | null;
+  readonly keyGroups: readonly (readonly KeyEntry[])[] | null;
+  /** Shorthand single group, in sops's order: age, pgp | kms | gcp_kms, azure_keyvault, hc_vault. */
+  readonly shorthand: {
+    readonly before: readonly KeyEntry[];
+    readonly kmsArns: readonly string[];
+    readonly awsProfile: string;
+    readonly after: readonly KeyEntry[];
+  } | null;
+  readonly threshold: number | null;
+  readonly rule: SelectionRule | null;
+  readonly macOnlyEncrypted: boolean;
+}
+
+export interface SopsConfig {
+  readonly path: string;
+  /** null: no `creation_rules` key (sops then behaves as if there were no config file). */
+  readonly creationRules: readonly ParsedCreationRule[] | null;
+  readonly stores: SopsStoresConfig;
+}
+
+export interface CreationRule {
+  readonly pathRegex: string | null;
+  /** Each entry has `enc: ""` and its kind's metadata fields (no `created_at`). */
+  readonly keyGroups: readonly (readonly KeyEntry[])[];
+  /** `shamir_threshold`; null when not set (0 in the file means not set, as in sops). */
+  readonly threshold: number | null;
+  readonly rule: SelectionRule | null;
+  readonly macOnlyEncrypted: boolean;
+}
+
+export interface SopsConfigLocation {
+  readonly path: string;
+  /** A `.sops.yml` was seen on the way and ignored (sops prints the same warning). */
+  readonly warning?: string;
+}
+
+function isFile(path: string): boolean {
+  try {
+    return statSync(path).isFile();
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * `--config` (explicit), else SOPS_CONFIG, else `.sops.yaml` in `cwd` and its parents (up to
+ * 100 levels). An explicit or SOPS_CONFIG path is returned without a search, whether it
+ * exists or not (reading it reports that). null: none found, which is not an error.
+ */
+export function findSopsConfig(
+  cwd: string,
+  explicit?: string,
+  env: Readonly<Record<string, string | undefined>> = process.env,
+): SopsConfigLocation | null {
+  const named = explicit || env.SOPS_CONFIG;
+  if (named) return { path: resolve(cwd, named) };
+  let dir = resolve(cwd);
+  let ignored: string | undefined;
+  for (let depth = 0; depth < MAX_DEPTH; depth++) {
+    const candidate = join(dir, SOPS_CONFIG_NAME);
+    if (isFile(candidate)) {
+      return ignored ? { path: candidate, warning: ignoredWarning(ignored, candidate) } : { path: candidate };
+    }
+    if (!ignored && isFile(join(dir, IGNORED_CONFIG_NAME))) ignored = join(dir, IGNORED_CONFIG_NAME);
+    const parent = dirname(dir);
+    if (parent === dir) break;
+    dir = parent;
+  }
+  return null;
+}
+
+function ignoredWarning(ignored: string, used: string): string {
+  return `ignoring ${ignored}: the config file must be called ${SOPS_CONFIG_NAME}; using ${used}`;
+}
+
+/** Reads and parses a config file; IO_ERROR when it cannot be read. */
+export function loadSopsConfig(path: string): SopsConfig {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (err) {
+    throw new BootsealError("IO_ERROR", `could not read config file ${path}`, { cause: err });
+  }
+  return parseSopsConfig(text, path);
+}
+
+function kmsContext(v: Tree | undefined): Record<string, string> | null {
+  if (isNull(v)) return null;
+  const out: Record<string, string> = {};
+  for (const [k, value] of map(v, "kms context")) {
+    const s = str(value, "kms context value");
+    // sops would dereference a nil pointer here; refuse instead.
+    if (s === undefined) throw bad("kms context values must be strings");
+    out[k] = s;
+  }
+  return out;
+}
+
+function unsupportedHckms(v: Tree | undefined): void {
+  if (!isNull(v) && !(v?.t === "seq" && v.items.length === 0)) {
+    throw new BootsealError("UNSUPPORTED", "hckms (HuaweiCloud KMS) keys are not supported");
+  }
+}
+
+/** extractMasterKeys: merged groups first, then age, pgp, kms, gcp_kms, azure, vault; de-duplicated. */
+function keyGroup(v: Tree, depth: number): KeyEntry[] {
+  if (depth > 16) throw bad("key_groups merge nests too deeply");
+  const g = map(v, "key group");
+  const keys: KeyEntry[] = [];
+  for (const sub of seq(g.get("merge"), "merge")) keys.push(...keyGroup(sub, depth + 1));
+  for (const item of stringList(g.get("age"), "age")) {
+    for (const r of item.split(",")) keys.push(ageKey(r));
+  }
+  for (const fp of stringList(g.get("pgp"), "pgp")) keys.push(pgpKey(fp));
+  for (const k of seq(g.get("kms"), "kms")) {
+    const m = map(k, "kms key");
+    keys.push(
+      kmsKey(
+        str(m.get("arn"), "arn") ?? "",
+        str(m.get("role"), "role") ?? "",
+        kmsContext(m.get("context")),
+        str(m.get("aws_profile"), "aws_profile") ?? "",
+      ),
+    );
+  }
+  for (const k of seq(g.get("gcp_kms"), "gcp_kms")) {
+    keys.push(gcpKmsKey(str(map(k, "gcp_kms key").get("resource_id"), "resource_id") ?? ""));
+  }
+  unsupportedHckms(g.get("hckms"));
+  for (const k of seq(g.get("azure_keyvault"), "azure_keyvault")) {
+    const m = map(k, "azure_keyvault key");
+    keys.push(
+      azureKey(
+        str(m.get("vaultUrl"), "vaultUrl") ?? "",
+        str(m.get("key"), "key") ?? "",
+        str(m.get("version"), "version") ?? "",
+      ),
+    );
+  }
+  for (const uri of stringList(g.get("hc_vault"), "hc_vault")) {
+    if (uri !== "") keys.push(vaultKeyFromUri(uri));
+  }
+  return dedupGroup(keys);
+}
+
+const SELECTION_FIELDS = [
+  "unencrypted_suffix",
+  "encrypted_suffix",
+  "unencrypted_regex",
+  "encrypted_regex",
+  "unencrypted_comment_regex",
+  "encrypted_comment_regex",
+] as const;
+
+function parseRule(v: Tree, index: number): ParsedCreationRule {
+  const r = map(v, `creation_rules[${index}]`);
+  const pathRegex = str(r.get("path_regex"), "path_regex") || null;
+  const selected: SelectionRule[] = [];
+  for (const kind of SELECTION_FIELDS) {
+    const value = str(r.get(kind), kind);
+    if (value) selected.push({ kind, value });
+  }
+  if (selected.length > 1) {
+    throw bad(
+      "Cannot use more than one of encrypted_suffix, unencrypted_suffix, encrypted_regex, " +
+        "unencrypted_regex, encrypted_comment_regex, or unencrypted_comment_regex for the same rule",
+    );
+  }
+  const threshold = int(r.get("shamir_threshold"), "shamir_threshold") ?? 0;
+  if (threshold < 0 || threshold > 255) throw bad("shamir_threshold must be between 0 and 255");
+  const groups = seq(r.get("key_groups"), "key_groups");
+  let keyGroups: KeyEntry[][] | null = null;
+  let shorthand: ParsedCreationRule["shorthand"] = null;
+  if (groups.length > 0) {
+    keyGroups = groups.map((g) => keyGroup(g, 0));
+  } else {
+    // getKeyGroupsFromCreationRule: no de-duplication in the shorthand form (sops keeps duplicates).
+    const awsProfile = str(r.get("aws_profile"), "aws_profile") ?? "";
+    const kmsArns = keyList(r.get("kms"), "kms");
+    for (const arn of kmsArns) kmsKeyFromArn(arn, null, awsProfile); // validate now
+    unsupportedHckms(r.get("hckms"));
+    shorthand = {
+      before: [...keyList(r.get("age"), "age").map(ageKey), ...keyList(r.get("pgp"), "pgp").map(pgpKey)],
+      kmsArns,
+      awsProfile,
+      after: [
+        ...keyList(r.get("gcp_kms"), "gcp_kms").map(gcpKmsKey),
+        ...keyList(r.get("azure_keyvault"), "azure_keyvault").map(azureKeyFromUrl),
+        ...keyList(r.get("hc_vault_transit_uri"), "hc_vault_transit_uri")
+          .filter((u) => u !== "")
+          .map(vaultKeyFromUri),
+      ],
+    };
+  }
+  return {
+    pathRegex,
+    regex: pathRegex === null ? null : compileGoRegex(pathRegex),
+    keyGroups,
+    shorthand,
+    threshold: threshold === 0 ? null : threshold,
+    rule: selected[0] ?? null,
+    macOnlyEncrypted: bool(r.get("mac_only_encrypted"), "mac_only_encrypted"),
+  };
+}
+
+function indent(stores: ReadonlyMap<string, Tree>, name: string): number | undefined {
+  return int(map(stores.get(name), `stores.${name}`).get("indent"), `stores.${name}.indent`);
+}
+
+/** Parses `.sops.yaml` text; `path` names the file in errors and in the result. */
+export function parseSopsConfig(text: string, path: string): SopsConfig {
+  const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: false });
+  if (doc.errors.length > 0) {
+    throw new BootsealError("BAD_INPUT", `could not parse config file ${path}`, { cause: doc.errors[0] });
+  }
+  try {
+    const top = map(toTree(doc.contents, doc), "config file");
+    const rulesNode = top.get("creation_rules");
+    const stores = map(top.get("stores"), "stores");
+    const storesConfig: SopsStoresConfig = {
+      ...(indent(stores, "yaml") === undefined ? {} : { yamlIndent: indent(stores, "yaml") }),
+      ...(indent(stores, "json") === undefined ? {} : { jsonIndent: indent(stores, "json") }),
+      ...(indent(stores, "json_binary") === undefined
+        ? {}
+        : { jsonBinaryIndent: indent(stores, "json_binary") }),
+    };
+    return {
+      path,
+      creationRules: isNull(rulesNode) ? null : seq(rulesNode, "creation_rules").map(parseRule),
+      stores: storesConfig,
+    };
+  } catch (err) {
+    if (err instanceof BootsealError) {
+      throw new BootsealError(err.code, `${path}: ${err.message}`, { cause: err });
+    }
+    throw err;
+  }
+}
+
+export interface MatchOptions {
+  /** `--encryption-context`: applied to the shorthand `kms` keys only (key_groups carry their own). */
+  readonly kmsEncryptionContext?: Readonly<Record<string, string>>;
+}
+
+/**
+ * The first rule whose `path_regex` matches `filePath` (made absolute, then relative to
+ * `configDir` when it lies under it), or that has no `path_regex`. null: the config has no
+ * `creation_rules` (treat it as absent). No match: USAGE "no matching creation rules found".
+ */
+export function matchCreationRule(
+  config: SopsConfig,
+  configDir: string,
+  filePath: string,
+  options: MatchOptions = {},
+): CreationRule | null {
+  if (config.creationRules === null) return null;
+  const dirPrefix = resolve(configDir) + sep;
+  const absolute = resolve(filePath);
+  const relative = absolute.startsWith(dirPrefix) ? absolute.slice(dirPrefix.length) : absolute;
+  const found = config.creationRules.find((r) => r.regex === null || r.regex.test(relative));
+  if (!found) throw new BootsealError("USAGE", "no matching creation rules found");
+  let keyGroups: readonly (readonly KeyEntry[])[];
+  if (found.keyGroups !== null) {
+    keyGroups = found.keyGroups;
+  } else {
+    const s = found.shorthand ?? { before: [], kmsArns: [], awsProfile: "", after: [] };
+    const ctx = options.kmsEncryptionContext ?? null;
+    keyGroups = [[...s.before, ...s.kmsArns.map((a) => kmsKeyFromArn(a, ctx, s.awsProfile)), ...s.after]];
+  }
+  return {
+    pathRegex: found.pathRegex,
+    keyGroups,
+    threshold: found.threshold,
+    rule: found.rule,
+    macOnlyEncrypted: found.macOnlyEncrypted,
+  };
+}
