@@ -1,8 +1,17 @@
 /**
  * Typed SOPS metadata and its wire shape (the `sops` mapping).
  * OWNER: sops-core work package. Types below are the agreed contract; keep them stable.
+ *
+ * metadataFromTree/metadataToTree convert the codecs' plain `sops` mapping to and from these
+ * types. Key entries keep the sops-known fields of their kind (canonical names, file order,
+ * `enc` included); unknown fields are dropped on read, as sops does. hckms entries are refused
+ * (UNSUPPORTED) because KeyKind has no such kind and dropping them would lose recipients.
  */
-import type { KeyEntry } from "../../../providers/keys/master-key.ts";
+import type { KeyEntry, KeyFieldValue, KeyKind } from "../../../providers/keys/master-key.ts";
+import { KEY_KINDS } from "../../../providers/keys/master-key.ts";
+import { BootsealError } from "../../errors.ts";
+import { formatGoFloat, formatRfc3339Seconds, parseGoBool, parseRfc3339 } from "./canonical.ts";
+import type { Entry, Mapping, Scalar, Value } from "./document.ts";
 
 /** Exactly one of the six selection rules (sops-format.md section 4). */
 export type SelectionRule =
@@ -28,4 +37,272 @@ export interface Metadata {
   readonly rule: SelectionRule | null;
   readonly macOnlyEncrypted: boolean;
   readonly version: string;
+}
+
+// ---------------------------------------------------------------------------------------
+// Wire shape <-> Metadata. Reading is as lenient as sops 3.13 (mapstructure with weak
+// typing); writing reproduces what sops 3.13.2 writes (alphabetical keys at every level).
+
+/** The sops-known fields of each kind's entries (stores/stores.go), as written. */
+const ENTRY_FIELDS: Readonly<Record<KeyKind, readonly string[]>> = {
+  age: ["enc", "recipient"],
+  azure_kv: ["created_at", "enc", "name", "vault_url", "version"],
+  gcp_kms: ["created_at", "enc", "resource_id"],
+  hc_vault: ["created_at", "enc", "engine_path", "key_name", "vault_address"],
+  kms: ["arn", "aws_profile", "context", "created_at", "enc", "role"],
+  pgp: ["created_at", "enc", "fp"],
+};
+/** kms fields sops omits when empty (`omitempty`); every other field is always written. */
+const OMIT_EMPTY = new Set(["role", "context"]);
+/** Order sops builds a group in when reading (internalGroupFrom). */
+const READ_ORDER: readonly KeyKind[] = ["kms", "gcp_kms", "azure_kv", "hc_vault", "pgp", "age"];
+/** Kinds sops always writes inside a key group, even empty (no `omitempty` tag). */
+const ALWAYS_IN_GROUP = new Set<KeyKind>(["age", "hc_vault"]);
+const RULE_KINDS: readonly SelectionRule["kind"][] = [
+  "unencrypted_suffix",
+  "encrypted_suffix",
+  "unencrypted_regex",
+  "encrypted_regex",
+  "unencrypted_comment_regex",
+  "encrypted_comment_regex",
+];
+// blang/semver, as sops's version check parses it (a leading `v` is trimmed first).
+const SEMVER =
+  /^v?(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-(?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*)(?:\.(?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*))*)?(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?$/;
+
+const bad = (message: string): BootsealError => new BootsealError("BAD_INPUT", message);
+const lossyUtf8 = new TextDecoder();
+
+/** mapstructure's field lookup: exact name first, then case-insensitive; later duplicates win. */
+function field(m: Mapping, name: string): Value | undefined {
+  let exact: Value | undefined;
+  let folded: Value | undefined;
+  for (const item of m.items) {
+    if (item.kind !== "entry") continue;
+    if (item.key === name) exact = item.value;
+    else if (item.key.toLowerCase() === name) folded = item.value;
+  }
+  return exact ?? folded;
+}
+
+function weakString(v: Value | undefined, name: string): string {
+  if (v === undefined) return "";
+  if (v.kind !== "scalar") throw bad(`Invalid metadata field ${name}`);
+  switch (v.type) {
+    case "null":
+      return "";
+    case "str":
+    case "bytes":
+      return typeof v.value === "string" ? v.value : lossyUtf8.decode(v.value);
+    case "int":
+      return v.value.toString();
+    case "float":
+      return formatGoFloat(v.value);
+    case "bool":
+      return v.value ? "1" : "0";
+    case "time":
+      // sops 3.13 cannot read a timestamp here; its text form is what older sops wrote.
+      return v.value;
+  }
+}
+
+function weakInt(v: Value | undefined, name: string): number {
+  if (v === undefined || (v.kind === "scalar" && v.type === "null")) return 0;
+  if (v.kind === "scalar") {
+    if (v.type === "int" && v.value >= -(2n ** 31n) && v.value < 2n ** 31n) return Number(v.value);
+    if (v.type === "float" && Number.isInteger(v.value)) return v.value;
+    if (v.type === "bool") return v.value ? 1 : 0;
+    if (v.type === "str" && typeof v.value === "string") {
+      if (v.value === "") return 0;
+      // Older flat-format writers stored integers as float text ("2.0").
+      if (/^[+-]?\d+(\.0*)?$/.test(v.value)) return Number(v.value);
+    }
+  }
+  throw bad(`Invalid metadata field ${name}`);
+}
+
+function weakBool(v: Value | undefined, name: string): boolean {
+  if (v === undefined || (v.kind === "scalar" && v.type === "null")) return false;
+  if (v.kind === "scalar") {
+    if (v.type === "bool") return v.value;
+    if (v.type === "int") return v.value !== 0n;
+    if (v.type === "float") return v.value !== 0;
+    if (v.type === "str" && typeof v.value === "string") {
+      if (v.value === "") return false;
+      try {
+        return parseGoBool(v.value);
+      } catch {
+        // fall through to the error below
+      }
+    }
+  }
+  throw bad(`Invalid metadata field ${name}`);
+}
+
+/** A list field: null/absent is empty; a lone mapping counts as a one-item list (weak typing). */
+function weakList(v: Value | undefined, name: string): Mapping[] {
+  if (v === undefined || (v.kind === "scalar" && v.type === "null")) return [];
+  const items = v.kind === "seq" ? v.items : [v];
+  const out: Mapping[] = [];
+  for (const item of items) {
+    if (item.kind === "comment") continue;
+    if (item.kind !== "map") throw bad(`Invalid metadata field ${name}`);
+    out.push(item);
+  }
+  return out;
+}
+
+function readContext(v: Value): Record<string, string> | undefined {
+  if (v.kind === "scalar" && v.type === "null") return undefined;
+  if (v.kind !== "map") throw bad("Invalid metadata field context");
+  const out: Record<string, string> = {};
+  for (const item of v.items) {
+    if (item.kind === "entry") out[item.key] = weakString(item.value, "context");
+  }
+  return out;
+}
+
+function readEntry(kind: KeyKind, m: Mapping): KeyEntry {
+  const known = ENTRY_FIELDS[kind];
+  const fields = new Map<string, KeyFieldValue>();
+  const exact = new Set<string>();
+  for (const item of m.items) {
+    if (item.kind !== "entry") continue;
+    const name = known.includes(item.key) ? item.key : known.find((k) => k === item.key.toLowerCase());
+    // Unknown fields are ignored, as by sops; an exact name beats a case-folded one.
+    if (name === undefined || (exact.has(name) && name !== item.key)) continue;
+    if (name === item.key) exact.add(name);
+    if (name === "context") {
+      const ctx = readContext(item.value);
+      if (ctx === undefined) fields.delete(name);
+      else fields.set(name, ctx);
+    } else {
+      fields.set(name, weakString(item.value, name));
+    }
+  }
+  const createdAt = fields.get("created_at");
+  if (kind !== "age" && (typeof createdAt !== "string" || parseRfc3339(createdAt) === null)) {
+    throw bad(`Invalid created_at in ${kind} key entry`);
+  }
+  const enc = fields.get("enc");
+  return { kind, enc: typeof enc === "string" ? enc : "", fields };
+}
+
+function readGroup(m: Mapping): KeyEntry[] {
+  if (weakList(field(m, "hckms"), "hckms").length > 0) {
+    throw new BootsealError("UNSUPPORTED", "HuaweiCloud KMS (hckms) keys are not supported");
+  }
+  return READ_ORDER.flatMap((kind) => weakList(field(m, kind), kind).map((e) => readEntry(kind, e)));
+}
+
+/** Typed metadata from the `sops` mapping (sops stores.go ToInternal). BAD_INPUT when unusable. */
+export function metadataFromTree(tree: Mapping): Metadata {
+  const lastModified = weakString(field(tree, "lastmodified"), "lastmodified");
+  if (parseRfc3339(lastModified) === null) throw bad("Invalid lastmodified timestamp");
+
+  // Top-level key lists win over key_groups (sops internalKeygroups).
+  const topGroup = readGroup(tree);
+  let keyGroups: KeyEntry[][];
+  if (topGroup.length > 0) keyGroups = [topGroup];
+  else keyGroups = weakList(field(tree, "key_groups"), "key_groups").map(readGroup);
+  if (keyGroups.length === 0) throw bad("No keys found in file");
+
+  const rules: SelectionRule[] = [];
+  for (const kind of RULE_KINDS) {
+    const value = weakString(field(tree, kind), kind);
+    if (value !== "") rules.push({ kind, value });
+  }
+  if (rules.length > 1) throw bad("Cannot use more than one selection rule in the same file");
+
+  const version = weakString(field(tree, "version"), "version");
+  // sops refuses to decrypt when the version does not parse; "1.x" is its legacy exception.
+  if (!version.startsWith("1.") && !SEMVER.test(version)) throw bad("Invalid sops version in metadata");
+
+  const threshold = weakInt(field(tree, "shamir_threshold"), "shamir_threshold");
+  if (threshold < 0) throw bad("Invalid metadata field shamir_threshold");
+
+  return {
+    keyGroups,
+    ...(threshold !== 0 ? { shamirThreshold: threshold } : {}),
+    lastModified,
+    mac: weakString(field(tree, "mac"), "mac"),
+    rule: rules[0] ?? null,
+    macOnlyEncrypted: weakBool(field(tree, "mac_only_encrypted"), "mac_only_encrypted"),
+    version,
+  };
+}
+
+/** `lastmodified`/`created_at` as sops writes them: Go time.Format(time.RFC3339) of the parsed value. */
+function rewriteTimestamp(text: string, name: string): string {
+  const t = parseRfc3339(text);
+  if (t === null) throw bad(`Invalid ${name} timestamp`);
+  return formatRfc3339Seconds(t);
+}
+
+/** Go time.Format(time.RFC3339) of `d` in UTC: `YYYY-MM-DDTHH:MM:SSZ`. */
+export function formatLastModified(d: Date): string {
+  return d.toISOString().replace(/\.\d+Z$/, "Z");
+}
+
+const s = (value: string): Scalar => ({ kind: "scalar", type: "str", value });
+const entryOf = (key: string, value: Value): Entry => ({ kind: "entry", key, value });
+const sorted = (entries: Entry[]): Mapping => ({
+  kind: "map",
+  // Go's sort.Sort over the key strings: byte order, which for these ASCII names is code-unit order.
+  items: [...entries].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)),
+});
+
+function lookup(entry: KeyEntry, name: string): KeyFieldValue | undefined {
+  const direct = entry.fields.get(name);
+  if (direct !== undefined) return direct;
+  for (const [k, v] of entry.fields) if (k.toLowerCase() === name) return v;
+  return undefined;
+}
+
+function writeEntry(entry: KeyEntry): Mapping {
+  const out: Entry[] = [];
+  for (const name of ENTRY_FIELDS[entry.kind]) {
+    const value = name === "enc" ? entry.enc : lookup(entry, name);
+    if (typeof value === "object") {
+      const ctx = Object.entries(value);
+      if (ctx.length === 0) continue;
+      out.push(entryOf(name, sorted(ctx.map(([k, v]) => entryOf(k, s(v))))));
+      continue;
+    }
+    const text = value ?? "";
+    if (text === "" && OMIT_EMPTY.has(name)) continue;
+    out.push(entryOf(name, s(name === "created_at" ? rewriteTimestamp(text, name) : text)));
+  }
+  return sorted(out);
+}
+
+function writeKinds(group: readonly KeyEntry[], inGroup: boolean): Entry[] {
+  const out: Entry[] = [];
+  for (const kind of KEY_KINDS) {
+    const entries = group.filter((e) => e.kind === kind);
+    if (entries.length === 0 && !(inGroup && ALWAYS_IN_GROUP.has(kind))) continue;
+    out.push(entryOf(kind, { kind: "seq", items: entries.map(writeEntry) }));
+  }
+  return out;
+}
+
+/** The `sops` mapping exactly as sops 3.13.2 writes it (stores.go metadataFromInternal). */
+export function metadataToTree(md: Metadata): Mapping {
+  const out: Entry[] = [];
+  if (md.keyGroups.length === 1) {
+    out.push(...writeKinds(md.keyGroups[0]!, false));
+  } else if (md.keyGroups.length > 1) {
+    const groups = md.keyGroups.map((g) => sorted(writeKinds(g, true)));
+    out.push(entryOf("key_groups", { kind: "seq", items: groups }));
+  }
+  out.push(entryOf("lastmodified", s(rewriteTimestamp(md.lastModified, "lastmodified"))));
+  out.push(entryOf("mac", s(md.mac)));
+  if (md.macOnlyEncrypted)
+    out.push(entryOf("mac_only_encrypted", { kind: "scalar", type: "bool", value: true }));
+  if (md.shamirThreshold !== undefined && md.shamirThreshold !== 0) {
+    out.push(entryOf("shamir_threshold", { kind: "scalar", type: "int", value: BigInt(md.shamirThreshold) }));
+  }
+  if (md.rule !== null && md.rule.value !== "") out.push(entryOf(md.rule.kind, s(md.rule.value)));
+  out.push(entryOf("version", s(md.version)));
+  return sorted(out);
 }

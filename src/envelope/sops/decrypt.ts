@@ -1,0 +1,108 @@
+/**
+ * Decrypting a document (sops.go Tree.Decrypt, cmd/sops/common DecryptTree): decrypt every
+ * selected leaf while recomputing the MAC from the parsed-back plaintexts, then verify it.
+ * All or nothing: any failure throws, so no partial plaintext ever leaves this module.
+ */
+import type { KeyKind } from "../../../providers/keys/master-key.ts";
+import { BootsealError } from "../../errors.ts";
+import { plaintextBytes, scalarFromPlaintext } from "./canonical.ts";
+import type { Branch, Comment, Scalar } from "./document.ts";
+import { type KeyResolver, unwrapDataKey } from "./key-groups.ts";
+import { createMacHasher, verifyMac } from "./mac.ts";
+import type { Metadata } from "./metadata.ts";
+import { decryptValue } from "./value-cipher.ts";
+import { compileRule, transformBranches, type Visit } from "./walk.ts";
+
+const lossyUtf8 = new TextDecoder();
+
+export interface DecryptBranchesOptions {
+  /** sops --ignore-mac: skip the missing/undecryptable/mismatching MAC checks. */
+  readonly ignoreMac?: boolean;
+}
+
+function decryptLeaf(value: Scalar, visit: Visit, dataKey: Uint8Array): Scalar {
+  if (value.type !== "str" || typeof value.value !== "string") {
+    throw new BootsealError("BAD_INPUT", "Expected encrypted value as string");
+  }
+  // sops leaves empty values unencrypted and decrypts "" to "".
+  if (value.value === "") return value;
+  const { type, bytes } = decryptValue(value.value, dataKey, visit.aad);
+  try {
+    if (type === "comment") throw new BootsealError("BAD_INPUT", "Unexpected comment type for a value");
+    return scalarFromPlaintext(type, bytes);
+  } catch (err) {
+    bytes.fill(0);
+    throw err;
+  }
+}
+
+/**
+ * A comment that does not decrypt is kept verbatim: files from before sops 3.0 have
+ * plaintext comments. Comments are outside the MAC, so such a comment is never authenticated.
+ */
+function decryptComment(value: Comment, visit: Visit, dataKey: Uint8Array): Comment {
+  if (value.text === "") return value;
+  let decrypted: { type: string; bytes: Uint8Array };
+  try {
+    decrypted = decryptValue(value.text, dataKey, visit.aad);
+  } catch {
+    return value;
+  }
+  const { type, bytes } = decrypted;
+  if (type !== "comment" && type !== "str") {
+    bytes.fill(0);
+    throw new BootsealError("BAD_INPUT", "Encrypted comment has a non-text type");
+  }
+  const text = lossyUtf8.decode(bytes);
+  bytes.fill(0);
+  return { ...value, text };
+}
+
+/** Decrypt the selected leaves and comments and verify the MAC (unless ignoreMac). */
+export function decryptBranches(
+  branches: readonly Branch[],
+  dataKey: Uint8Array,
+  metadata: Metadata,
+  opts: DecryptBranchesOptions = {},
+): Branch[] {
+  const selector = compileRule(metadata.rule);
+  const hasher = createMacHasher(metadata.macOnlyEncrypted);
+  const out = transformBranches(branches, selector, {
+    scalar(value, visit) {
+      const result = visit.encrypted ? decryptLeaf(value, visit, dataKey) : value;
+      const bytes = plaintextBytes(result);
+      if (bytes !== null) hasher.add(bytes, visit.encrypted);
+      return result;
+    },
+    comment(value, visit) {
+      return visit.encrypted ? decryptComment(value, visit, dataKey) : value;
+    },
+  });
+  if (opts.ignoreMac !== true) verifyMac(hasher.digestHex(), metadata.mac, dataKey, metadata.lastModified);
+  return out;
+}
+
+export interface DecryptDocumentOptions {
+  readonly resolve: KeyResolver;
+  readonly order?: readonly KeyKind[];
+  readonly ignoreMac?: boolean;
+  readonly signal?: AbortSignal;
+}
+
+/** Unwrap the data key with the first usable master key(s), then decrypt and verify. */
+export async function decryptDocument(
+  branches: readonly Branch[],
+  metadata: Metadata,
+  opts: DecryptDocumentOptions,
+): Promise<Branch[]> {
+  const dataKey = await unwrapDataKey(metadata.keyGroups, opts.resolve, {
+    ...(metadata.shamirThreshold !== undefined ? { threshold: metadata.shamirThreshold } : {}),
+    ...(opts.order ? { order: opts.order } : {}),
+    ...(opts.signal ? { signal: opts.signal } : {}),
+  });
+  try {
+    return decryptBranches(branches, dataKey, metadata, opts.ignoreMac ? { ignoreMac: true } : {});
+  } finally {
+    dataKey.fill(0);
+  }
+}

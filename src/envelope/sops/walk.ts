@@ -1,0 +1,169 @@
+/**
+ * The one tree walk shared by encryption, decryption and the MAC (sops.go walkBranch /
+ * walkSlice / shouldBeEncrypted; sops-format.md 3 and 4). Encrypt and decrypt both call
+ * transformBranches with their own leaf functions, so the order, the AAD and the selection
+ * decision cannot diverge between them.
+ */
+import { BootsealError } from "../../errors.ts";
+import type { Branch, Comment, Entry, Mapping, Scalar, Sequence, Value } from "./document.ts";
+import { DEFAULT_RULE, type SelectionRule } from "./metadata.ts";
+import { compileRe2 } from "./re2.ts";
+
+/** Comments seen at each nesting level since that level's last real item, outermost first. */
+export type CommentStack = readonly (readonly string[])[];
+
+/** Decides whether the leaf or comment at `path` is (to be) encrypted. */
+export type Selector = (path: readonly string[], comments: CommentStack, isComment: boolean) => boolean;
+
+/** Where a leaf or comment sits. */
+export interface Visit {
+  /** Mapping keys from the branch root; list positions are not part of it. */
+  readonly path: readonly string[];
+  /** The AAD: keys joined by `:` plus a trailing `:` (`:` at the top level). */
+  readonly aad: string;
+  /** The selection rule's decision for this position. */
+  readonly encrypted: boolean;
+}
+
+export interface LeafTransform {
+  /** Called for every non-null scalar, in walk order. */
+  scalar(value: Scalar, visit: Visit): Scalar;
+  /** Called for every comment, in walk order. */
+  comment(value: Comment, visit: Visit): Comment;
+}
+
+/** sops's AAD string for a path. */
+export function aadForPath(path: readonly string[]): string {
+  return path.join(":") + ":";
+}
+
+/**
+ * Compile a selection rule. null or an empty value means none recorded, which readers treat
+ * as the default `unencrypted_suffix: _unencrypted` (sops ToInternal).
+ *
+ * Invalid regexes: sops discards the compile error and treats the regex as never matching
+ * (an invalid encrypted_regex encrypts nothing). We refuse with BAD_INPUT instead, so a typo
+ * in a rule can never silently leave secrets in plaintext.
+ */
+export function compileRule(rule: SelectionRule | null): Selector {
+  const r = rule === null || rule.value === "" ? DEFAULT_RULE : rule;
+  const value = r.value;
+  switch (r.kind) {
+    case "unencrypted_suffix":
+      return (path) => !path.some((k) => k.endsWith(value));
+    case "encrypted_suffix":
+      return (path) => path.some((k) => k.endsWith(value));
+    case "unencrypted_regex": {
+      const re = compileRe2(value);
+      return (path) => !path.some((k) => re.test(k));
+    }
+    case "encrypted_regex": {
+      const re = compileRe2(value);
+      return (path) => path.some((k) => re.test(k));
+    }
+    case "unencrypted_comment_regex": {
+      const re = compileRe2(value);
+      // A matching active comment at any level keeps the item (and itself) in plaintext.
+      return (_path, comments) => !comments.some((level) => level.some((c) => re.test(c)));
+    }
+    case "encrypted_comment_regex": {
+      const re = compileRe2(value);
+      return (_path, comments, isComment) => {
+        const last = comments.length - 1;
+        return comments.some((level, i) =>
+          level.some((c, j) => {
+            // The marker comment itself (the newest entry of the innermost level) stays readable.
+            if (isComment && i === last && j === level.length - 1) return false;
+            return re.test(c);
+          }),
+        );
+      };
+    }
+    default:
+      throw new BootsealError("BAD_INPUT", "Unknown selection rule");
+  }
+}
+
+/**
+ * Walk every branch in sops order and rebuild it through `fn`. Null scalars are skipped
+ * (neither visited nor hashed); each branch starts again from the empty path.
+ */
+export function transformBranches(
+  branches: readonly Branch[],
+  selector: Selector,
+  fn: LeafTransform,
+): Branch[] {
+  return branches.map((branch) => walkMapping(branch, [], [], selector, fn));
+}
+
+function visitOf(
+  path: readonly string[],
+  comments: CommentStack,
+  isComment: boolean,
+  selector: Selector,
+): Visit {
+  return { path, aad: aadForPath(path), encrypted: selector(path, comments, isComment) };
+}
+
+function walkValue(
+  value: Value,
+  path: readonly string[],
+  stack: CommentStack,
+  selector: Selector,
+  fn: LeafTransform,
+): Value {
+  switch (value.kind) {
+    case "map":
+      return walkMapping(value, path, stack, selector, fn);
+    case "seq":
+      return walkSequence(value, path, stack, selector, fn);
+    case "scalar":
+      if (value.type === "null") return value;
+      return fn.scalar(value, visitOf(path, stack, false, selector));
+  }
+}
+
+function walkMapping(
+  m: Mapping,
+  path: readonly string[],
+  outer: CommentStack,
+  selector: Selector,
+  fn: LeafTransform,
+): Mapping {
+  let level: string[] = [];
+  const items: (Entry | Comment)[] = [];
+  for (const item of m.items) {
+    if (item.kind === "comment") {
+      // Comments join the active list of this level before their own decision (so the
+      // comment rules can see them) and do not clear it.
+      level = [...level, item.text];
+      items.push(fn.comment(item, visitOf(path, [...outer, level], true, selector)));
+      continue;
+    }
+    const value = walkValue(item.value, [...path, item.key], [...outer, level], selector, fn);
+    items.push(value === item.value ? item : { kind: "entry", key: item.key, value });
+    level = [];
+  }
+  return { ...m, items };
+}
+
+function walkSequence(
+  s: Sequence,
+  path: readonly string[],
+  outer: CommentStack,
+  selector: Selector,
+  fn: LeafTransform,
+): Sequence {
+  let level: string[] = [];
+  const items: (Value | Comment)[] = [];
+  for (const item of s.items) {
+    if (item.kind === "comment") {
+      level = [...level, item.text];
+      items.push(fn.comment(item, visitOf(path, [...outer, level], true, selector)));
+      continue;
+    }
+    items.push(walkValue(item, path, [...outer, level], selector, fn));
+    level = [];
+  }
+  return { ...s, items };
+}
