@@ -11,6 +11,7 @@ import { dirname, join, resolve, sep } from "node:path";
 import { parseDocument } from "yaml";
 import type { KeyEntry } from "../../providers/keys/master-key.ts";
 import type { SelectionRule } from "../envelope/sops/metadata.ts";
+import { compileRe2 } from "../envelope/sops/re2.ts";
 import { BootsealError } from "../errors.ts";
 import {
   ageKey,
@@ -23,7 +24,6 @@ import {
   pgpKey,
   vaultKeyFromUri,
 } from "./sops-config-keys.ts";
-import { compileGoRegex } from "./sops-config-regex.ts";
 import {
   bad,
   bool,
@@ -39,6 +39,14 @@ import {
 } from "./sops-config-yaml.ts";
 
 export { keyIdentity } from "./sops-config-keys.ts";
+
+function compilePathRegex(pattern: string): RegExp {
+  try {
+    return compileRe2(pattern);
+  } catch (cause) {
+    throw bad(`path_regex: ${(cause as Error).message}`);
+  }
+}
 
 export const SOPS_CONFIG_NAME = ".sops.yaml";
 const IGNORED_CONFIG_NAME = ".sops.yml";
@@ -251,7 +259,7 @@ function parseRule(v: Tree, index: number): ParsedCreationRule {
   }
   return {
     pathRegex,
-    regex: pathRegex === null ? null : compileGoRegex(pathRegex),
+    regex: pathRegex === null ? null : compilePathRegex(pathRegex),
     keyGroups,
     shorthand,
     threshold: threshold === 0 ? null : threshold,
