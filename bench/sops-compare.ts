@@ -44,7 +44,11 @@ function largeYaml(): string {
 
 function time(cmd: string, args: string[], env: NodeJS.ProcessEnv): number {
   const start = process.hrtime.bigint();
-  const result = spawnSync(cmd, args, { env, stdio: ["ignore", "pipe", "pipe"], maxBuffer: 256 * 1024 * 1024 });
+  const result = spawnSync(cmd, args, {
+    env,
+    stdio: ["ignore", "pipe", "pipe"],
+    maxBuffer: 256 * 1024 * 1024,
+  });
   const ms = Number(process.hrtime.bigint() - start) / 1e6;
   if (result.status !== 0) throw new Error(`${cmd} ${args.join(" ")} failed: ${result.stderr.toString()}`);
   return ms;
@@ -73,7 +77,10 @@ try {
     const plain = join(dir, c.file);
     writeFileSync(plain, c.content);
     const encrypted = join(dir, `enc-${c.file}`);
-    writeFileSync(encrypted, execFileSync(sops, ["encrypt", "--age", recipient, plain], { env, maxBuffer: 1 << 28 }));
+    writeFileSync(
+      encrypted,
+      execFileSync(sops, ["encrypt", "--age", recipient, plain], { env, maxBuffer: 1 << 28 }),
+    );
     for (const op of ["encrypt", "decrypt"] as const) {
       const target = op === "encrypt" ? plain : encrypted;
       const args = op === "encrypt" ? [op, "--age", recipient, target] : [op, target];

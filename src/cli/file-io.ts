@@ -19,7 +19,8 @@ export async function readInput(file: string | undefined, io: CliIo): Promise<Ui
     for await (const chunk of io.stdin) {
       const buf = typeof chunk === "string" ? Buffer.from(chunk) : (chunk as Buffer);
       size += buf.length;
-      if (size > MAX_INPUT_BYTES) throw new BootsealError("TOO_LARGE", "standard input is larger than 64 MiB");
+      if (size > MAX_INPUT_BYTES)
+        throw new BootsealError("TOO_LARGE", "standard input is larger than 64 MiB");
       chunks.push(buf);
     }
     return new Uint8Array(Buffer.concat(chunks));
@@ -78,7 +79,9 @@ export async function writeOutput(data: Uint8Array, target: OutputTarget, io: Cl
     await writeFileAtomic(target.output, data);
   } else {
     await new Promise<void>((resolve, reject) =>
-      io.stdout.write(data, (err) => (err ? reject(new BootsealError("IO_ERROR", "cannot write to standard output")) : resolve())),
+      io.stdout.write(data, (err) =>
+        err ? reject(new BootsealError("IO_ERROR", "cannot write to standard output")) : resolve(),
+      ),
     );
   }
 }

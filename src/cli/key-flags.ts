@@ -2,9 +2,10 @@
  * sops's key and selection flags, shared by encrypt, rotate and updatekeys. Flag names and
  * environment variables are sops's own, so scripts move between the two tools unchanged.
  */
-import { BootsealError } from "../errors.ts";
-import type { SelectionRule } from "../envelope/sops/metadata.ts";
+
 import type { KeyKind } from "../../providers/keys/master-key.ts";
+import type { SelectionRule } from "../envelope/sops/metadata.ts";
+import { BootsealError } from "../errors.ts";
 
 export interface KeyFlag {
   readonly kind: KeyKind;
@@ -39,7 +40,8 @@ type StringOption = { type: "string"; short?: string };
 export function keyFlagOptions(variant: "set" | "add-rm"): Record<string, StringOption> {
   const options: Record<string, StringOption> = {};
   for (const k of KEY_FLAGS) {
-    if (variant === "set") options[k.flag] = k.short ? { type: "string", short: k.short } : { type: "string" };
+    if (variant === "set")
+      options[k.flag] = k.short ? { type: "string", short: k.short } : { type: "string" };
     else {
       options[`add-${k.flag}`] = { type: "string" };
       options[`rm-${k.flag}`] = { type: "string" };
@@ -56,7 +58,10 @@ export function ruleFlagOptions(): Record<string, StringOption> {
 export function ruleFromFlags(values: Record<string, unknown>): SelectionRule | undefined {
   const given = RULE_FLAGS.filter((r) => typeof values[r.flag] === "string");
   if (given.length > 1) {
-    throw new BootsealError("USAGE", `Cannot use more than one of ${given.map((g) => `--${g.flag}`).join(", ")}`);
+    throw new BootsealError(
+      "USAGE",
+      `Cannot use more than one of ${given.map((g) => `--${g.flag}`).join(", ")}`,
+    );
   }
   const first = given[0];
   return first ? { kind: first.kind, value: values[first.flag] as string } : undefined;

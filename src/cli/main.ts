@@ -17,6 +17,26 @@ const COMMANDS: readonly CommandEntry[] = [
     summary: "run the REST service (embedded default: 127.0.0.1:7480, everything under ./data)",
     load: async () => (await import("./commands/serve.ts")).serveCommand,
   },
+  {
+    name: "encrypt",
+    summary: "encrypt a file as a SOPS v3 document (or an EncryptedConfig with --format envelope)",
+    load: async () => (await import("./commands/encrypt.ts")).encryptCommand,
+  },
+  {
+    name: "decrypt",
+    summary: "decrypt a SOPS v3 document or EncryptedConfig, after verifying its MAC or tag",
+    load: async () => (await import("./commands/decrypt.ts")).decryptCommand,
+  },
+  {
+    name: "rotate",
+    summary: "give a document a new data key; --add-*/--rm-* change its master keys",
+    load: async () => (await import("./commands/rotate.ts")).rotateCommand,
+  },
+  {
+    name: "updatekeys",
+    summary: "re-wrap a document's data key for the keys its .sops.yaml rule now lists",
+    load: async () => (await import("./commands/updatekeys.ts")).updatekeysCommand,
+  },
 ];
 
 function version(): string {

@@ -43,7 +43,8 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
   }
   // Report the bound port, not the requested one: --listen 127.0.0.1:0 picks a free port.
   const bound = app.server.address();
-  if (bound === null || typeof bound === "string") throw new BootsealError("IO_ERROR", "the server is not bound to a TCP port");
+  if (bound === null || typeof bound === "string")
+    throw new BootsealError("IO_ERROR", "the server is not bound to a TCP port");
   const host = bound.address;
   const url = `http://${host.includes(":") ? `[${host}]` : host}:${bound.port}`;
   return { app, url, embedded, close: () => app.close() };

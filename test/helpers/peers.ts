@@ -3,6 +3,7 @@
  * docs/development.md); a test that needs a peer calls peer(NAME) and fails loudly when the
  * variable is missing: a missing peer is a failure, never a silent skip.
  */
+import { randomBytes } from "node:crypto";
 import { env } from "node:process";
 
 export type PeerName =
@@ -10,14 +11,17 @@ export type PeerName =
   | "AGE_BIN" // path of age
   | "AGE_KEYGEN_BIN" // path of age-keygen
   | "GPG_BIN" // path of gpg
+  | "GPGCONF_BIN" // path of gpgconf (stops the gpg-agent of a temporary GNUPGHOME)
   | "S3_SEAWEEDFS_ENDPOINT" // http://127.0.0.1:8333
-  | "S3_MOTO_ENDPOINT" // http://127.0.0.1:5000 (moto serves S3 and KMS)
+  | "S3_SEAWEEDFS_ACCESS_KEY" // the admin identity weed mini was started with
+  | "S3_SEAWEEDFS_SECRET_KEY"
+  | "S3_MOTO_ENDPOINT" // http://127.0.0.1:5000 (moto serves S3 and KMS; any credentials)
   | "KMS_MOTO_ENDPOINT" // http://127.0.0.1:5000
-  | "KMS_LOCAL_ENDPOINT" // http://127.0.0.1:4599 (local-kms)
+  | "KMS_LOCAL_ENDPOINT" // http://127.0.0.1:4599 (local-kms, region us-east-1)
   | "GCS_ENDPOINT" // http://127.0.0.1:4443 (fake-gcs-server)
-  | "GCP_KMS_ENDPOINT" // 127.0.0.1:9010 (fake-cloud-kms, gRPC, insecure)
-  | "AZURE_KV_URL" // https://localhost:8443 (lowkey-vault)
-  | "VAULT_ADDR" // http://127.0.0.1:8200 (OpenBao dev server)
+  | "GCP_KMS_ENDPOINT" // no peer yet: fake-cloud-kms is refused by the Go module proxy (docs/development.md)
+  | "AZURE_KV_URL" // no peer yet: lowkey-vault-app is not on Maven Central (docs/development.md)
+  | "VAULT_ADDR" // http://127.0.0.1:8200 (OpenBao dev server, transit enabled)
   | "VAULT_TOKEN";
 
 export function peer(name: PeerName): string {
@@ -28,4 +32,9 @@ export function peer(name: PeerName): string {
     );
   }
   return value;
+}
+
+/** A name no other test run uses (buckets, keys, objects): lower case, digits and '-'. */
+export function uniqueName(prefix: string): string {
+  return `${prefix}-${Date.now().toString(36)}-${randomBytes(4).toString("hex")}`;
 }

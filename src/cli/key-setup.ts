@@ -1,0 +1,129 @@
+/**
+ * Which master keys and rule a new document gets: command-line keys (one group, sops's
+ * order) win; otherwise the first matching `.sops.yaml` creation rule.
+ */
+import { dirname, resolve } from "node:path";
+import { keysFromUserInput, keyTypes } from "../../providers/keys/index.ts";
+import type { KeyEntry, MasterKey, ProviderDeps } from "../../providers/keys/master-key.ts";
+import { findSopsConfig, loadSopsConfig, matchCreationRule } from "../config/sops-config.ts";
+import { formatLastModified, type SelectionRule } from "../envelope/sops/metadata.ts";
+import { BootsealError } from "../errors.ts";
+import type { CliIo } from "./command.ts";
+import { keyListsFromFlags, parseEncryptionContext, ruleFromFlags } from "./key-flags.ts";
+
+export interface KeySetup {
+  readonly groups: MasterKey[][];
+  readonly threshold?: number;
+  readonly rule?: SelectionRule | null;
+  readonly macOnlyEncrypted?: boolean;
+  readonly indent?: { yaml?: number; json?: number; binary?: number };
+}
+
+export function masterKeyFromEntry(entry: KeyEntry, deps: ProviderDeps): MasterKey {
+  const type = keyTypes[entry.kind];
+  if (!type) throw new BootsealError("UNSUPPORTED", `${entry.kind} keys are not supported by this build`);
+  return type.fromMetadata(entry, deps);
+}
+
+/**
+ * A key named by a creation rule or a flag has no created_at yet; providers validate entries
+ * as they appear in documents, so give it the time of this wrap (age entries have none).
+ */
+function newKeyFromEntry(entry: KeyEntry, deps: ProviderDeps): MasterKey {
+  if (entry.kind === "age" || entry.fields.has("created_at")) return masterKeyFromEntry(entry, deps);
+  const fields = new Map(entry.fields);
+  fields.set("created_at", formatLastModified(new Date()));
+  return masterKeyFromEntry({ ...entry, fields }, deps);
+}
+
+/** Keys given with flags (or sops's environment variables): one group. */
+export function keysFromFlags(
+  values: Record<string, unknown>,
+  deps: ProviderDeps,
+  env: Readonly<Record<string, string | undefined>>,
+  prefix = "",
+): MasterKey[] {
+  const keys: MasterKey[] = [];
+  const context = parseEncryptionContext(values["encryption-context"] as string | undefined);
+  for (const { kind, text } of keyListsFromFlags(values, env, prefix)) {
+    if (kind === "kms" && (context || values["aws-profile"])) {
+      // A context or profile cannot ride in the ARN string: build the entry sops would write.
+      for (const item of text
+        .split(",")
+        .map((s) => s.trim())
+        .filter(Boolean)) {
+        const [arn, role] = item.split("+");
+        const fields = new Map<string, string | Record<string, string>>([["arn", arn as string]]);
+        if (role) fields.set("role", role);
+        if (context) fields.set("context", context);
+        fields.set("aws_profile", (values["aws-profile"] as string | undefined) ?? "");
+        keys.push(newKeyFromEntry({ kind, enc: "", fields }, deps));
+      }
+    } else {
+      keys.push(...keysFromUserInput(kind, text, deps));
+    }
+  }
+  return keys;
+}
+
+/** Locates and applies `.sops.yaml` for `file` (relative to the working directory). */
+export function setupFromConfig(
+  file: string,
+  configFlag: string | undefined,
+  io: CliIo,
+  deps: ProviderDeps,
+  context?: Record<string, string>,
+): KeySetup | undefined {
+  const location = findSopsConfig(io.cwd, configFlag, io.env);
+  if (!location) return undefined;
+  if (location.warning) io.stderr.write(`bootseal: ${location.warning}\n`);
+  const config = loadSopsConfig(location.path);
+  const rule = matchCreationRule(config, dirname(location.path), resolve(io.cwd, file), {
+    kmsEncryptionContext: context,
+  });
+  if (!rule) return undefined;
+  return {
+    groups: rule.keyGroups.map((group) => group.map((entry) => newKeyFromEntry(entry, deps))),
+    threshold: rule.threshold ?? undefined,
+    rule: rule.rule,
+    macOnlyEncrypted: rule.macOnlyEncrypted,
+    indent: {
+      yaml: config.stores.yamlIndent,
+      json: config.stores.jsonIndent,
+      binary: config.stores.jsonBinaryIndent,
+    },
+  };
+}
+
+export function keySetup(
+  file: string,
+  values: Record<string, unknown>,
+  io: CliIo,
+  deps: ProviderDeps,
+): KeySetup {
+  const flagKeys = keysFromFlags(values, deps, io.env);
+  const flagRule = ruleFromFlags(values);
+  const threshold = values["shamir-secret-sharing-threshold"];
+  const context = parseEncryptionContext(values["encryption-context"] as string | undefined);
+  let fromConfig: KeySetup | undefined;
+  try {
+    fromConfig = setupFromConfig(file, values.config as string | undefined, io, deps, context);
+  } catch (err) {
+    // Keys on the command line make a non-matching .sops.yaml irrelevant.
+    if (flagKeys.length === 0) throw err;
+  }
+  const groups = flagKeys.length > 0 ? [flagKeys] : fromConfig?.groups;
+  if (!groups || groups.length === 0 || groups.some((g) => g.length === 0)) {
+    throw new BootsealError(
+      "USAGE",
+      "no master keys: give --age, --pgp, --kms, --gcp-kms, --azure-kv or --hc-vault-transit, or a .sops.yaml creation rule",
+    );
+  }
+  return {
+    groups,
+    threshold: threshold !== undefined ? Number(threshold) : fromConfig?.threshold,
+    rule: flagRule ?? fromConfig?.rule,
+    macOnlyEncrypted: values["mac-only-encrypted"] === true || fromConfig?.macOnlyEncrypted === true,
+    indent: fromConfig?.indent,
+  };
+}
