@@ -1,0 +1,408 @@
+/**
+ * file://DIR: the embedded default store. Object `a/b/c` is the file DIR/a/b/c (0600, in
+ * directories created 0700), so an operator can read the store with ls and cat.
+ *
+ * Writes are atomic: a temporary file in the target directory, fsync, rename over the target,
+ * fsync the directory. Readers never lock: a rename is atomic, so they see the old or the new
+ * bytes, never a mix. The etag is the SHA-256 of the content, computed from the bytes read.
+ *
+ * Conditional writes and deletes must hold against other PROCESSES on the same directory (two
+ * `bootseal serve` replicas on one volume), so every mutation of a key runs under a per-key
+ * lock file created with O_CREAT|O_EXCL (`open(path, "wx")`), which is atomic on local file
+ * systems and NFSv3+. Inside the lock: check the condition, write, rename. The lock holds
+ * `{pid, host, token}`; a lock is stale when its owner is on this host and no longer runs, or
+ * when it is older than `staleLockMs` (a crash on another host, or an unreadable lock). Stale
+ * locks are removed under a second "break" lock, and only if unchanged since they were judged
+ * stale, so two processes breaking the same lock cannot remove each other's fresh lock.
+ * Temporary and lock files start with `.bootseal-` (a reserved key segment); listing skips them.
+ */
+import { createHash, randomBytes } from "node:crypto";
+import type { FileHandle } from "node:fs/promises";
+import { mkdir, open, readdir, readFile, rename, rmdir, stat, unlink } from "node:fs/promises";
+import { hostname } from "node:os";
+import { dirname, join, sep } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { BootsealError } from "../../src/errors.ts";
+import type { CallOptions } from "../keys/master-key.ts";
+import type { ObjectInfo, ObjectStore, StoredObject, WriteCondition } from "./object-store.ts";
+import {
+  compareKeys,
+  etagValue,
+  isValidKey,
+  RESERVED_SEGMENT_PREFIX,
+  validateKey,
+  validateListPrefix,
+} from "./store-url.ts";
+
+export interface FileStoreOptions {
+  /** How long a writer waits for another writer's lock before STORE_UNAVAILABLE (default 45 s). */
+  readonly lockTimeoutMs?: number;
+  /** Age after which any lock counts as abandoned (default 30 s; a write holds it for milliseconds). */
+  readonly staleLockMs?: number;
+}
+
+const LOCK_PREFIX = `${RESERVED_SEGMENT_PREFIX}lock.`;
+const TEMP_PREFIX = `${RESERVED_SEGMENT_PREFIX}tmp.`;
+
+/** The lock file of a key: hashed, so a 255-byte file name still gets a lock name that fits. */
+export function lockPathOf(dir: string, key: string): string {
+  const segments = validateKey(key).split("/");
+  const name = segments.pop()!;
+  const hash = createHash("sha256").update(name).digest("hex").slice(0, 32);
+  return join(dir, ...segments, `${LOCK_PREFIX}${hash}`);
+}
+
+function contentEtag(body: Uint8Array): string {
+  return `"${createHash("sha256").update(body).digest("hex")}"`;
+}
+
+function errno(err: unknown): string | undefined {
+  return typeof err === "object" && err !== null && "code" in err ? String(err.code) : undefined;
+}
+
+function lostRace(message: string): BootsealError {
+  return new BootsealError("PRECONDITION_FAILED", message);
+}
+
+/** File-system failures as store errors; the path is not shown (it reveals the layout only). */
+function fsError(err: unknown, action: string): BootsealError {
+  if (err instanceof BootsealError) return err;
+  const code = errno(err);
+  if (code === "EACCES" || code === "EPERM" || code === "EROFS") {
+    return new BootsealError("STORE_FORBIDDEN", `file store: permission denied to ${action}`, { cause: err });
+  }
+  if (code === "ENAMETOOLONG") {
+    return new BootsealError("BAD_INPUT", "file store: a key segment is too long for the file system", {
+      cause: err,
+    });
+  }
+  if (code === "ENOTDIR" || code === "EISDIR" || code === "EEXIST") {
+    // S3 lets `a` and `a/b` both be objects; a file system cannot have `a` as file and directory.
+    return new BootsealError(
+      "BAD_INPUT",
+      "file store: the key collides with a directory or a file on its path",
+      {
+        cause: err,
+      },
+    );
+  }
+  if (code === "ENOSPC" || code === "EDQUOT" || code === "EIO" || code === "EMFILE" || code === "ENFILE") {
+    return new BootsealError("STORE_UNAVAILABLE", `file store: cannot ${action} (${code})`, { cause: err });
+  }
+  return new BootsealError("IO_ERROR", `file store: cannot ${action}`, { cause: err });
+}
+
+interface ReadResult {
+  readonly body: Buffer;
+  readonly mtime: Date;
+}
+
+/** Reads an object file; null when there is none (missing, or a directory on the way). */
+async function readObject(path: string): Promise<ReadResult | null> {
+  let fh: FileHandle | undefined;
+  try {
+    fh = await open(path, "r");
+    const st = await fh.stat();
+    if (!st.isFile()) return null;
+    return { body: await fh.readFile(), mtime: st.mtime };
+  } catch (err) {
+    const code = errno(err);
+    if (code === "ENOENT" || code === "ENOTDIR" || code === "EISDIR") return null;
+    throw fsError(err, "read an object");
+  } finally {
+    await fh?.close();
+  }
+}
+
+async function fsyncDir(dir: string): Promise<void> {
+  const fh = await open(dir, "r");
+  try {
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+}
+
+interface LockOwner {
+  readonly pid: number;
+  readonly host: string;
+  readonly token: string;
+}
+
+function processGone(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return false;
+  } catch (err) {
+    return errno(err) === "ESRCH"; // EPERM: it runs, under another user
+  }
+}
+
+export class FileStore implements ObjectStore {
+  readonly url: string;
+  readonly #root: string;
+  readonly #lockTimeoutMs: number;
+  readonly #staleLockMs: number;
+
+  constructor(dir: string, options: FileStoreOptions = {}) {
+    this.#root = dir;
+    this.url = `file://${dir}`;
+    this.#lockTimeoutMs = options.lockTimeoutMs ?? 45_000;
+    this.#staleLockMs = options.staleLockMs ?? 30_000;
+  }
+
+  /** The file of a key; validated keys cannot climb out, and the check makes sure of it. */
+  #path(key: string): string {
+    const path = join(this.#root, ...validateKey(key).split("/"));
+    if (!path.startsWith(this.#root + sep)) throw new BootsealError("BAD_INPUT", "invalid object key");
+    return path;
+  }
+
+  async get(key: string, options?: CallOptions): Promise<StoredObject | null> {
+    options?.signal?.throwIfAborted();
+    const read = await readObject(this.#path(key));
+    if (!read) return null;
+    const body = new Uint8Array(read.body.buffer, read.body.byteOffset, read.body.byteLength);
+    return { key, etag: contentEtag(body), size: body.byteLength, lastModified: read.mtime, body };
+  }
+
+  async head(key: string, options?: CallOptions): Promise<ObjectInfo | null> {
+    options?.signal?.throwIfAborted();
+    const read = await readObject(this.#path(key));
+    if (!read) return null;
+    return { key, etag: contentEtag(read.body), size: read.body.byteLength, lastModified: read.mtime };
+  }
+
+  async put(
+    key: string,
+    body: Uint8Array,
+    condition: WriteCondition,
+    options?: CallOptions & { contentType?: string },
+  ): Promise<ObjectInfo> {
+    options?.signal?.throwIfAborted();
+    const path = this.#path(key);
+    const bytes = Uint8Array.from(body); // the caller may reuse its buffer while we wait
+    return this.#locked(key, options?.signal, async () => {
+      if (!("unconditional" in condition)) {
+        const current = await readObject(path);
+        if ("ifNoneMatch" in condition && current) throw lostRace("object already exists");
+        if (
+          "ifMatch" in condition &&
+          (!current || etagValue(contentEtag(current.body)) !== etagValue(condition.ifMatch))
+        ) {
+          throw lostRace("object changed since it was read");
+        }
+      }
+      await this.#writeAtomic(path, bytes);
+      const st = await stat(path).catch((err) => {
+        throw fsError(err, "write an object");
+      });
+      return { key, etag: contentEtag(bytes), size: bytes.byteLength, lastModified: st.mtime };
+    });
+  }
+
+  async delete(key: string, condition?: { ifMatch: string }, options?: CallOptions): Promise<boolean> {
+    options?.signal?.throwIfAborted();
+    const path = this.#path(key);
+    if (!(await readObject(path))) return false; // nothing there: no lock, no directories made
+    const deleted = await this.#locked(key, options?.signal, async () => {
+      const current = await readObject(path);
+      if (!current) return false;
+      if (condition && etagValue(contentEtag(current.body)) !== etagValue(condition.ifMatch)) {
+        throw lostRace("object changed since it was read");
+      }
+      try {
+        await unlink(path);
+        await fsyncDir(dirname(path));
+      } catch (err) {
+        if (errno(err) === "ENOENT") return false;
+        throw fsError(err, "delete an object");
+      }
+      return true;
+    });
+    if (deleted) await this.#pruneEmptyDirs(dirname(path));
+    return deleted;
+  }
+
+  async *list(prefix: string, options?: CallOptions): AsyncIterable<ObjectInfo> {
+    validateListPrefix(prefix);
+    // Walk only the deepest directory the prefix names; the rest of it filters names there.
+    const cut = prefix.lastIndexOf("/") + 1;
+    const dirKey = prefix.slice(0, cut);
+    const start = dirKey ? join(this.#root, ...dirKey.slice(0, -1).split("/")) : this.#root;
+    yield* this.#walk(start, dirKey, prefix.slice(cut), options?.signal);
+  }
+
+  async *#walk(
+    dir: string,
+    keyPrefix: string,
+    namePrefix: string,
+    signal?: AbortSignal,
+  ): AsyncIterable<ObjectInfo> {
+    signal?.throwIfAborted();
+    let entries: import("node:fs").Dirent[];
+    try {
+      entries = await readdir(dir, { withFileTypes: true });
+    } catch (err) {
+      const code = errno(err);
+      if (code === "ENOENT" || code === "ENOTDIR") return;
+      throw fsError(err, "list objects");
+    }
+    // Sort as full keys sort: a directory `a` holds keys `a/...`, so it sorts as "a/", which
+    // puts it after a sibling file `a-b` ('-' < '/'), matching S3's and GCS's byte order.
+    const items = entries
+      .filter((e) => !e.name.startsWith(RESERVED_SEGMENT_PREFIX) && e.name.startsWith(namePrefix))
+      .filter((e) => e.isDirectory() || e.isFile())
+      .map((e) => ({
+        name: e.name,
+        isDir: e.isDirectory(),
+        sortKey: e.isDirectory() ? `${e.name}/` : e.name,
+      }))
+      .sort((a, b) => compareKeys(a.sortKey, b.sortKey));
+    for (const item of items) {
+      const key = keyPrefix + item.name;
+      if (item.isDir) {
+        yield* this.#walk(join(dir, item.name), `${key}/`, "", signal);
+        continue;
+      }
+      if (!isValidKey(key)) continue; // a file put there by hand that no key can name
+      const read = await readObject(join(dir, item.name));
+      if (!read) continue; // deleted since readdir
+      yield { key, etag: contentEtag(read.body), size: read.body.byteLength, lastModified: read.mtime };
+    }
+  }
+
+  async #writeAtomic(path: string, body: Uint8Array): Promise<void> {
+    const dir = dirname(path);
+    const temp = join(dir, `${TEMP_PREFIX}${randomBytes(8).toString("hex")}`);
+    try {
+      const fh = await open(temp, "wx", 0o600);
+      try {
+        await fh.writeFile(body);
+        await fh.sync();
+      } finally {
+        await fh.close();
+      }
+      await rename(temp, path);
+      await fsyncDir(dir); // makes the rename itself durable
+    } catch (err) {
+      await unlink(temp).catch(() => {});
+      throw fsError(err, "write an object");
+    }
+  }
+
+  /** Runs `critical` holding the key's lock file; creates the key's directory as needed. */
+  async #locked<T>(key: string, signal: AbortSignal | undefined, critical: () => Promise<T>): Promise<T> {
+    const lockPath = lockPathOf(this.#root, key);
+    const owner: LockOwner = { pid: process.pid, host: hostname(), token: randomBytes(16).toString("hex") };
+    const deadline = Date.now() + this.#lockTimeoutMs;
+    for (let attempt = 0; ; attempt++) {
+      signal?.throwIfAborted();
+      try {
+        const fh = await open(lockPath, "wx", 0o600);
+        try {
+          await fh.writeFile(JSON.stringify(owner));
+        } finally {
+          await fh.close();
+        }
+        break;
+      } catch (err) {
+        const code = errno(err);
+        if (code === "ENOENT") {
+          // The directory is missing, or a delete pruned it since: (re)create and try again.
+          await mkdir(dirname(lockPath), { recursive: true, mode: 0o700 }).catch((e) => {
+            throw fsError(e, "create a directory");
+          });
+          continue;
+        }
+        if (code !== "EEXIST") throw fsError(err, "lock an object");
+        if (await this.#breakIfStale(lockPath)) continue;
+        if (Date.now() > deadline) {
+          throw new BootsealError(
+            "STORE_UNAVAILABLE",
+            "file store: timed out waiting for another writer's lock",
+          );
+        }
+        // Jittered backoff from 2 ms to 50 ms: writers hold the lock for a few fsyncs.
+        const wait = Math.min(50, 2 * 1.5 ** attempt) * (0.5 + Math.random());
+        await sleep(wait, undefined, { signal });
+      }
+    }
+    try {
+      return await critical();
+    } finally {
+      await this.#unlock(lockPath, owner.token);
+    }
+  }
+
+  async #unlock(lockPath: string, token: string): Promise<void> {
+    // Remove only our own lock: if ours was judged stale and broken, the file is someone else's.
+    const content = await readFile(lockPath, "utf8").catch(() => "");
+    if (content.includes(token)) await unlink(lockPath).catch(() => {});
+  }
+
+  /** True when the lock was stale and is now gone (or vanished on its own). */
+  async #breakIfStale(lockPath: string): Promise<boolean> {
+    const seen = await this.#inspectLock(lockPath);
+    if (seen === null) return true;
+    if (!seen.stale) return false;
+    const breaker = `${lockPath}.break`;
+    try {
+      await (await open(breaker, "wx", 0o600)).close();
+    } catch (err) {
+      if (errno(err) !== "EEXIST") throw fsError(err, "lock an object");
+      // Another process is breaking it. A break lock left by a crash in that short window is
+      // itself removed once it is older than the stale age.
+      const st = await stat(breaker).catch(() => null);
+      if (st && Date.now() - st.mtimeMs > this.#staleLockMs) await unlink(breaker).catch(() => {});
+      return false;
+    }
+    try {
+      const again = await this.#inspectLock(lockPath);
+      if (again === null) return true;
+      if (again.stale && again.content === seen.content && again.ino === seen.ino) await unlink(lockPath);
+      return true;
+    } catch (err) {
+      if (errno(err) === "ENOENT") return true;
+      throw fsError(err, "break a stale lock");
+    } finally {
+      await unlink(breaker).catch(() => {});
+    }
+  }
+
+  async #inspectLock(lockPath: string): Promise<{ stale: boolean; content: string; ino: number } | null> {
+    let st: import("node:fs").Stats;
+    let content: string;
+    try {
+      st = await stat(lockPath);
+      content = await readFile(lockPath, "utf8");
+    } catch (err) {
+      if (errno(err) === "ENOENT") return null;
+      throw fsError(err, "read a lock");
+    }
+    if (Date.now() - st.mtimeMs > this.#staleLockMs) return { stale: true, content, ino: st.ino };
+    let owner: Partial<LockOwner> = {};
+    try {
+      owner = JSON.parse(content) as Partial<LockOwner>;
+    } catch {
+      // Empty or partial: its writer is between open and write, or crashed there (age decides).
+    }
+    const gone = owner.host === hostname() && typeof owner.pid === "number" && processGone(owner.pid);
+    return { stale: gone, content, ino: st.ino };
+  }
+
+  /** After a delete, removes directories left empty, up to (not including) the store root. */
+  async #pruneEmptyDirs(dir: string): Promise<void> {
+    for (let d = dir; d.startsWith(this.#root + sep); d = dirname(d)) {
+      try {
+        await rmdir(d); // fails on a non-empty directory, which is the point
+      } catch {
+        return;
+      }
+    }
+  }
+}
+
+export function createFileStore(dir: string, options?: FileStoreOptions): ObjectStore {
+  return new FileStore(dir, options);
+}

@@ -1,0 +1,318 @@
+/**
+ * s3://BUCKET/PREFIX on AWS S3 and S3-compatible servers (MinIO, SeaweedFS, moto), with
+ * @aws-sdk/client-s3. Create-only is `If-None-Match: *` and compare-and-swap is `If-Match` on
+ * PutObject; every way a server says "you lost" (412 PreconditionFailed, 409
+ * ConditionalRequestConflict, 304, and moto's 404 NoSuchKey for If-Match on a missing key)
+ * becomes PRECONDITION_FAILED.
+ *
+ * Delete: S3 answers 204 whether or not the key existed, so a HEAD first tells `delete` what to
+ * return. A conditional delete checks the HEAD's etag (for servers that ignore If-Match on
+ * DeleteObject) and also sends If-Match, which AWS, SeaweedFS 4.48 and moto 5.2.5 honour, so
+ * on them the delete itself is atomic. SeaweedFS answers If-Match on a missing key with 412;
+ * a second HEAD tells "gone" (false) from "changed" (PRECONDITION_FAILED).
+ */
+import {
+  DeleteObjectCommand,
+  GetObjectCommand,
+  HeadObjectCommand,
+  ListObjectsV2Command,
+  PutObjectCommand,
+  S3Client,
+  S3ServiceException,
+} from "@aws-sdk/client-s3";
+import { BootsealError } from "../../src/errors.ts";
+import type { CallOptions } from "../keys/master-key.ts";
+import type { ObjectInfo, ObjectStore, StoredObject, WriteCondition } from "./object-store.ts";
+import { formatStoreUrl, fullKey, isValidKey, validateListPrefix } from "./store-url.ts";
+
+export interface S3Credentials {
+  readonly accessKeyId: string;
+  readonly secretAccessKey: string;
+  readonly sessionToken?: string;
+}
+
+export interface S3StoreOptions {
+  /** e.g. http://127.0.0.1:9000; default AWS_ENDPOINT_URL_S3, then AWS_ENDPOINT_URL, then AWS. */
+  readonly endpoint?: string;
+  /** Default AWS_REGION, AWS_DEFAULT_REGION, then us-east-1. */
+  readonly region?: string;
+  /** Default BOOTSEAL_S3_FORCE_PATH_STYLE, else true when an endpoint is set (MinIO & co.). */
+  readonly forcePathStyle?: boolean;
+  /** Default: the SDK's credential chain (AWS_ACCESS_KEY_ID, profiles, IMDS, ...). */
+  readonly credentials?: S3Credentials;
+  /** ListObjectsV2 page size (MaxKeys, at most 1000). */
+  readonly pageSize?: number;
+  /** SDK attempts per request, first one included (default 3). */
+  readonly maxAttempts?: number;
+  /** TCP connect timeout (default 3 s): an unreachable endpoint fails in seconds, not minutes. */
+  readonly connectionTimeoutMs?: number;
+  /** Socket idle timeout per request (default 30 s). */
+  readonly requestTimeoutMs?: number;
+}
+
+const LOST_RACE_NAMES = new Set(["PreconditionFailed", "ConditionalRequestConflict", "NotModified"]);
+const FORBIDDEN_NAMES = new Set([
+  "AccessDenied",
+  "InvalidAccessKeyId",
+  "SignatureDoesNotMatch",
+  "ExpiredToken",
+  "InvalidToken",
+  "TokenRefreshRequired",
+  "AllAccessDisabled",
+  "CredentialsProviderError",
+]);
+const UNAVAILABLE_NAMES = new Set([
+  "TimeoutError",
+  "RequestTimeout",
+  "RequestTimeoutException",
+  "SlowDown",
+  "ServiceUnavailable",
+  "InternalError",
+  "ThrottlingException",
+]);
+const NETWORK_CODES = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ETIMEDOUT",
+  "EPIPE",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "ECONNABORTED",
+]);
+
+function status(err: unknown): number | undefined {
+  return err instanceof S3ServiceException ? err.$metadata.httpStatusCode : undefined;
+}
+
+function isLostRace(err: unknown): boolean {
+  const s = status(err);
+  return (
+    err instanceof S3ServiceException &&
+    (LOST_RACE_NAMES.has(err.name) || s === 412 || s === 409 || s === 304)
+  );
+}
+
+function isMissingKey(err: unknown): boolean {
+  return (
+    err instanceof S3ServiceException &&
+    err.name !== "NoSuchBucket" &&
+    (err.name === "NoSuchKey" || status(err) === 404)
+  );
+}
+
+function isAbort(err: unknown): boolean {
+  return err instanceof Error && err.name === "AbortError";
+}
+
+/** Maps any SDK failure to a BootsealError; never echoes credentials or endpoint details. */
+export function mapS3Error(err: unknown, bucket: string): unknown {
+  if (err instanceof BootsealError || isAbort(err)) return err;
+  const name = err instanceof Error ? err.name : "";
+  const code = typeof err === "object" && err !== null && "code" in err ? String(err.code) : "";
+  if (err instanceof S3ServiceException) {
+    const s = status(err) ?? 0;
+    if (isLostRace(err))
+      return new BootsealError("PRECONDITION_FAILED", "object changed or already exists", { cause: err });
+    if (name === "NoSuchBucket") {
+      return new BootsealError("NOT_FOUND", `S3 bucket "${bucket}" does not exist`, { cause: err });
+    }
+    if (s === 401 || s === 403 || FORBIDDEN_NAMES.has(name)) {
+      return new BootsealError("STORE_FORBIDDEN", `S3 refused the credentials (${name || s})`, {
+        cause: err,
+      });
+    }
+    if (s >= 500 || s === 429 || UNAVAILABLE_NAMES.has(name)) {
+      return new BootsealError("STORE_UNAVAILABLE", `S3 is unavailable (${name || s})`, { cause: err });
+    }
+    return new BootsealError("IO_ERROR", `S3 refused the request (${name || s})`, { cause: err });
+  }
+  if (FORBIDDEN_NAMES.has(name)) {
+    return new BootsealError("STORE_FORBIDDEN", "no usable S3 credentials", { cause: err });
+  }
+  const nested =
+    err instanceof AggregateError ? err.errors.map((e) => (e as { code?: string }).code ?? "") : [];
+  if (UNAVAILABLE_NAMES.has(name) || NETWORK_CODES.has(code) || nested.some((c) => NETWORK_CODES.has(c))) {
+    return new BootsealError("STORE_UNAVAILABLE", `S3 endpoint unreachable (${code || name})`, {
+      cause: err,
+    });
+  }
+  return new BootsealError("IO_ERROR", "S3 request failed", { cause: err });
+}
+
+export class S3Store implements ObjectStore {
+  readonly url: string;
+  readonly #client: S3Client;
+  readonly #bucket: string;
+  readonly #prefix: string;
+  readonly #pageSize: number;
+
+  constructor(bucket: string, prefix: string, options: S3StoreOptions & { region: string }) {
+    this.#bucket = bucket;
+    this.#prefix = prefix;
+    this.url = formatStoreUrl({ scheme: "s3", bucket, prefix });
+    this.#pageSize = Math.max(1, Math.min(1000, options.pageSize ?? 1000));
+    this.#client = new S3Client({
+      region: options.region,
+      ...(options.endpoint ? { endpoint: options.endpoint } : {}),
+      forcePathStyle: options.forcePathStyle ?? Boolean(options.endpoint),
+      ...(options.credentials ? { credentials: options.credentials } : {}),
+      maxAttempts: options.maxAttempts ?? 3,
+      retryMode: "standard",
+      requestHandler: {
+        connectionTimeout: options.connectionTimeoutMs ?? 3000,
+        requestTimeout: options.requestTimeoutMs ?? 30_000,
+        // Without this the SDK only logs a warning when requestTimeout passes and keeps waiting
+        // on a server that accepted the connection but never answers.
+        throwOnRequestTimeout: true,
+      },
+    });
+  }
+
+  /** Releases the client's sockets (tests; a service keeps its store for its lifetime). */
+  destroy(): void {
+    this.#client.destroy();
+  }
+
+  async #send<T>(run: () => Promise<T>): Promise<T> {
+    try {
+      return await run();
+    } catch (err) {
+      throw mapS3Error(err, this.#bucket);
+    }
+  }
+
+  async get(key: string, options?: CallOptions): Promise<StoredObject | null> {
+    const Key = fullKey(this.#prefix, key);
+    const abortSignal = options?.signal;
+    try {
+      const r = await this.#client.send(new GetObjectCommand({ Bucket: this.#bucket, Key }), { abortSignal });
+      const body = r.Body ? await r.Body.transformToByteArray() : new Uint8Array();
+      return {
+        key,
+        etag: r.ETag ?? "",
+        size: body.byteLength,
+        lastModified: r.LastModified ?? new Date(),
+        body,
+      };
+    } catch (err) {
+      if (isMissingKey(err)) return null;
+      throw mapS3Error(err, this.#bucket);
+    }
+  }
+
+  async head(key: string, options?: CallOptions): Promise<ObjectInfo | null> {
+    const Key = fullKey(this.#prefix, key);
+    try {
+      const r = await this.#client.send(new HeadObjectCommand({ Bucket: this.#bucket, Key }), {
+        abortSignal: options?.signal,
+      });
+      return {
+        key,
+        etag: r.ETag ?? "",
+        size: r.ContentLength ?? 0,
+        lastModified: r.LastModified ?? new Date(),
+      };
+    } catch (err) {
+      // A HEAD response has no body, so a missing bucket is a bare 404 too: it reads as absent.
+      if (isMissingKey(err)) return null;
+      throw mapS3Error(err, this.#bucket);
+    }
+  }
+
+  async put(
+    key: string,
+    body: Uint8Array,
+    condition: WriteCondition,
+    options?: CallOptions & { contentType?: string },
+  ): Promise<ObjectInfo> {
+    const Key = fullKey(this.#prefix, key);
+    const cond =
+      "ifNoneMatch" in condition
+        ? { IfNoneMatch: "*" }
+        : "ifMatch" in condition
+          ? { IfMatch: quoted(condition.ifMatch) }
+          : {};
+    try {
+      const r = await this.#client.send(
+        new PutObjectCommand({
+          Bucket: this.#bucket,
+          Key,
+          Body: body,
+          ContentLength: body.byteLength,
+          ...(options?.contentType ? { ContentType: options.contentType } : {}),
+          ...cond,
+        }),
+        { abortSignal: options?.signal },
+      );
+      // PutObject answers no Last-Modified; the local clock is close enough for a fresh write.
+      return { key, etag: r.ETag ?? "", size: body.byteLength, lastModified: new Date() };
+    } catch (err) {
+      // moto (like AWS) answers If-Match on a key that does not exist with 404 NoSuchKey.
+      if ("ifMatch" in condition && isMissingKey(err)) {
+        throw new BootsealError("PRECONDITION_FAILED", "object changed or already exists", { cause: err });
+      }
+      throw mapS3Error(err, this.#bucket);
+    }
+  }
+
+  async delete(key: string, condition?: { ifMatch: string }, options?: CallOptions): Promise<boolean> {
+    const Key = fullKey(this.#prefix, key);
+    const abortSignal = options?.signal;
+    const current = await this.head(key, options);
+    if (!current) return false;
+    if (condition && unquoted(current.etag) !== unquoted(condition.ifMatch)) {
+      throw new BootsealError("PRECONDITION_FAILED", "object changed since it was read");
+    }
+    try {
+      await this.#client.send(
+        new DeleteObjectCommand({
+          Bucket: this.#bucket,
+          Key,
+          ...(condition ? { IfMatch: quoted(condition.ifMatch) } : {}),
+        }),
+        { abortSignal },
+      );
+      return true;
+    } catch (err) {
+      if (isMissingKey(err)) return false;
+      if (condition && isLostRace(err) && !(await this.head(key, options))) return false;
+      throw mapS3Error(err, this.#bucket);
+    }
+  }
+
+  async *list(prefix: string, options?: CallOptions): AsyncIterable<ObjectInfo> {
+    validateListPrefix(prefix);
+    let token: string | undefined;
+    do {
+      const page = await this.#send(() =>
+        this.#client.send(
+          new ListObjectsV2Command({
+            Bucket: this.#bucket,
+            Prefix: this.#prefix + prefix,
+            MaxKeys: this.#pageSize,
+            ...(token ? { ContinuationToken: token } : {}),
+          }),
+          { abortSignal: options?.signal },
+        ),
+      );
+      for (const o of page.Contents ?? []) {
+        const key = (o.Key ?? "").slice(this.#prefix.length);
+        // Objects other tools wrote ("dir/" markers, "a//b") cannot be addressed here: skipped.
+        if (!isValidKey(key)) continue;
+        yield { key, etag: o.ETag ?? "", size: o.Size ?? 0, lastModified: o.LastModified ?? new Date(0) };
+      }
+      token = page.IsTruncated ? page.NextContinuationToken : undefined;
+    } while (token);
+  }
+}
+
+/** S3 expects the quoted form; callers may hand back an etag without its quotes. */
+function quoted(etag: string): string {
+  return etag.startsWith('"') || etag.startsWith("W/") ? etag : `"${etag}"`;
+}
+
+function unquoted(etag: string): string {
+  return etag.replace(/^W\//, "").replace(/^"(.*)"$/, "$1");
+}
