@@ -5,16 +5,20 @@
 import type { KeyResolver } from "../../src/envelope/sops/key-groups.ts";
 import { BootsealError } from "../../src/errors.ts";
 import { ageKeyType } from "./age.ts";
+import { awsKmsKeyType } from "./aws-kms.ts";
+import { azureKvKeyType } from "./azure-kv.ts";
+import { gcpKmsKeyType } from "./gcp-kms.ts";
 import type { KeyKind, MasterKey, MasterKeyType, ProviderDeps } from "./master-key.ts";
 import { pgpKeyType } from "./pgp.ts";
+import { vaultTransitKeyType } from "./vault-transit.ts";
 
 export const keyTypes: Readonly<Record<KeyKind, MasterKeyType | undefined>> = {
   age: ageKeyType,
   pgp: pgpKeyType,
-  kms: undefined,
-  gcp_kms: undefined,
-  azure_kv: undefined,
-  hc_vault: undefined,
+  kms: awsKmsKeyType,
+  gcp_kms: gcpKmsKeyType,
+  azure_kv: azureKvKeyType,
+  hc_vault: vaultTransitKeyType,
 };
 
 /**

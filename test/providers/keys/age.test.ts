@@ -237,9 +237,9 @@ describe("failures", () => {
     );
   });
 
-  test("registry: unknown kinds are UNSUPPORTED for input and unresolved for documents", () => {
-    assert.throws(() => keysFromUserInput("kms", "arn:aws:kms:x", {}), code("UNSUPPORTED"));
-    assert.equal(resolverFor({})({ kind: "kms", enc: "x", fields: new Map() }), null);
+  test("registry: malformed input is refused when configured, and age input resolves", () => {
+    assert.throws(() => keysFromUserInput("kms", "arn:aws:kms:x", {}), code("BAD_INPUT"));
+    assert.throws(() => resolverFor({})({ kind: "kms", enc: "x", fields: new Map() }), code("BAD_INPUT"));
     assert.equal(keysFromUserInput("age", id.recipient)[0]?.id, id.recipient);
   });
 });

@@ -1,0 +1,428 @@
+/**
+ * AWS KMS master keys (sops `kms/keysource.go`), on @aws-sdk/client-kms.
+ *
+ * Wrap is Encrypt(KeyId = arn, Plaintext = the raw secret, EncryptionContext = `context`),
+ * enc the standard base64 of the CiphertextBlob; unwrap is Decrypt with the same KeyId and
+ * context. The region comes from the ARN (sops does the same); the endpoint from
+ * `extras.kms.endpoint`, else AWS_ENDPOINT_URL_KMS, else AWS_ENDPOINT_URL of deps.env. `aws_profile`
+ * selects a shared-config profile (the SDK's `profile` option); `role` is assumed through STS
+ * with the session name sops uses, `sops@<sanitised hostname>`.
+ *
+ * Error classes: AccessDenied and friends -> KEY_ACCESS_DENIED; NotFound / InvalidArn ->
+ * KEY_NOT_FOUND; InvalidCiphertext (wrong encryption context or damaged enc) and
+ * IncorrectKey (enc made by another key) -> BAD_INPUT, because the entry does not fit the
+ * key and no credential or retry can change that; throttling, 5xx and connection failures
+ * -> KEY_UNAVAILABLE, retried (retry.ts). An ARN that does not match sops's ARN pattern is
+ * refused when the key is configured (BAD_INPUT), as the interface asks of fromMetadata.
+ */
+import { hostname } from "node:os";
+import { env as processEnv } from "node:process";
+import {
+  DecryptCommand,
+  type DecryptCommandOutput,
+  EncryptCommand,
+  GenerateDataKeyCommand,
+  KMSClient,
+  type KMSClientConfig,
+} from "@aws-sdk/client-kms";
+import { BootsealError } from "../../src/errors.ts";
+import type {
+  CallOptions,
+  KeyEntry,
+  KeyFieldValue,
+  MasterKey,
+  MasterKeyType,
+  ProviderDeps,
+} from "./master-key.ts";
+import {
+  attemptSignal,
+  checkCreatedAt,
+  decodeStdBase64,
+  formatCreatedAt,
+  type RetryPolicy,
+  retryPolicy,
+  stringField,
+  withRetry,
+} from "./retry.ts";
+
+/** `extras.kms` in ProviderDeps. */
+export interface AwsKmsExtras {
+  /** KMS endpoint (an emulator); default from AWS_ENDPOINT_URL_KMS / AWS_ENDPOINT_URL. */
+  readonly endpoint?: string;
+  /** STS endpoint for `role`; default AWS_ENDPOINT_URL_STS / AWS_ENDPOINT_URL. */
+  readonly stsEndpoint?: string;
+  /** Static credentials instead of the SDK's default chain (tests, injected identities). */
+  readonly credentials?: { accessKeyId: string; secretAccessKey: string; sessionToken?: string };
+  readonly retry?: Partial<RetryPolicy>;
+  /** Connect timeout of one attempt, ms (default 2000). */
+  readonly connectTimeoutMs?: number;
+}
+
+/** sops kms arnRegex: the region is the first group. */
+const ARN = /^arn:aws[\w-]*:kms:(.+):[0-9]+:(key|alias)\/.+$/;
+/** sops stsSessionRegex, `[^a-zA-Z0-9=,.@-_]+`: note `@-_` is a range (@ through _), kept as is. */
+const STS_SESSION_DROP = /[^a-zA-Z0-9=,.@-_]+/g;
+const SESSION_NAME_LIMIT = 64;
+
+interface KmsSettings {
+  readonly arn: string;
+  readonly role: string;
+  readonly context: Readonly<Record<string, string>> | undefined;
+  readonly profile: string;
+}
+
+function extrasOf(deps: ProviderDeps): AwsKmsExtras {
+  const extras = deps.extras?.kms;
+  return typeof extras === "object" && extras !== null ? (extras as AwsKmsExtras) : {};
+}
+
+function regionOf(arn: string): string {
+  const m = ARN.exec(arn);
+  if (!m) throw new BootsealError("BAD_INPUT", `kms: not a KMS key ARN: ${arn}`);
+  return m[1] as string;
+}
+
+/** sops ToString: arn[+role], then `|k:v,…` (sorted) when there is a context or profile, then `|profile`. */
+export function kmsKeyId(s: KmsSettings): string {
+  const arnRole = s.role ? `${s.arn}+${s.role}` : s.arn;
+  const ctx = s.context ?? {};
+  const context = Object.keys(ctx)
+    .sort()
+    .map((k) => `${k}:${ctx[k]}`)
+    .join(",");
+  if (s.profile) return `${arnRole}|${context}|${s.profile}`;
+  return context ? `${arnRole}|${context}` : arnRole;
+}
+
+/** sops stsSessionName. */
+export function stsSessionName(host: string = hostname()): string {
+  return `sops@${host.replace(STS_SESSION_DROP, "")}`.slice(0, SESSION_NAME_LIMIT);
+}
+
+/** The key part of a key ARN (`key/<id>`), or null for an alias ARN. */
+function keyPart(arn: string): string | null {
+  const m = /:(key\/.+)$/.exec(arn);
+  return m ? (m[1] as string) : null;
+}
+
+const DENIED = new Set([
+  "AccessDeniedException",
+  "UnrecognizedClientException",
+  "InvalidSignatureException",
+  "IncompleteSignature",
+  "ExpiredTokenException",
+  "InvalidClientTokenId",
+  "MissingAuthenticationToken",
+  "DisabledException",
+  "KMSInvalidStateException",
+  "KeyUnavailableException",
+]);
+const NOT_FOUND = new Set(["NotFoundException", "InvalidArnException", "InvalidKeyUsageException"]);
+const TRANSIENT = new Set([
+  "ThrottlingException",
+  "LimitExceededException",
+  "KMSInternalException",
+  "DependencyTimeoutException",
+  "ServiceUnavailable",
+  "InternalFailure",
+  "TimeoutError",
+  "RequestTimeout",
+]);
+
+/** One SDK failure as a BootsealError naming the key and the cause class, never key bytes. */
+export function mapKmsError(err: unknown, id: string, op: string): BootsealError {
+  if (err instanceof BootsealError) return err;
+  const e = err as { name?: string; code?: string; $metadata?: { httpStatusCode?: number } };
+  const name = e?.name ?? "Error";
+  const status = e?.$metadata?.httpStatusCode;
+  const what = `kms: ${op} with ${id}`;
+  if (name === "InvalidCiphertextException") {
+    return new BootsealError("BAD_INPUT", `${what}: wrong encryption context or ciphertext (${name})`, {
+      cause: err,
+    });
+  }
+  if (name === "IncorrectKeyException") {
+    return new BootsealError("BAD_INPUT", `${what}: the ciphertext was made by another key (${name})`, {
+      cause: err,
+    });
+  }
+  if (DENIED.has(name) || status === 403) {
+    return new BootsealError("KEY_ACCESS_DENIED", `${what}: access denied (${name})`, { cause: err });
+  }
+  if (NOT_FOUND.has(name)) {
+    return new BootsealError("KEY_NOT_FOUND", `${what}: key not found (${name})`, { cause: err });
+  }
+  if (name === "CredentialsProviderError") {
+    return new BootsealError("KEY_ACCESS_DENIED", `${what}: no AWS credentials`, { cause: err });
+  }
+  // No HTTP status: the request never got an answer (refused, reset, timed out, aborted).
+  if (TRANSIENT.has(name) || status === undefined || status === 429 || status >= 500) {
+    const why =
+      status === undefined ? `unreachable (${e?.code ?? name})` : `unavailable (${name}, HTTP ${status})`;
+    return new BootsealError("KEY_UNAVAILABLE", `${what}: ${why}`, { cause: err });
+  }
+  return new BootsealError("BAD_INPUT", `${what}: refused (${name}, HTTP ${status})`, { cause: err });
+}
+
+type Credentials = NonNullable<KMSClientConfig["credentials"]>;
+
+/** AssumeRole through STS, memoised until shortly before expiry (sops createSTSConfig). */
+function assumeRoleCredentials(
+  role: string,
+  region: string,
+  profile: string,
+  extras: AwsKmsExtras,
+  env: Readonly<Record<string, string | undefined>>,
+): Credentials {
+  let cached:
+    | { accessKeyId: string; secretAccessKey: string; sessionToken: string; expiration?: Date }
+    | undefined;
+  return async () => {
+    if (cached && (!cached.expiration || cached.expiration.getTime() - Date.now() > 300_000)) return cached;
+    // STS ships inside the SDK (the nested client its credential providers use to assume roles);
+    // loaded only when a role is configured.
+    const { STSClient, AssumeRoleCommand } = await import("@aws-sdk/nested-clients/sts");
+    const endpoint = extras.stsEndpoint ?? env.AWS_ENDPOINT_URL_STS ?? env.AWS_ENDPOINT_URL;
+    const sts = new STSClient({
+      region,
+      maxAttempts: 1,
+      ...(endpoint ? { endpoint } : {}),
+      ...(profile ? { profile } : {}),
+      ...(extras.credentials ? { credentials: extras.credentials } : {}),
+    });
+    try {
+      const out = await sts.send(new AssumeRoleCommand({ RoleArn: role, RoleSessionName: stsSessionName() }));
+      const c = out.Credentials;
+      if (!c?.AccessKeyId || !c.SecretAccessKey || !c.SessionToken)
+        throw new Error("no credentials in answer");
+      cached = {
+        accessKeyId: c.AccessKeyId,
+        secretAccessKey: c.SecretAccessKey,
+        sessionToken: c.SessionToken,
+        ...(c.Expiration ? { expiration: c.Expiration } : {}),
+      };
+      return cached;
+    } catch (cause) {
+      const mapped = mapKmsError(cause, role, "assume role");
+      throw new BootsealError(
+        mapped.code === "BAD_INPUT" ? "KEY_ACCESS_DENIED" : mapped.code,
+        `kms: failed to assume role ${role}: ${mapped.message}`,
+        { cause },
+      );
+    } finally {
+      sts.destroy();
+    }
+  };
+}
+
+function newClient(s: KmsSettings, deps: ProviderDeps): KMSClient {
+  const extras = extrasOf(deps);
+  const env = deps.env ?? processEnv;
+  const region = regionOf(s.arn);
+  const endpoint = extras.endpoint ?? env.AWS_ENDPOINT_URL_KMS ?? env.AWS_ENDPOINT_URL;
+  const credentials = s.role
+    ? assumeRoleCredentials(s.role, region, s.profile, extras, env)
+    : extras.credentials;
+  return new KMSClient({
+    region,
+    // retry.ts is the only retry loop, so the bound is known.
+    maxAttempts: 1,
+    requestHandler: { connectionTimeout: extras.connectTimeoutMs ?? 2_000 },
+    ...(endpoint ? { endpoint } : {}),
+    ...(s.profile ? { profile: s.profile } : {}),
+    ...(credentials ? { credentials } : {}),
+  });
+}
+
+/** Precondition on KMS's answer (ESDK kms_keyring): the key that did the work is the one asked for. */
+function checkAnsweredKey(s: KmsSettings, answered: string | undefined, id: string): void {
+  const wanted = keyPart(s.arn);
+  if (wanted === null) return; // an alias ARN: KMS answers with the key it points to
+  if (answered === undefined || keyPart(answered) !== wanted) {
+    throw new BootsealError("BAD_INPUT", `kms: ${id}: KMS answered for another key (${answered ?? "none"})`);
+  }
+}
+
+function isNoCredentials(err: BootsealError): boolean {
+  return (err.cause as { name?: string } | undefined)?.name === "CredentialsProviderError";
+}
+
+function kmsKey(s: KmsSettings, deps: ProviderDeps): MasterKey {
+  regionOf(s.arn); // fail at configuration, not on first use
+  const id = kmsKeyId(s);
+  const policy = retryPolicy(extrasOf(deps).retry);
+  const context = s.context && Object.keys(s.context).length > 0 ? { ...s.context } : undefined;
+  let client: KMSClient | undefined;
+  const kms = () => {
+    client ??= newClient(s, deps);
+    return client;
+  };
+
+  async function call<T>(
+    op: string,
+    signal: AbortSignal | undefined,
+    run: (abortSignal: AbortSignal) => Promise<T>,
+  ) {
+    return withRetry(policy, signal, async () => {
+      try {
+        return await run(attemptSignal(policy, signal));
+      } catch (err) {
+        throw mapKmsError(err, id, op);
+      }
+    });
+  }
+
+  return {
+    kind: "kms",
+    id,
+
+    async wrap(secret: Uint8Array, options?: CallOptions): Promise<string> {
+      const out = await call("encrypt", options?.signal, (abortSignal) =>
+        kms().send(
+          new EncryptCommand({
+            KeyId: s.arn,
+            Plaintext: secret,
+            ...(context ? { EncryptionContext: context } : {}),
+          }),
+          { abortSignal },
+        ),
+      );
+      checkAnsweredKey(s, out.KeyId, id);
+      if (!out.CiphertextBlob?.length) throw new BootsealError("BAD_INPUT", `kms: ${id}: empty ciphertext`);
+      return Buffer.from(out.CiphertextBlob).toString("base64");
+    },
+
+    async unwrap(enc: string, options?: CallOptions): Promise<Uint8Array | null> {
+      const blob = decodeStdBase64(enc, `kms: ${id}`);
+      let out: DecryptCommandOutput;
+      try {
+        out = await call("decrypt", options?.signal, (abortSignal) =>
+          kms().send(
+            new DecryptCommand({
+              KeyId: s.arn,
+              CiphertextBlob: blob,
+              ...(context ? { EncryptionContext: context } : {}),
+            }),
+            { abortSignal },
+          ),
+        );
+      } catch (err) {
+        // No credentials at all on this machine: not our key to open here; try the next one.
+        if (err instanceof BootsealError && isNoCredentials(err)) return null;
+        throw err;
+      }
+      const plaintext = out.Plaintext;
+      if (!plaintext?.length) throw new BootsealError("BAD_INPUT", `kms: ${id}: empty plaintext`);
+      try {
+        checkAnsweredKey(s, out.KeyId, id);
+      } catch (err) {
+        plaintext.fill(0);
+        throw err;
+      }
+      return plaintext;
+    },
+
+    toMetadata(enc: string, createdAt: Date): KeyEntry {
+      // sops order (ToMap + stores.go); the metadata writer sorts them.
+      const fields = new Map<string, KeyFieldValue>([["arn", s.arn]]);
+      if (s.role) fields.set("role", s.role);
+      if (context) fields.set("context", { ...context });
+      fields.set("created_at", formatCreatedAt(createdAt));
+      fields.set("enc", enc);
+      fields.set("aws_profile", s.profile);
+      return { kind: "kms", enc, fields };
+    },
+  };
+}
+
+/** kms.NewMasterKeyFromArn: spaces removed, `ARN+ROLE_ARN` split at `+arn:`. */
+function settingsFromArn(text: string): KmsSettings {
+  const arn = text.replaceAll(" ", "");
+  const at = arn.indexOf("+arn:");
+  return at > 0
+    ? { arn: arn.slice(0, at), role: arn.slice(at + 1), context: undefined, profile: "" }
+    : { arn, role: "", context: undefined, profile: "" };
+}
+
+export const awsKmsKeyType: MasterKeyType = {
+  kind: "kms",
+
+  fromMetadata(entry: KeyEntry, deps: ProviderDeps): MasterKey {
+    const arn = stringField(entry.fields, "arn", "kms entry");
+    if (arn === "") throw new BootsealError("BAD_INPUT", "kms entry without arn");
+    checkCreatedAt(entry.fields.get("created_at"), `kms entry ${arn}`);
+    const ctx = entry.fields.get("context");
+    if (ctx !== undefined && typeof ctx !== "object") {
+      throw new BootsealError("BAD_INPUT", `kms entry ${arn}: context is not a mapping`);
+    }
+    return kmsKey(
+      {
+        arn,
+        role: stringField(entry.fields, "role", `kms entry ${arn}`),
+        context: ctx,
+        profile: stringField(entry.fields, "aws_profile", `kms entry ${arn}`),
+      },
+      deps,
+    );
+  },
+
+  fromUserInput(text: string, deps: ProviderDeps): MasterKey[] {
+    return text
+      .split(",")
+      .filter((part) => part.trim() !== "")
+      .map((part) => kmsKey(settingsFromArn(part), deps));
+  },
+};
+
+export interface GeneratedDataKey {
+  /** The 32-byte key: the caller owns it and zeroes it after use. */
+  readonly plaintext: Uint8Array;
+  /** Standard base64 of the CiphertextBlob, as in a `kms` entry. */
+  readonly enc: string;
+}
+
+/**
+ * GenerateDataKey (AES_256) under `arn` with an optional encryption context, for the
+ * EncryptedConfig envelope format: KMS makes the key, so it never leaves this process unwrapped
+ * except to the caller.
+ */
+export async function generateDataKey(
+  arn: string,
+  context: Readonly<Record<string, string>> | undefined,
+  deps: ProviderDeps = {},
+  options: CallOptions = {},
+): Promise<GeneratedDataKey> {
+  const s = { ...settingsFromArn(arn), context };
+  const id = kmsKeyId(s);
+  const policy = retryPolicy(extrasOf(deps).retry);
+  const client = newClient(s, deps);
+  try {
+    const out = await withRetry(policy, options.signal, async () => {
+      try {
+        return await client.send(
+          new GenerateDataKeyCommand({
+            KeyId: s.arn,
+            KeySpec: "AES_256",
+            ...(context && Object.keys(context).length > 0 ? { EncryptionContext: { ...context } } : {}),
+          }),
+          { abortSignal: attemptSignal(policy, options.signal) },
+        );
+      } catch (err) {
+        throw mapKmsError(err, id, "generate data key");
+      }
+    });
+    const plaintext = out.Plaintext;
+    try {
+      if (plaintext?.length !== 32 || !out.CiphertextBlob?.length) {
+        throw new BootsealError("BAD_INPUT", `kms: ${id}: GenerateDataKey gave no 32-byte key`);
+      }
+      checkAnsweredKey(s, out.KeyId, id);
+    } catch (err) {
+      plaintext?.fill(0);
+      throw err;
+    }
+    return { plaintext, enc: Buffer.from(out.CiphertextBlob).toString("base64") };
+  } finally {
+    client.destroy();
+  }
+}

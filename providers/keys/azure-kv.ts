@@ -1,0 +1,227 @@
+/**
+ * Azure Key Vault master keys (sops `azkv/keysource.go`), on @azure/keyvault-keys.
+ *
+ * Wrap is the key's **encrypt** operation with RSA-OAEP-256 (not wrapKey: sops needs the
+ * encrypt/decrypt permissions, and so do we, so entries stay interchangeable); enc is the
+ * result as base64url without padding. Unwrap is decrypt with the same algorithm on
+ * `name` at `version`. When no version is configured (a `.sops.yaml` key or a URL without
+ * one), the current version is looked up before the first wrap and recorded, as sops 3.11+
+ * does; until then `id` ends at the key name.
+ *
+ * Credential: `extras.azure_kv.credential`, else @azure/identity's DefaultAzureCredential
+ * (as sops). TLS is always verified; a private CA comes in through NODE_EXTRA_CA_CERTS.
+ * `extras.azure_kv.disableChallengeResourceVerification` is for emulators whose host is not
+ * a vault domain (lowkey-vault).
+ */
+import type { TokenCredential } from "@azure/identity";
+import { CryptographyClient, KeyClient } from "@azure/keyvault-keys";
+import { BootsealError } from "../../src/errors.ts";
+import type { CallOptions, KeyEntry, MasterKey, MasterKeyType, ProviderDeps } from "./master-key.ts";
+import {
+  attemptSignal,
+  checkCreatedAt,
+  formatCreatedAt,
+  type RetryPolicy,
+  retryPolicy,
+  stringField,
+  withRetry,
+} from "./retry.ts";
+
+/** `extras.azure_kv` in ProviderDeps. */
+export interface AzureKvExtras {
+  readonly credential?: TokenCredential;
+  readonly disableChallengeResourceVerification?: boolean;
+  readonly retry?: Partial<RetryPolicy>;
+}
+
+interface AzureSettings {
+  readonly vaultUrl: string;
+  readonly name: string;
+  readonly version: string;
+}
+
+const ALGORITHM = "RSA-OAEP-256";
+/** azkv.NewMasterKeyFromURL. */
+const KEY_URL = /^(https:\/\/[^/]+)\/keys\/([^/]+)(\/[^/]*)?$/;
+
+function extrasOf(deps: ProviderDeps): AzureKvExtras {
+  const extras = deps.extras?.azure_kv;
+  return typeof extras === "object" && extras !== null ? (extras as AzureKvExtras) : {};
+}
+
+/** `https://VAULT/keys/NAME[/VERSION]`. */
+export function parseAzureKeyUrl(url: string): AzureSettings {
+  const m = KEY_URL.exec(url.trim());
+  if (!m)
+    throw new BootsealError(
+      "BAD_INPUT",
+      `azure_kv: not a key URL (https://VAULT/keys/NAME[/VERSION]): ${url}`,
+    );
+  return { vaultUrl: m[1] as string, name: m[2] as string, version: (m[3] ?? "").slice(1) };
+}
+
+/** Credential failures that mean "nothing configured here" rather than "refused". */
+function isNoCredential(err: unknown): boolean {
+  const e = err as { name?: string; errors?: unknown[] } | undefined;
+  if (e?.name === "CredentialUnavailableError") return true;
+  // DefaultAzureCredential: every source in the chain said "not configured here".
+  return e?.name === "AggregateAuthenticationError" && (e.errors ?? []).every(isNoCredential);
+}
+
+export function mapAzureError(err: unknown, id: string, op: string): BootsealError {
+  if (err instanceof BootsealError) return err;
+  const e = err as { name?: string; code?: string; statusCode?: number };
+  const name = e?.name ?? "Error";
+  const what = `azure_kv: ${op} with ${id}`;
+  if (isNoCredential(err) || name === "AuthenticationError" || name === "AggregateAuthenticationError") {
+    return new BootsealError("KEY_ACCESS_DENIED", `${what}: no usable Azure credential (${name})`, {
+      cause: err,
+    });
+  }
+  const status = e?.statusCode;
+  if (status === 401 || status === 403) {
+    return new BootsealError("KEY_ACCESS_DENIED", `${what}: access denied (HTTP ${status})`, { cause: err });
+  }
+  if (status === 404) return new BootsealError("KEY_NOT_FOUND", `${what}: key not found`, { cause: err });
+  if (status === undefined || status === 408 || status === 429 || status >= 500) {
+    const why = status === undefined ? `unreachable (${e?.code ?? name})` : `unavailable (HTTP ${status})`;
+    return new BootsealError("KEY_UNAVAILABLE", `${what}: ${why}`, { cause: err });
+  }
+  return new BootsealError(
+    "BAD_INPUT",
+    `${what}: refused, wrong key or damaged ciphertext (HTTP ${status})`,
+    {
+      cause: err,
+    },
+  );
+}
+
+function azureKey(s: AzureSettings, deps: ProviderDeps): MasterKey {
+  const extras = extrasOf(deps);
+  const policy = retryPolicy(extras.retry);
+  let version = s.version;
+  let credential: Promise<TokenCredential> | undefined;
+  const currentId = () => `${s.vaultUrl}/keys/${s.name}${version ? `/${version}` : ""}`;
+  const clientOptions = {
+    // retry.ts is the only retry loop.
+    retryOptions: { maxRetries: 0 },
+    ...(extras.disableChallengeResourceVerification ? { disableChallengeResourceVerification: true } : {}),
+  };
+
+  function getCredential(): Promise<TokenCredential> {
+    // @azure/identity is loaded only when no credential is injected: it is large.
+    credential ??= extras.credential
+      ? Promise.resolve(extras.credential)
+      : import("@azure/identity").then((m) => new m.DefaultAzureCredential());
+    return credential;
+  }
+
+  async function call<T>(
+    op: string,
+    signal: AbortSignal | undefined,
+    run: (o: object) => Promise<T>,
+  ): Promise<T> {
+    return withRetry(policy, signal, async () => {
+      try {
+        const abortSignal = attemptSignal(policy, signal);
+        return await run({ abortSignal, requestOptions: { timeout: policy.timeoutMs } });
+      } catch (err) {
+        throw mapAzureError(err, currentId(), op);
+      }
+    });
+  }
+
+  /** sops ensureKeyHasVersion: the key's current version, looked up once. */
+  async function resolveVersion(signal: AbortSignal | undefined): Promise<string> {
+    if (version) return version;
+    const cred = await getCredential();
+    const key = await call("look up the version of", signal, (o) =>
+      new KeyClient(s.vaultUrl, cred, clientOptions).getKey(s.name, o),
+    );
+    const found = key.properties.version;
+    if (!found) throw new BootsealError("KEY_NOT_FOUND", `azure_kv: ${currentId()} has no current version`);
+    version = found;
+    return found;
+  }
+
+  async function crypto(signal: AbortSignal | undefined): Promise<CryptographyClient> {
+    const v = await resolveVersion(signal);
+    return new CryptographyClient(`${s.vaultUrl}/keys/${s.name}/${v}`, await getCredential(), clientOptions);
+  }
+
+  return {
+    kind: "azure_kv",
+    get id() {
+      return currentId();
+    },
+
+    async wrap(secret: Uint8Array, options?: CallOptions): Promise<string> {
+      const client = await crypto(options?.signal);
+      const out = await call("encrypt", options?.signal, (o) =>
+        client.encrypt({ algorithm: ALGORITHM, plaintext: secret }, o),
+      );
+      return Buffer.from(out.result).toString("base64url");
+    },
+
+    async unwrap(enc: string, options?: CallOptions): Promise<Uint8Array | null> {
+      // Go's RawURLEncoding: URL alphabet, no padding.
+      if (enc === "" || !/^[A-Za-z0-9_-]+$/.test(enc) || enc.length % 4 === 1) {
+        throw new BootsealError("BAD_INPUT", `azure_kv: enc for ${currentId()} is not unpadded base64url`);
+      }
+      if (!version) throw new BootsealError("BAD_INPUT", `azure_kv: entry ${currentId()} has no version`);
+      const ciphertext = new Uint8Array(Buffer.from(enc, "base64url"));
+      try {
+        const client = await crypto(options?.signal);
+        const out = await call("decrypt", options?.signal, (o) =>
+          client.decrypt({ algorithm: ALGORITHM, ciphertext }, o),
+        );
+        if (out.result.length === 0)
+          throw new BootsealError("BAD_INPUT", `azure_kv: ${currentId()}: empty plaintext`);
+        return out.result;
+      } catch (err) {
+        // No Azure identity on this machine at all: try the next key.
+        if (isNoCredential((err as { cause?: unknown }).cause)) return null;
+        throw err;
+      }
+    },
+
+    toMetadata(enc: string, createdAt: Date): KeyEntry {
+      return {
+        kind: "azure_kv",
+        enc,
+        fields: new Map([
+          ["vault_url", s.vaultUrl],
+          ["name", s.name],
+          ["version", version],
+          ["created_at", formatCreatedAt(createdAt)],
+          ["enc", enc],
+        ]),
+      };
+    },
+  };
+}
+
+export const azureKvKeyType: MasterKeyType = {
+  kind: "azure_kv",
+
+  fromMetadata(entry: KeyEntry, deps: ProviderDeps): MasterKey {
+    const label = "azure_kv entry";
+    const vaultUrl = stringField(entry.fields, "vault_url", label);
+    const name = stringField(entry.fields, "name", label);
+    if (!/^https:\/\/[^/]+$/.test(vaultUrl) || name === "" || name.includes("/")) {
+      throw new BootsealError(
+        "BAD_INPUT",
+        `azure_kv entry needs an https vault_url and a key name (${vaultUrl})`,
+      );
+    }
+    checkCreatedAt(entry.fields.get("created_at"), `azure_kv entry ${vaultUrl}/keys/${name}`);
+    return azureKey({ vaultUrl, name, version: stringField(entry.fields, "version", label) }, deps);
+  },
+
+  fromUserInput(text: string, deps: ProviderDeps): MasterKey[] {
+    return text
+      .split(",")
+      .filter((part) => part.trim() !== "")
+      .map((part) => azureKey(parseAzureKeyUrl(part), deps));
+  },
+};

@@ -1,0 +1,266 @@
+/**
+ * GCP Cloud KMS master keys (sops `gcpkms/keysource.go`), on @google-cloud/kms over gRPC.
+ *
+ * Wrap is Encrypt on the CryptoKey `resource_id` with the raw secret and no AAD; enc is the
+ * standard base64 of the ciphertext. Unwrap is Decrypt on the same resource.
+ *
+ * Configuration, first match wins:
+ * - endpoint: `extras.gcp_kms.endpoint` (`host:port`), else BOOTSEAL_GCP_KMS_ENDPOINT, else
+ *   SOPS_GCP_KMS_ENDPOINT (sops's variable); default the public service.
+ * - plaintext gRPC without credentials, for emulators only: `extras.gcp_kms.insecure` or
+ *   BOOTSEAL_GCP_KMS_INSECURE=1. Never used unless asked for.
+ * - credentials: GOOGLE_CREDENTIALS (a file path or the JSON itself, as sops reads it), else
+ *   GOOGLE_OAUTH_ACCESS_TOKEN (a bearer token, as sops), else Application Default Credentials.
+ * A client is made per operation and closed after it, as sops does, so no channel outlives it.
+ */
+import { existsSync, readFileSync } from "node:fs";
+import { env as processEnv } from "node:process";
+import { KeyManagementServiceClient, type protos } from "@google-cloud/kms";
+import { credentials as grpcCredentials } from "@grpc/grpc-js";
+import { BootsealError } from "../../src/errors.ts";
+import type { CallOptions, KeyEntry, MasterKey, MasterKeyType, ProviderDeps } from "./master-key.ts";
+import {
+  checkCreatedAt,
+  decodeStdBase64,
+  formatCreatedAt,
+  type RetryPolicy,
+  retryPolicy,
+  stringField,
+  withRetry,
+} from "./retry.ts";
+
+/** `extras.gcp_kms` in ProviderDeps. */
+export interface GcpKmsExtras {
+  /** `host:port` of the KMS gRPC endpoint. */
+  readonly endpoint?: string;
+  /** Plaintext gRPC, no credentials: emulators only. */
+  readonly insecure?: boolean;
+  readonly retry?: Partial<RetryPolicy>;
+}
+
+const RESOURCE_ID = /^projects\/[^/]+\/locations\/[^/]+\/keyRings\/[^/]+\/cryptoKeys\/[^/]+$/;
+
+/** gRPC status codes (google.rpc.Code) we tell apart. */
+const GRPC = {
+  INVALID_ARGUMENT: 3,
+  DEADLINE_EXCEEDED: 4,
+  NOT_FOUND: 5,
+  PERMISSION_DENIED: 7,
+  RESOURCE_EXHAUSTED: 8,
+  FAILED_PRECONDITION: 9,
+  ABORTED: 10,
+  INTERNAL: 13,
+  UNAVAILABLE: 14,
+  UNAUTHENTICATED: 16,
+} as const;
+const TRANSIENT: ReadonlySet<number> = new Set([
+  GRPC.DEADLINE_EXCEEDED,
+  GRPC.RESOURCE_EXHAUSTED,
+  GRPC.ABORTED,
+  GRPC.INTERNAL,
+  GRPC.UNAVAILABLE,
+]);
+
+function extrasOf(deps: ProviderDeps): GcpKmsExtras {
+  const extras = deps.extras?.gcp_kms;
+  return typeof extras === "object" && extras !== null ? (extras as GcpKmsExtras) : {};
+}
+
+/** "No Application Default Credentials here": google-auth-library's message for it. */
+function isNoCredential(err: unknown): boolean {
+  return /Could not load the default credentials/i.test((err as Error)?.message ?? "");
+}
+
+export function mapGcpError(err: unknown, id: string, op: string): BootsealError {
+  if (err instanceof BootsealError) return err;
+  const e = err as { code?: number | string; name?: string };
+  const what = `gcp_kms: ${op} with ${id}`;
+  if (isNoCredential(err)) {
+    return new BootsealError("KEY_ACCESS_DENIED", `${what}: no Google credentials`, { cause: err });
+  }
+  const code = typeof e?.code === "number" ? e.code : undefined;
+  if (code === GRPC.PERMISSION_DENIED || code === GRPC.UNAUTHENTICATED || code === GRPC.FAILED_PRECONDITION) {
+    return new BootsealError(
+      "KEY_ACCESS_DENIED",
+      `${what}: access denied or key not enabled (gRPC ${code})`,
+      {
+        cause: err,
+      },
+    );
+  }
+  if (code === GRPC.NOT_FOUND)
+    return new BootsealError("KEY_NOT_FOUND", `${what}: key not found`, { cause: err });
+  if (code === GRPC.INVALID_ARGUMENT) {
+    return new BootsealError(
+      "BAD_INPUT",
+      `${what}: refused, wrong key or damaged ciphertext (gRPC ${code})`,
+      {
+        cause: err,
+      },
+    );
+  }
+  if (code === undefined || TRANSIENT.has(code)) {
+    const why =
+      code === undefined ? `unreachable (${String(e?.code ?? e?.name)})` : `unavailable (gRPC ${code})`;
+    return new BootsealError("KEY_UNAVAILABLE", `${what}: ${why}`, { cause: err });
+  }
+  return new BootsealError("BAD_INPUT", `${what}: refused (gRPC ${code})`, { cause: err });
+}
+
+/** sops getGoogleCredentials: GOOGLE_CREDENTIALS is a path when such a file exists, else JSON. */
+type ClientOptions = NonNullable<ConstructorParameters<typeof KeyManagementServiceClient>[0]>;
+
+function credentialOptions(env: Readonly<Record<string, string | undefined>>): ClientOptions {
+  const given = env.GOOGLE_CREDENTIALS;
+  if (given) {
+    let text = given;
+    if (existsSync(given)) text = readFileSync(given, "utf8");
+    try {
+      return { credentials: JSON.parse(text) as ClientOptions["credentials"] };
+    } catch (cause) {
+      throw new BootsealError("BAD_INPUT", "gcp_kms: GOOGLE_CREDENTIALS is neither a file nor JSON", {
+        cause,
+      });
+    }
+  }
+  const token = env.GOOGLE_OAUTH_ACCESS_TOKEN;
+  if (token) {
+    // A static bearer token, as sops's oauth2.StaticTokenSource.
+    const authClient = {
+      getRequestHeaders: async () => new Headers({ Authorization: `Bearer ${token}` }),
+      getClient: async () => authClient,
+    };
+    return { authClient } as unknown as ClientOptions;
+  }
+  return {};
+}
+
+function insecureFor(deps: ProviderDeps): boolean {
+  return extrasOf(deps).insecure ?? (deps.env ?? processEnv).BOOTSEAL_GCP_KMS_INSECURE === "1";
+}
+
+function newClient(deps: ProviderDeps): KeyManagementServiceClient {
+  const extras = extrasOf(deps);
+  const env = deps.env ?? processEnv;
+  const endpoint = extras.endpoint ?? env.BOOTSEAL_GCP_KMS_ENDPOINT ?? env.SOPS_GCP_KMS_ENDPOINT;
+  const insecure = insecureFor(deps);
+  const options: ClientOptions = { fallback: false };
+  if (endpoint) {
+    const at = endpoint.lastIndexOf(":");
+    const port = at > 0 ? Number(endpoint.slice(at + 1)) : Number.NaN;
+    if (Number.isInteger(port)) Object.assign(options, { apiEndpoint: endpoint.slice(0, at), port });
+    else options.apiEndpoint = endpoint;
+  }
+  if (insecure) options.sslCreds = grpcCredentials.createInsecure();
+  else Object.assign(options, credentialOptions(env));
+  return new KeyManagementServiceClient(options);
+}
+
+function gcpKey(resourceId: string, deps: ProviderDeps): MasterKey {
+  const id = resourceId;
+  const policy = retryPolicy(extrasOf(deps).retry);
+
+  async function call<T>(
+    op: string,
+    signal: AbortSignal | undefined,
+    run: (c: KeyManagementServiceClient) => Promise<T>,
+  ) {
+    return withRetry(policy, signal, async () => {
+      const client = newClient(deps);
+      // gax takes no AbortSignal: cancel the call by closing the client.
+      const onAbort = () => void client.close().catch(() => {});
+      signal?.addEventListener("abort", onAbort, { once: true });
+      try {
+        // Resolve credentials first, in our own try: left to gax, a machine without any
+        // Google credentials gets an unhandled rejection from its eager background stubs.
+        if (!insecureFor(deps)) await client.auth.getClient();
+        return await run(client);
+      } catch (err) {
+        signal?.throwIfAborted();
+        throw mapGcpError(err, id, op);
+      } finally {
+        signal?.removeEventListener("abort", onAbort);
+        await client.close().catch(() => {});
+      }
+    });
+  }
+  // gax's own retry loop is off (maxRetries 0): retry.ts is the only one.
+  const gaxOptions = { timeout: policy.timeoutMs, maxRetries: 0 };
+
+  return {
+    kind: "gcp_kms",
+    id,
+
+    async wrap(secret: Uint8Array, options?: CallOptions): Promise<string> {
+      const [out] = await call("encrypt", options?.signal, (c) =>
+        c.encrypt({ name: resourceId, plaintext: secret }, gaxOptions),
+      );
+      const ciphertext = out.ciphertext;
+      if (!ciphertext || ciphertext.length === 0) {
+        throw new BootsealError("BAD_INPUT", `gcp_kms: encrypt with ${id}: empty ciphertext`);
+      }
+      return Buffer.from(ciphertext as Uint8Array).toString("base64");
+    },
+
+    async unwrap(enc: string, options?: CallOptions): Promise<Uint8Array | null> {
+      const ciphertext = decodeStdBase64(enc, `gcp_kms: ${id}`);
+      let out: protos.google.cloud.kms.v1.IDecryptResponse;
+      try {
+        [out] = await call("decrypt", options?.signal, (c) =>
+          c.decrypt({ name: resourceId, ciphertext }, gaxOptions),
+        );
+      } catch (err) {
+        // No Google identity on this machine at all: try the next key.
+        if (err instanceof BootsealError && isNoCredential(err.cause)) return null;
+        throw err;
+      }
+      const plaintext = out.plaintext;
+      if (!plaintext || plaintext.length === 0) {
+        throw new BootsealError("BAD_INPUT", `gcp_kms: decrypt with ${id}: empty plaintext`);
+      }
+      if (typeof plaintext === "string") return new Uint8Array(Buffer.from(plaintext, "base64"));
+      return plaintext;
+    },
+
+    toMetadata(enc: string, createdAt: Date): KeyEntry {
+      return {
+        kind: "gcp_kms",
+        enc,
+        fields: new Map([
+          ["resource_id", resourceId],
+          ["created_at", formatCreatedAt(createdAt)],
+          ["enc", enc],
+        ]),
+      };
+    },
+  };
+}
+
+function checkResourceId(text: string): string {
+  // gcpkms.NewMasterKeyFromResourceID removes spaces; newKMSClient checks the shape.
+  const id = text.replaceAll(" ", "");
+  if (!RESOURCE_ID.test(id)) {
+    throw new BootsealError(
+      "BAD_INPUT",
+      `gcp_kms: not a CryptoKey resource id (projects/P/locations/L/keyRings/R/cryptoKeys/K): ${id}`,
+    );
+  }
+  return id;
+}
+
+export const gcpKmsKeyType: MasterKeyType = {
+  kind: "gcp_kms",
+
+  fromMetadata(entry: KeyEntry, deps: ProviderDeps): MasterKey {
+    const id = checkResourceId(stringField(entry.fields, "resource_id", "gcp_kms entry"));
+    checkCreatedAt(entry.fields.get("created_at"), `gcp_kms entry ${id}`);
+    return gcpKey(id, deps);
+  },
+
+  fromUserInput(text: string, deps: ProviderDeps): MasterKey[] {
+    return text
+      .split(",")
+      .filter((part) => part.trim() !== "")
+      .map((part) => gcpKey(checkResourceId(part), deps));
+  },
+};

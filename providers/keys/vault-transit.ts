@@ -1,0 +1,276 @@
+/**
+ * HashiCorp Vault / OpenBao transit master keys (sops `hcvault/keysource.go`), over the HTTP
+ * API with the built-in fetch.
+ *
+ * Wrap: POST {vault_address}/v1/{engine_path}/encrypt/{key_name} with `plaintext` = standard
+ * base64 of the raw secret (the API's transport encoding); enc is Vault's `vault:vN:…` string
+ * verbatim. Unwrap: …/decrypt/{key_name} with `ciphertext` = enc. Note that Vault creates a
+ * missing transit key on encrypt when the token may (sops behaves the same).
+ *
+ * Token: `extras.hc_vault.token`, else VAULT_TOKEN, else `~/.vault-token` (sops's order).
+ * With no token at all, unwrap answers null (no credential here) and wrap refuses.
+ * SOPS_HC_VAULT_ALLOWLIST (`all`, `none` or comma-separated URL prefixes) is honoured as in sops.
+ */
+import { readFile } from "node:fs/promises";
+import { homedir } from "node:os";
+import { join } from "node:path";
+import { env as processEnv } from "node:process";
+import { BootsealError, type ErrorCode } from "../../src/errors.ts";
+import type { CallOptions, KeyEntry, MasterKey, MasterKeyType, ProviderDeps } from "./master-key.ts";
+import {
+  attemptSignal,
+  checkCreatedAt,
+  formatCreatedAt,
+  type RetryPolicy,
+  retryPolicy,
+  stringField,
+  withRetry,
+} from "./retry.ts";
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+/** `extras.hc_vault` in ProviderDeps. */
+export interface VaultTransitExtras {
+  readonly token?: string;
+  readonly retry?: Partial<RetryPolicy>;
+}
+
+interface VaultSettings {
+  readonly address: string;
+  readonly enginePath: string;
+  readonly keyName: string;
+}
+
+const PREFIXED_PATH = /\/[^/]+\/v[\d]+\/[^/]+\/[^/]+\/[^/]+/;
+const KEY_PATH = /\/v[\d]+\/[^/]+\/[^/]+\/[^/]+/;
+
+function extrasOf(deps: ProviderDeps): VaultTransitExtras {
+  const extras = deps.extras?.hc_vault;
+  return typeof extras === "object" && extras !== null ? (extras as VaultTransitExtras) : {};
+}
+
+/** sops engineAndKeyFromPath: `/v1/<engine…>/keys/<name>`; a proxy prefix before /v1 is refused. */
+function engineAndKey(path: string, uri: string): { enginePath: string; keyName: string } {
+  if (PREFIXED_PATH.test(path)) {
+    throw new BootsealError("BAD_INPUT", `hc_vault: a prefixed Vault URL is not supported: ${uri}`);
+  }
+  if (!KEY_PATH.test(path)) {
+    throw new BootsealError(
+      "BAD_INPUT",
+      `hc_vault: not a transit key URL (https://vault.example.com:8200/v1/transit/keys/NAME): ${uri}`,
+    );
+  }
+  const dirs = path.replace(/^\/+|\/+$/g, "").split("/");
+  const keyName = dirs[dirs.length - 1] as string;
+  // Go's path.Join drops empty elements.
+  const enginePath = dirs.slice(1, -2).filter(Boolean).join("/");
+  return { enginePath, keyName };
+}
+
+/** hcvault.NewMasterKeyFromURI. */
+export function parseVaultKeyUri(uri: string): VaultSettings {
+  let u: URL;
+  try {
+    u = new URL(uri);
+  } catch (cause) {
+    throw new BootsealError("BAD_INPUT", `hc_vault: missing scheme or not a URL: ${uri}`, { cause });
+  }
+  // Credentials in the URL would end up in the metadata and in every log line.
+  if (u.username || u.password)
+    throw new BootsealError("BAD_INPUT", "hc_vault: credentials in the Vault URL");
+  const { enginePath, keyName } = engineAndKey(u.pathname + u.search, uri);
+  return { address: `${u.protocol}//${u.host}`, enginePath, keyName };
+}
+
+function vaultKeyId(s: VaultSettings): string {
+  return `${s.address}/v1/${s.enginePath}/keys/${s.keyName}`;
+}
+
+/** sops getAllowlist/Allows. */
+function checkAllowlist(address: string, env: Env): void {
+  const raw = env.SOPS_HC_VAULT_ALLOWLIST || "all";
+  if (raw === "all") return;
+  const withSlash = (s: string) => (s.endsWith("/") ? s : `${s}/`);
+  const uris =
+    raw === "none"
+      ? []
+      : raw.split(",").map((entry, i) => {
+          const t = entry.trim();
+          if (t === "") throw new BootsealError("USAGE", `SOPS_HC_VAULT_ALLOWLIST's entry ${i + 1} is empty`);
+          return withSlash(t);
+        });
+  if (!uris.some((prefix) => withSlash(address).startsWith(prefix))) {
+    throw new BootsealError(
+      "KEY_ACCESS_DENIED",
+      `hc_vault: SOPS_HC_VAULT_ALLOWLIST does not allow ${address}`,
+    );
+  }
+}
+
+async function findToken(deps: ProviderDeps): Promise<string | null> {
+  const env = deps.env ?? processEnv;
+  const given = extrasOf(deps).token ?? env.VAULT_TOKEN;
+  if (given) return given;
+  try {
+    const text = await readFile(join(env.HOME || homedir(), ".vault-token"), "utf8");
+    return text.trim() || null;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return null;
+    throw new BootsealError("IO_ERROR", "hc_vault: cannot read ~/.vault-token", { cause: err });
+  }
+}
+
+function codeForStatus(status: number, text: string): ErrorCode {
+  if (status === 401 || status === 403) return "KEY_ACCESS_DENIED";
+  if (status === 404) return "KEY_NOT_FOUND";
+  if (status === 429 || status === 412 || status >= 500) return "KEY_UNAVAILABLE";
+  if (/encryption key not found|key not found/i.test(text)) return "KEY_NOT_FOUND";
+  return "BAD_INPUT";
+}
+
+const CAUSE = {
+  KEY_ACCESS_DENIED: "access denied",
+  KEY_NOT_FOUND: "key or engine not found",
+  KEY_UNAVAILABLE: "unavailable",
+  BAD_INPUT: "refused (wrong key or damaged ciphertext)",
+} as const;
+
+function vaultKey(s: VaultSettings, deps: ProviderDeps): MasterKey {
+  const id = vaultKeyId(s);
+  const env = deps.env ?? processEnv;
+  const policy = retryPolicy(extrasOf(deps).retry);
+
+  /** One transit call; resolves to the `data` object of the answer. */
+  async function post(
+    op: "encrypt" | "decrypt",
+    token: string,
+    body: Record<string, string>,
+    signal: AbortSignal | undefined,
+  ): Promise<Record<string, unknown>> {
+    checkAllowlist(s.address, env);
+    const url = `${s.address}/v1/${[s.enginePath, op, s.keyName].filter(Boolean).join("/")}`;
+    const payload = JSON.stringify(body);
+    return withRetry(policy, signal, async () => {
+      let res: Response;
+      try {
+        res = await fetch(url, {
+          method: "POST",
+          headers: { "X-Vault-Token": token, "Content-Type": "application/json" },
+          body: payload,
+          signal: attemptSignal(policy, signal),
+        });
+      } catch (cause) {
+        signal?.throwIfAborted();
+        const why = (cause as { cause?: { code?: string } }).cause?.code ?? (cause as Error).name;
+        throw new BootsealError("KEY_UNAVAILABLE", `hc_vault: ${op} with ${id}: unreachable (${why})`, {
+          cause,
+        });
+      }
+      const text = await res.text();
+      if (!res.ok) {
+        // Vault's `errors` name the problem (permission denied, key not found): safe to show.
+        let detail = "";
+        try {
+          detail = ((JSON.parse(text) as { errors?: string[] }).errors ?? []).join("; ").slice(0, 200);
+        } catch {}
+        const code = codeForStatus(res.status, detail);
+        throw new BootsealError(
+          code,
+          `hc_vault: ${op} with ${id}: ${CAUSE[code as keyof typeof CAUSE] ?? "refused"} (HTTP ${res.status}${detail ? `: ${detail}` : ""})`,
+        );
+      }
+      try {
+        const data = (JSON.parse(text) as { data?: Record<string, unknown> }).data;
+        if (data && typeof data === "object") return data;
+      } catch {}
+      throw new BootsealError(
+        "BAD_INPUT",
+        `hc_vault: ${op} with ${id}: the transit backend answered no data`,
+      );
+    });
+  }
+
+  return {
+    kind: "hc_vault",
+    id,
+
+    async wrap(secret: Uint8Array, options?: CallOptions): Promise<string> {
+      const token = await findToken(deps);
+      if (token === null) throw new BootsealError("KEY_ACCESS_DENIED", `hc_vault: no Vault token for ${id}`);
+      const plaintext = Buffer.from(secret.buffer, secret.byteOffset, secret.byteLength).toString("base64");
+      const data = await post("encrypt", token, { plaintext }, options?.signal);
+      const ciphertext = data.ciphertext;
+      if (typeof ciphertext !== "string" || !ciphertext.startsWith("vault:")) {
+        throw new BootsealError("BAD_INPUT", `hc_vault: encrypt with ${id}: no ciphertext in the answer`);
+      }
+      return ciphertext;
+    },
+
+    async unwrap(enc: string, options?: CallOptions): Promise<Uint8Array | null> {
+      if (!/^vault:v\d+:/.test(enc)) {
+        throw new BootsealError("BAD_INPUT", `hc_vault: enc for ${id} is not a Vault transit ciphertext`);
+      }
+      const token = await findToken(deps);
+      if (token === null) return null;
+      const data = await post("decrypt", token, { ciphertext: enc }, options?.signal);
+      const plaintext = data.plaintext;
+      if (
+        typeof plaintext !== "string" ||
+        !/^[A-Za-z0-9+/]*={0,2}$/.test(plaintext) ||
+        plaintext.length % 4
+      ) {
+        throw new BootsealError("BAD_INPUT", `hc_vault: decrypt with ${id}: the plaintext is not base64`);
+      }
+      const decoded = Buffer.from(plaintext, "base64");
+      const out = new Uint8Array(decoded);
+      decoded.fill(0);
+      if (out.length === 0)
+        throw new BootsealError("BAD_INPUT", `hc_vault: decrypt with ${id}: empty plaintext`);
+      return out;
+    },
+
+    toMetadata(enc: string, createdAt: Date): KeyEntry {
+      return {
+        kind: "hc_vault",
+        enc,
+        fields: new Map([
+          ["vault_address", s.address],
+          ["engine_path", s.enginePath],
+          ["key_name", s.keyName],
+          ["created_at", formatCreatedAt(createdAt)],
+          ["enc", enc],
+        ]),
+      };
+    },
+  };
+}
+
+export const vaultTransitKeyType: MasterKeyType = {
+  kind: "hc_vault",
+
+  fromMetadata(entry: KeyEntry, deps: ProviderDeps): MasterKey {
+    const label = "hc_vault entry";
+    const address = stringField(entry.fields, "vault_address", label);
+    const enginePath = stringField(entry.fields, "engine_path", label);
+    const keyName = stringField(entry.fields, "key_name", label);
+    if (address === "" || keyName === "") {
+      throw new BootsealError("BAD_INPUT", "hc_vault entry needs vault_address and key_name");
+    }
+    try {
+      new URL(address);
+    } catch (cause) {
+      throw new BootsealError("BAD_INPUT", `hc_vault entry: vault_address is not a URL: ${address}`, {
+        cause,
+      });
+    }
+    checkCreatedAt(entry.fields.get("created_at"), `hc_vault entry ${address}`);
+    return vaultKey({ address, enginePath, keyName }, deps);
+  },
+
+  fromUserInput(text: string, deps: ProviderDeps): MasterKey[] {
+    return text
+      .split(",")
+      .filter((part) => part !== "")
+      .map((part) => vaultKey(parseVaultKeyUri(part), deps));
+  },
+};
