@@ -16,7 +16,7 @@ import { fileURLToPath } from "node:url";
 
 const sops = process.env.BOOTSEAL_TEST_SOPS_BIN ?? "sops";
 const ageKeygen = process.env.BOOTSEAL_TEST_AGE_KEYGEN_BIN ?? "age-keygen";
-const bootsealMain = fileURLToPath(new URL("../dist/src/cli/main.js", import.meta.url));
+const bootsealMain = fileURLToPath(new URL("../dist/cli/main.js", import.meta.url));
 const rounds = Number(process.argv[2] ?? 7);
 
 function smallYaml(): string {

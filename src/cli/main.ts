@@ -5,6 +5,7 @@
  * trace appears only with BOOTSEAL_DEBUG=1.
  */
 import { readFileSync, realpathSync } from "node:fs";
+import { enableCompileCache } from "node:module";
 import process from "node:process";
 import { fileURLToPath } from "node:url";
 import { BootsealError, isBootsealError } from "../errors.ts";
@@ -41,7 +42,7 @@ const COMMANDS: readonly CommandEntry[] = [
 
 function version(): string {
   try {
-    const pkg = JSON.parse(readFileSync(new URL("../../../package.json", import.meta.url), "utf8"));
+    const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8"));
     return String(pkg.version);
   } catch {
     return "unknown";
@@ -113,6 +114,8 @@ function isEntryPoint(): boolean {
 }
 
 if (isEntryPoint()) {
+  // V8's code cache on disk (Node 22+): later runs skip most parsing of the bundle.
+  enableCompileCache?.();
   const io: CliIo = {
     stdout: process.stdout,
     stderr: process.stderr,
