@@ -14,7 +14,26 @@
 set -euo pipefail
 
 # The peers, in start order. Adding a peer = one file in scripts/peers/ + one name here.
-PEERS=(age gpg sops seaweedfs moto local-kms fake-gcs openbao)
+# gcp-kms-fake and azure-kv-fake are hand-written fakes (test/fakes/): no real peer installs here.
+# azure-kv-fake's NODE_EXTRA_CA_CERTS bundle takes in one exported by a peer listed before it
+# (no other peer exports one now): list a peer that would, before azure-kv-fake.
+PEERS=(age gpg sops seaweedfs moto local-kms fake-gcs openbao gcp-kms-fake azure-kv-fake cloud-init ignition-validate)
+# BOOTSEAL_PEERS_ONLY="name ...": only these peers (in PEERS order), e.g. to start some peers in
+# a second run directory (BOOTSEAL_PEERS_RUN) while the full set runs on its own ports.
+if [[ -n "${BOOTSEAL_PEERS_ONLY:-}" ]]; then
+  only=()
+  for p in "${PEERS[@]}"; do
+    [[ " $BOOTSEAL_PEERS_ONLY " == *" $p "* ]] && only+=("$p")
+  done
+  for p in $BOOTSEAL_PEERS_ONLY; do
+    [[ " ${PEERS[*]} " == *" $p "* ]] || {
+      printf '[peers] ERROR: BOOTSEAL_PEERS_ONLY: unknown peer %s (peers: %s)\n' "$p" "${PEERS[*]}" >&2
+      exit 2
+    }
+  done
+  PEERS=("${only[@]}")
+  unset only
+fi
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 C="${BOOTSEAL_PEERS_CACHE:-$HOME/.cache/bootseal-peers}"
@@ -209,6 +228,7 @@ cmd_install() {
 }
 
 write_versions() {
+  [[ -z "${BOOTSEAL_PEERS_ONLY:-}" ]] || return 0 # a subset: the cache's list stays whole
   local p f tmp="$C/versions.txt.tmp"
   {
     printf '# peers installed in %s (written by scripts/peers.sh install)\n' "$C"

@@ -19,10 +19,12 @@ export type PeerName =
   | "KMS_MOTO_ENDPOINT" // http://127.0.0.1:5000
   | "KMS_LOCAL_ENDPOINT" // http://127.0.0.1:4599 (local-kms, region us-east-1)
   | "GCS_ENDPOINT" // http://127.0.0.1:4443 (fake-gcs-server)
-  | "GCP_KMS_ENDPOINT" // no peer yet: fake-cloud-kms is refused by the Go module proxy (docs/development.md)
-  | "AZURE_KV_URL" // no peer yet: lowkey-vault-app is not on Maven Central (docs/development.md)
+  | "GCP_KMS_ENDPOINT" // 127.0.0.1:9010: test/fakes/gcp-kms-fake.ts (the real emulators cannot be installed here)
+  | "AZURE_KV_URL" // https://localhost:8443: test/fakes/azure-kv-fake.ts (lowkey-vault is not on Maven Central)
   | "VAULT_ADDR" // http://127.0.0.1:8200 (OpenBao dev server, transit enabled)
-  | "VAULT_TOKEN";
+  | "VAULT_TOKEN"
+  | "CLOUD_INIT_BIN" // path of cloud-init 22.4.2 (Debian package): `cloud-init schema -c FILE`
+  | "IGNITION_VALIDATE_BIN"; // path of Ignition's validator (github.com/coreos/ignition/v2/validate v2.27.0)
 
 export function peer(name: PeerName): string {
   const value = env[`BOOTSEAL_TEST_${name}`];

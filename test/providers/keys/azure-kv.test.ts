@@ -1,7 +1,7 @@
 /**
  * Azure Key Vault master keys beyond the contract: URL parsing and layout as sops has them,
  * RSA-OAEP-256 encrypt (not wrapKey) with unpadded base64url, the version lookup, and error
- * classes, against lowkey-vault over verified TLS (NODE_EXTRA_CA_CERTS).
+ * classes, against the wire-protocol fake test/fakes/azure-kv-fake.ts (lowkey-vault cannot be installed here) over verified TLS (NODE_EXTRA_CA_CERTS).
  */
 import assert from "node:assert/strict";
 import { before, describe, test } from "node:test";
@@ -13,7 +13,7 @@ import { BootsealError } from "../../../src/errors.ts";
 import { peer, uniqueName } from "../../helpers/peers.ts";
 
 const STATIC_TOKEN: TokenCredential = {
-  getToken: async () => ({ token: "lowkey-vault-any-token", expiresOnTimestamp: Date.now() + 3_600_000 }),
+  getToken: async () => ({ token: "fake-azure-kv-any-token", expiresOnTimestamp: Date.now() + 3_600_000 }),
 };
 
 function code(c: string) {
@@ -68,7 +68,7 @@ describe("key URLs and layout (sops azkv/keysource.go)", () => {
   });
 });
 
-describe("Azure Key Vault on lowkey-vault", () => {
+describe("Azure Key Vault (fake: wire-protocol Azure Key Vault)", () => {
   let vaultUrl: string;
   let name: string;
   let version: string;

@@ -154,9 +154,9 @@ async function gcpFixture(): Promise<MasterKeyFixture> {
   };
 }
 
-/** lowkey-vault accepts any bearer token. */
+/** The Azure Key Vault fake (test/fakes) accepts any bearer token. */
 export const STATIC_TOKEN: TokenCredential = {
-  getToken: async () => ({ token: "lowkey-vault-any-token", expiresOnTimestamp: Date.now() + 3_600_000 }),
+  getToken: async () => ({ token: "fake-azure-kv-any-token", expiresOnTimestamp: Date.now() + 3_600_000 }),
 };
 
 async function azureFixture(): Promise<MasterKeyFixture> {
@@ -176,7 +176,7 @@ async function azureFixture(): Promise<MasterKeyFixture> {
     other: one(azureKvKeyType, `${vaultUrl}/keys/${names[1]}`, deps),
     unreachable: (port) =>
       one(azureKvKeyType, `https://127.0.0.1:${port}/keys/${names[0]}/0123456789abcdef`, deps),
-    secrets: ["lowkey-vault-any-token"],
+    secrets: ["fake-azure-kv-any-token"],
   };
 }
 
@@ -185,5 +185,5 @@ masterKeyContract("pgp (generated Curve25519 keys, OpenPGP.js)", pgpFixture);
 masterKeyContract("AWS KMS on moto", awsFixture("KMS_MOTO_ENDPOINT"));
 masterKeyContract("AWS KMS on local-kms", awsFixture("KMS_LOCAL_ENDPOINT"));
 masterKeyContract("Vault transit on OpenBao", vaultFixture);
-masterKeyContract("GCP KMS on fake-cloud-kms", gcpFixture);
-masterKeyContract("Azure Key Vault on lowkey-vault", azureFixture);
+masterKeyContract("GCP KMS (fake: wire-protocol GCP KMS)", gcpFixture);
+masterKeyContract("Azure Key Vault (fake: wire-protocol Azure Key Vault)", azureFixture);

@@ -1,6 +1,6 @@
 /**
  * GCP KMS master keys beyond the contract: resource ids and metadata layout as sops has them,
- * the endpoint variables, and error classes against fake-cloud-kms with the real client.
+ * the endpoint variables, and error classes against the wire-protocol fake test/fakes/gcp-kms-fake.ts (fake-cloud-kms cannot be installed here) with the real client.
  */
 import assert from "node:assert/strict";
 import { before, describe, test } from "node:test";
@@ -58,7 +58,7 @@ describe("resource ids and layout (sops gcpkms/keysource.go)", () => {
   });
 });
 
-describe("GCP KMS on fake-cloud-kms", () => {
+describe("GCP KMS (fake: wire-protocol GCP KMS)", () => {
   let endpoint: string;
   let keyId: string;
   before(async () => {
