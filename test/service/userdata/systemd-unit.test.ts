@@ -1,0 +1,104 @@
+/**
+ * The systemd unit: one source of truth (src/service/userdata/systemd-unit.ts), copied byte
+ * for byte to deploy/systemd/bootseal-fetch.service, with the directives the machine-side
+ * issue asks for, and clean under `systemd-analyze verify`.
+ */
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { chmodSync, cpSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { describe, test } from "node:test";
+import { INSTALL_SCRIPT_PATH, SYSTEMD_UNIT, UNIT_NAME } from "../../../src/service/userdata/index.ts";
+import { tempDir } from "../../peers/cli.ts";
+
+const DEPLOY_UNIT = new URL("../../../deploy/systemd/bootseal-fetch.service", import.meta.url);
+
+/** Section -> key -> values (a key may repeat), comments and blank lines dropped. */
+function parseUnit(text: string): Map<string, Map<string, string[]>> {
+  const sections = new Map<string, Map<string, string[]>>();
+  let current: Map<string, string[]> | undefined;
+  for (const line of text.split("\n")) {
+    if (line === "" || line.startsWith("#")) continue;
+    const header = /^\[(\w+)\]$/.exec(line);
+    if (header) {
+      current = new Map();
+      sections.set(header[1]!, current);
+      continue;
+    }
+    const kv = /^([A-Za-z]+)=(.*)$/.exec(line);
+    assert.ok(kv && current, `unexpected unit line: ${line}`);
+    const values = current.get(kv[1]!) ?? [];
+    values.push(kv[2]!);
+    current.set(kv[1]!, values);
+  }
+  return sections;
+}
+
+/** systemd-analyze verify of a unit in a throwaway root that has the system units and the executables. */
+function analyze(unitText: string): { status: number | null; output: string } {
+  const { dir, remove } = tempDir("systemd-verify");
+  try {
+    mkdirSync(join(dir, "usr/lib/systemd"), { recursive: true });
+    cpSync("/lib/systemd/system", join(dir, "usr/lib/systemd/system"), {
+      recursive: true,
+      dereference: false,
+    });
+    for (const exe of [INSTALL_SCRIPT_PATH, "/usr/local/bin/bootseal"]) {
+      mkdirSync(join(dir, exe, ".."), { recursive: true });
+      writeFileSync(join(dir, exe), "#!/bin/sh\n");
+      chmodSync(join(dir, exe), 0o755);
+    }
+    mkdirSync(join(dir, "etc/systemd/system"), { recursive: true });
+    writeFileSync(join(dir, "etc/systemd/system", UNIT_NAME), unitText);
+    const r = spawnSync(
+      "systemd-analyze",
+      ["verify", "--man=no", `--root=${dir}`, `/etc/systemd/system/${UNIT_NAME}`],
+      { encoding: "utf8", timeout: 60_000 },
+    );
+    if (r.error)
+      throw new Error(`systemd-analyze could not run (Debian package systemd): ${r.error.message}`);
+    return { status: r.status, output: (r.stdout + r.stderr).trim() };
+  } finally {
+    remove();
+  }
+}
+
+describe("bootseal-fetch.service", () => {
+  test("deploy/systemd/bootseal-fetch.service is byte-identical to SYSTEMD_UNIT", () => {
+    assert.ok(readFileSync(DEPLOY_UNIT).equals(Buffer.from(SYSTEMD_UNIT, "utf8")));
+  });
+
+  test("has the directives of the machine-side issue", () => {
+    const unit = parseUnit(SYSTEMD_UNIT);
+    const u = unit.get("Unit")!;
+    const s = unit.get("Service")!;
+    assert.deepEqual(u.get("Wants"), ["network-online.target"]);
+    assert.deepEqual(u.get("After"), ["network-online.target"]);
+    assert.deepEqual(u.get("Before"), ["kubelet.service"]);
+    assert.ok(u.get("StartLimitBurst") && u.get("StartLimitIntervalSec"), "restart has a limit");
+    assert.deepEqual(s.get("Type"), ["oneshot"]);
+    assert.deepEqual(s.get("RemainAfterExit"), ["yes"]);
+    assert.deepEqual(s.get("Restart"), ["on-failure"]);
+    assert.deepEqual(s.get("EnvironmentFile"), ["/etc/bootseal/fetch.env"]);
+    assert.deepEqual(s.get("ExecStartPre"), [INSTALL_SCRIPT_PATH]);
+    assert.deepEqual(s.get("ExecStart"), [
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: systemd's ${VAR}, not a template
+      "/usr/local/bin/bootseal fetch --from ${BOOTSEAL_SERVER}/v1/machines/${BOOTSEAL_MACHINE}/config --token-file /etc/bootseal/token --apply --root /",
+    ]);
+    assert.deepEqual(unit.get("Install")!.get("WantedBy"), ["multi-user.target"]);
+  });
+
+  test("systemd-analyze verify: no error, no warning", () => {
+    const r = analyze(SYSTEMD_UNIT);
+    assert.equal(r.status, 0, r.output);
+    assert.equal(r.output, "");
+  });
+
+  test("systemd-analyze verify does report a broken unit (the check is live)", () => {
+    const r = analyze(
+      SYSTEMD_UNIT.replace("RestartSec=20s", "RestartSec=soon").replace("Type=oneshot", "Type=nope"),
+    );
+    assert.match(r.output, /RestartSec|soon/);
+    assert.match(r.output, /Type|nope/);
+  });
+});
