@@ -25,9 +25,14 @@ export type ErrorCode =
   | "STORE_UNAVAILABLE" // retryable
   | "UNAUTHORIZED"
   | "FORBIDDEN"
+  | "TOKEN_EXPIRED" // a bootstrap token past its TTL
+  | "TOKEN_EXHAUSTED" // a bootstrap token with no fetches left
   | "TOO_LARGE"
   | "RATE_LIMITED"
   | "IO_ERROR"
+  | "SERVICE_UNAVAILABLE" // the bootseal service is unreachable or answered 5xx (retryable)
+  | "PATH_NOT_ALLOWED" // a file to write lies outside the allowed roots, or a symlink leads out
+  | "EXEC_FAILED" // the bootstrap command (fetch --exec) exited non-zero or was killed
   | "INTERNAL";
 
 export const ERROR_CODES: readonly ErrorCode[] = [
@@ -48,13 +53,23 @@ export const ERROR_CODES: readonly ErrorCode[] = [
   "STORE_UNAVAILABLE",
   "UNAUTHORIZED",
   "FORBIDDEN",
+  "TOKEN_EXPIRED",
+  "TOKEN_EXHAUSTED",
   "TOO_LARGE",
   "RATE_LIMITED",
   "IO_ERROR",
+  "SERVICE_UNAVAILABLE",
+  "PATH_NOT_ALLOWED",
+  "EXEC_FAILED",
   "INTERNAL",
 ];
 
-const RETRYABLE: ReadonlySet<ErrorCode> = new Set(["KEY_UNAVAILABLE", "STORE_UNAVAILABLE", "RATE_LIMITED"]);
+const RETRYABLE: ReadonlySet<ErrorCode> = new Set([
+  "KEY_UNAVAILABLE",
+  "STORE_UNAVAILABLE",
+  "RATE_LIMITED",
+  "SERVICE_UNAVAILABLE",
+]);
 
 export class BootsealError extends Error {
   readonly code: ErrorCode;

@@ -3,13 +3,16 @@
  * order) win; otherwise the first matching `.sops.yaml` creation rule.
  */
 import { dirname, resolve } from "node:path";
-import { keysFromUserInput, keyTypes } from "../../providers/keys/index.ts";
-import type { KeyEntry, MasterKey, ProviderDeps } from "../../providers/keys/master-key.ts";
+import { keysFromUserInput } from "../../providers/keys/index.ts";
+import type { MasterKey, ProviderDeps } from "../../providers/keys/master-key.ts";
+import { newKeyFromEntry } from "../config/rule-keys.ts";
 import { findSopsConfig, loadSopsConfig, matchCreationRule } from "../config/sops-config.ts";
-import { formatLastModified, type SelectionRule } from "../envelope/sops/metadata.ts";
+import type { SelectionRule } from "../envelope/sops/metadata.ts";
 import { BootsealError } from "../errors.ts";
 import type { CliIo } from "./command.ts";
 import { keyListsFromFlags, parseEncryptionContext, ruleFromFlags } from "./key-flags.ts";
+
+export { masterKeyFromEntry } from "../config/rule-keys.ts";
 
 export interface KeySetup {
   readonly groups: MasterKey[][];
@@ -17,23 +20,6 @@ export interface KeySetup {
   readonly rule?: SelectionRule | null;
   readonly macOnlyEncrypted?: boolean;
   readonly indent?: { yaml?: number; json?: number; binary?: number };
-}
-
-export function masterKeyFromEntry(entry: KeyEntry, deps: ProviderDeps): MasterKey {
-  const type = keyTypes[entry.kind];
-  if (!type) throw new BootsealError("UNSUPPORTED", `${entry.kind} keys are not supported by this build`);
-  return type.fromMetadata(entry, deps);
-}
-
-/**
- * A key named by a creation rule or a flag has no created_at yet; providers validate entries
- * as they appear in documents, so give it the time of this wrap (age entries have none).
- */
-function newKeyFromEntry(entry: KeyEntry, deps: ProviderDeps): MasterKey {
-  if (entry.kind === "age" || entry.fields.has("created_at")) return masterKeyFromEntry(entry, deps);
-  const fields = new Map(entry.fields);
-  fields.set("created_at", formatLastModified(new Date()));
-  return masterKeyFromEntry({ ...entry, fields }, deps);
 }
 
 /** Keys given with flags (or sops's environment variables): one group. */

@@ -1,53 +1,75 @@
 /**
- * Binds the app to a socket and closes it gracefully: on SIGINT/SIGTERM Fastify stops
- * accepting connections and waits for in-flight requests before the process exits.
+ * Turns a validated ServiceConfig into a listening server: opens the store, builds the app,
+ * binds it, and closes it gracefully: on SIGINT/SIGTERM Fastify stops accepting connections,
+ * the event streams are ended, and in-flight requests finish before the process exits.
  */
-import { constants } from "node:fs";
-import { access } from "node:fs/promises";
+import { readFile } from "node:fs/promises";
 import type { FastifyInstance } from "fastify";
+import { openStore } from "../../providers/stores/index.ts";
+import type { ServiceConfig } from "../config/service-config.ts";
 import { BootsealError } from "../errors.ts";
 import { buildApp } from "./app.ts";
-import { type EmbeddedDefault, prepareEmbeddedDefault } from "./embedded-default.ts";
-
-export interface ServeOptions {
-  readonly host: string;
-  readonly port: number;
-  readonly dataDir: string;
-  readonly logLevel?: string;
-}
+import { createAuditLogger } from "./plugins/audit.ts";
 
 export interface RunningServer {
   readonly app: FastifyInstance;
   readonly url: string;
-  readonly embedded: EmbeddedDefault;
   close(): Promise<void>;
 }
 
-export async function startServer(options: ServeOptions): Promise<RunningServer> {
-  const embedded = await prepareEmbeddedDefault(options.dataDir);
+async function readTls(config: ServiceConfig) {
+  if (!config.tls) return undefined;
+  const read = async (path: string, what: string) => {
+    try {
+      return await readFile(path);
+    } catch (cause) {
+      throw new BootsealError("USAGE", `tls.${what}: cannot read ${path}`, { cause });
+    }
+  };
+  return {
+    cert: await read(config.tls.cert, "cert"),
+    key: await read(config.tls.key, "key"),
+    ...(config.tls.clientCa ? { ca: await read(config.tls.clientCa, "clientCa") } : {}),
+  };
+}
+
+export async function startServer(config: ServiceConfig): Promise<RunningServer> {
+  const store = openStore(config.store, { s3: config.s3 });
+  const audit = createAuditLogger(config.audit.path);
+  const https = await readTls(config);
   const app = buildApp({
-    logger: { level: options.logLevel ?? "info" },
-    probes: [
-      {
-        name: "store",
-        // The embedded store is a directory: ready when it is there and writable.
-        check: () => access(embedded.storeDir, constants.W_OK | constants.X_OK),
-      },
-    ],
+    store,
+    rules: config.creationRules,
+    controllers: config.controllers,
+    keyDeps: { env: process.env },
+    bootstrapToken: config.bootstrapToken,
+    oneTimeFetch: config.oneTimeFetch,
+    bodyLimit: config.limits.bodyBytes,
+    authFailuresPerMinute: config.rateLimit.authFailuresPerMinute,
+    ...(config.fetcherArtifact ? { fetcherArtifact: config.fetcherArtifact } : {}),
+    ...(config.publicUrl ? { publicUrl: config.publicUrl } : {}),
+    audit: audit.logger,
+    logger: { level: config.logLevel },
+    ...(https ? { https } : {}),
+    heartbeatMs: config.events.heartbeatSeconds * 1000,
+    eventsBufferSize: config.events.bufferSize,
   });
+  app.addHook("onClose", async () => audit.close());
+  const { host, port } = config.listen;
   try {
-    await app.listen({ host: options.host, port: options.port });
+    await app.listen({ host, port });
   } catch (cause) {
     await app.close();
-    throw new BootsealError("IO_ERROR", `cannot listen on ${options.host}:${options.port}`, { cause });
+    throw new BootsealError("IO_ERROR", `cannot listen on ${host}:${port}`, { cause });
   }
   // Report the bound port, not the requested one: --listen 127.0.0.1:0 picks a free port.
   const bound = app.server.address();
   if (bound === null || typeof bound === "string")
     throw new BootsealError("IO_ERROR", "the server is not bound to a TCP port");
-  const host = bound.address;
-  const url = `http://${host.includes(":") ? `[${host}]` : host}:${bound.port}`;
-  return { app, url, embedded, close: () => app.close() };
+  const address = bound.address;
+  const scheme = https ? "https" : "http";
+  const url = `${scheme}://${address.includes(":") ? `[${address}]` : address}:${bound.port}`;
+  return { app, url, close: () => app.close() };
 }
 
 export function closeOnSignals(server: RunningServer): void {

@@ -1,23 +1,30 @@
+import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { BootsealError } from "../../errors.ts";
+import {
+  applyEnv,
+  parseListenAddress,
+  readServiceConfigFile,
+  SCOPES,
+  setConfigPath,
+  validateServiceConfig,
+} from "../../config/service-config.ts";
+import { type EmbeddedDefault, prepareEmbeddedDefault } from "../../service/embedded-default.ts";
 import { closeOnSignals, startServer } from "../../service/server.ts";
 import type { Command } from "../command.ts";
 
-const DEFAULT_LISTEN = "127.0.0.1:7480";
-
 export function parseListen(text: string): { host: string; port: number } {
-  const match = /^(?:\[([^\]]+)\]|([^:]+)):(\d{1,5})$/.exec(text);
-  const port = match ? Number(match[3]) : Number.NaN;
-  if (!match || port < 0 || port > 65535) {
-    throw new BootsealError("USAGE", `--listen wants HOST:PORT, got "${text}"`);
-  }
-  return { host: (match[1] ?? match[2]) as string, port };
+  return parseListenAddress(text, "--listen");
 }
 
+/**
+ * Configuration, lowest precedence first: the embedded default (no --config), the config
+ * file, BOOTSEAL_* variables, flags. The embedded default fills only what is still unset.
+ */
 export const serveCommand: Command = {
   name: "serve",
   summary: "run the REST service (embedded default: 127.0.0.1:7480, everything under ./data)",
-  usage: "bootseal serve [--config bootseal.yaml] [--listen HOST:PORT] [--data-dir DIR] [--store URL]",
+  usage:
+    "bootseal serve [--config bootseal.yaml] [--listen HOST:PORT] [--data-dir DIR] [--store URL] [--log-level L]",
   async run(args, io) {
     const { values } = parseArgs({
       args,
@@ -31,33 +38,45 @@ export const serveCommand: Command = {
       strict: true,
     });
     const configFile = values.config ?? io.env.BOOTSEAL_CONFIG;
-    if (configFile) {
-      throw new BootsealError("UNSUPPORTED", "config files are not supported yet; run the embedded default");
+    const raw = applyEnv(configFile ? readServiceConfigFile(resolve(io.cwd, configFile)) : {}, io.env);
+    if (values.listen !== undefined) {
+      parseListen(values.listen);
+      setConfigPath(raw, ["listen"], values.listen);
     }
-    const store = values.store ?? io.env.BOOTSEAL_STORE;
-    if (store && !store.startsWith("file://")) {
-      throw new BootsealError(
-        "UNSUPPORTED",
-        `only file:// stores are supported yet, got ${store.split("://")[0]}://`,
-      );
+    if (values.store !== undefined) setConfigPath(raw, ["store"], values.store);
+    if (values["data-dir"] !== undefined) setConfigPath(raw, ["dataDir"], values["data-dir"]);
+    if (values["log-level"] !== undefined) setConfigPath(raw, ["logLevel"], values["log-level"]);
+
+    let embedded: EmbeddedDefault | undefined;
+    if (!configFile) {
+      const dataDir = resolve(io.cwd, typeof raw.dataDir === "string" ? raw.dataDir : "./data");
+      embedded = await prepareEmbeddedDefault(dataDir);
+      raw.store ??= embedded.storeUrl;
+      raw.creation_rules ??= [{ age: embedded.ageRecipient }];
+      raw.controllers ??= [
+        { name: "embedded", tokenSha256: embedded.controllerTokenSha256, scopes: [...SCOPES] },
+      ];
+      const audit = (raw.audit ?? {}) as Record<string, unknown>;
+      raw.audit = { ...audit, path: audit.path ?? join(dataDir, "audit.log") };
     }
-    const { host, port } = parseListen(values.listen ?? io.env.BOOTSEAL_LISTEN ?? DEFAULT_LISTEN);
-    const dataDir = values["data-dir"] ?? io.env.BOOTSEAL_DATA_DIR ?? "./data";
-    const server = await startServer({
-      host,
-      port,
-      dataDir,
-      logLevel: values["log-level"] ?? io.env.BOOTSEAL_LOG_LEVEL ?? "info",
-    });
+    const config = validateServiceConfig(raw, io.cwd);
+    const server = await startServer(config);
     closeOnSignals(server);
-    const e = server.embedded;
-    io.stdout.write(
-      `bootseal listening on ${server.url}\n` +
-        `  store:            ${e.storeUrl}\n` +
-        `  age recipient:    ${e.ageRecipient}\n` +
-        `  age identity:     ${e.ageKeyFile}\n` +
-        `  controller token: ${e.controllerTokenFile}\n`,
-    );
+    const lines = [
+      `bootseal listening on ${server.url}`,
+      `  store:            ${config.store}`,
+      `  audit log:        ${config.audit.path === "-" ? "standard error" : config.audit.path}`,
+    ];
+    if (embedded) {
+      lines.push(
+        `  age recipient:    ${embedded.ageRecipient}`,
+        `  age identity:     ${embedded.ageKeyFile}`,
+        `  controller token: ${embedded.controllerTokenFile}`,
+      );
+    } else {
+      lines.push(`  controllers:      ${config.controllers.map((c) => c.name).join(", ")}`);
+    }
+    io.stdout.write(`${lines.join("\n")}\n`);
     // Keep running until a signal closes the server.
     await new Promise<never>(() => {});
     return 0;

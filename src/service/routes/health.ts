@@ -1,6 +1,9 @@
+/** /healthz (liveness), /readyz (the store and any other probe answers) and /metrics. */
 import type { FastifyInstance } from "fastify";
+import type { Registry } from "prom-client";
+import { RETRY_AFTER_SECONDS } from "../plugins/error-handler.ts";
 
-/** Something that can tell whether the store answers; the embedded default probes its directory. */
+/** Something that can tell whether a dependency answers (the store: a cheap head). */
 export interface ReadinessProbe {
   readonly name: string;
   check(): Promise<void>;
@@ -15,27 +18,58 @@ const statusSchema = {
   required: ["status"],
 } as const;
 
-export function healthRoutes(app: FastifyInstance, probes: readonly ReadinessProbe[]): void {
-  app.get("/healthz", { schema: { response: { 200: statusSchema } } }, async () => ({ status: "ok" }));
+export function healthRoutes(
+  app: FastifyInstance,
+  probes: readonly ReadinessProbe[],
+  registry?: Registry,
+): void {
+  app.get(
+    "/healthz",
+    { schema: { summary: "Liveness", tags: ["operations"], response: { 200: statusSchema } } },
+    async () => ({ status: "ok" }),
+  );
 
   app.get(
     "/readyz",
-    { schema: { response: { 200: statusSchema, 503: statusSchema } } },
-    async (_request, reply) => {
+    {
+      schema: {
+        summary: "Readiness: the object store answers",
+        tags: ["operations"],
+        response: { 200: statusSchema, 503: statusSchema },
+      },
+    },
+    async (request, reply) => {
       const checks: Record<string, string> = {};
       let ready = true;
-      for (const probe of probes) {
-        try {
-          await probe.check();
-          checks[probe.name] = "ok";
-        } catch {
-          // The cause goes to the log by the probe's owner; the response says only which check failed.
-          checks[probe.name] = "unavailable";
-          ready = false;
-        }
-      }
-      if (!ready) reply.code(503).header("retry-after", "5");
+      await Promise.all(
+        probes.map(async (probe) => {
+          try {
+            await probe.check();
+            checks[probe.name] = "ok";
+          } catch (err) {
+            // The cause goes to the log; the response says only which check failed.
+            request.log.warn({ err, probe: probe.name }, "readiness check failed");
+            checks[probe.name] = "unavailable";
+            ready = false;
+          }
+        }),
+      );
+      if (!ready) reply.code(503).header("retry-after", String(RETRY_AFTER_SECONDS));
       return { status: ready ? "ready" : "unavailable", checks };
     },
   );
+
+  if (registry) {
+    app.get(
+      "/metrics",
+      {
+        schema: {
+          summary: "Prometheus metrics",
+          tags: ["operations"],
+          response: { 200: { type: "string", description: "Prometheus text format" } },
+        },
+      },
+      async (_request, reply) => reply.type(registry.contentType).send(await registry.metrics()),
+    );
+  }
 }

@@ -1,0 +1,38 @@
+/** What the routes share: built once per app by buildApp, holding no per-machine state. */
+import type { ProviderDeps } from "../../providers/keys/master-key.ts";
+import type { FetcherArtifact, OneTimeFetch } from "../config/service-config.ts";
+import type { SopsConfig } from "../config/sops-config.ts";
+import type { EventsBus } from "./events-bus.ts";
+import type { MachineStore } from "./machine-store.ts";
+import type { AuthGuard } from "./plugins/auth.ts";
+import type { Metrics } from "./plugins/metrics.ts";
+
+export interface ServiceContext {
+  readonly machines: MachineStore;
+  readonly rules: SopsConfig;
+  readonly keyDeps: ProviderDeps;
+  readonly bootstrapToken: { readonly ttlMs: number; readonly uses: number };
+  readonly oneTimeFetch: OneTimeFetch;
+  readonly bodyLimit: number;
+  readonly fetcherArtifact: FetcherArtifact | undefined;
+  /** `publicUrl` from the configuration; undefined: derived from the request's Host. */
+  readonly publicUrl: string | undefined;
+  readonly events: EventsBus;
+  readonly metrics: Metrics;
+  readonly heartbeatMs: number;
+  readonly guard: AuthGuard;
+  now(): Date;
+}
+
+/** RFC 9110 strong etags are quoted; stores may hand them back either way. */
+export function quoteEtag(etag: string): string {
+  return etag.startsWith('"') || etag.startsWith('W/"') ? etag : `"${etag}"`;
+}
+
+/** True when an If-None-Match header names this etag (or is `*`). */
+export function etagMatches(header: string | undefined, etag: string): boolean {
+  if (!header) return false;
+  const bare = (t: string) => t.trim().replace(/^W\//, "").replace(/^"|"$/g, "");
+  const wanted = bare(etag);
+  return header.split(",").some((t) => t.trim() === "*" || bare(t) === wanted);
+}

@@ -1,0 +1,68 @@
+/**
+ * The audit log: one JSON line per publish, fetch, delete, status post, token minting and
+ * authentication failure, through its own pino instance and destination (never the access
+ * log): `audit.path`, `-` for standard error. Lines name who (controller name,
+ * `machine:<ns>/<name>` or `anonymous`), the machine, the action, the outcome, the request id
+ * and the source address; never a token, a payload or a key.
+ */
+import type { FastifyInstance, FastifyRequest } from "fastify";
+import { type DestinationStream, type Logger, pino } from "pino";
+import { stateOf, who } from "../request-state.ts";
+
+export type AuditLogger = Logger;
+
+export function createAuditLogger(path: string): { logger: AuditLogger; close(): void } {
+  const destination = pino.destination(
+    path === "-" ? { dest: 2, sync: true } : { dest: path, mkdir: true, sync: false },
+  );
+  const logger = pino({ base: { log: "audit" }, timestamp: pino.stdTimeFunctions.isoTime }, destination);
+  return {
+    logger,
+    close: () => {
+      try {
+        destination.flushSync();
+      } catch {
+        // nothing buffered or already closed
+      }
+    },
+  };
+}
+
+/** An audit logger writing to a stream (tests). */
+export function auditLoggerTo(stream: DestinationStream): AuditLogger {
+  return pino({ base: { log: "audit" }, timestamp: pino.stdTimeFunctions.isoTime }, stream);
+}
+
+function outcomeOf(status: number): string {
+  if (status < 300) return "ok";
+  if (status === 304) return "not-modified";
+  if (status === 401 || status === 403 || status === 429) return "denied";
+  return "failed";
+}
+
+function machineOf(request: FastifyRequest): string | undefined {
+  const p = request.params as { ns?: string; name?: string } | undefined;
+  return p?.ns && p.name ? `${p.ns}/${p.name}` : undefined;
+}
+
+/** An onResponse hook: audited routes always, every other route on authentication failure. */
+export function auditPlugin(app: FastifyInstance, audit: AuditLogger): void {
+  app.addHook("onResponse", async (request, reply) => {
+    const action = request.routeOptions.config?.audit;
+    const status = reply.statusCode;
+    const authFailure = status === 401 || status === 403 || status === 429;
+    if (!action && !authFailure) return;
+    const state = stateOf(request);
+    audit.info({
+      action: action ?? "auth",
+      outcome: outcomeOf(status),
+      status,
+      who: who(state.principal),
+      ...(machineOf(request) ? { machine: machineOf(request) } : {}),
+      ...(state.errorCode ? { code: state.errorCode } : {}),
+      reqId: request.id,
+      source: request.ip,
+      route: request.routeOptions.url ?? "unmatched",
+    });
+  });
+}

@@ -1,0 +1,161 @@
+/**
+ * Turning a publish request body into the document to store.
+ *
+ * - Plaintext (any content type): encrypted as a SOPS v3 document under a fresh data key
+ *   wrapped by every master key of the creation rule matching `<ns>/<name>`. The `binary`
+ *   store by default (byte-exact round trip); `?format=yaml|json` parses the payload with
+ *   that codec so its keys stay visible.
+ * - `application/sops+json` / `application/sops+yaml`: an already-encrypted document, kept
+ *   byte for byte after its structure was checked (codec parse, metadata, a MAC) and it was
+ *   found to name at least one master key of the matching rule (sops key identity strings).
+ *
+ * AWS KMS keys of the rule get the encryption context {"bootseal-machine": "<ns>/<name>"}
+ * merged in, so a machine's IAM policy can allow decrypting its own config only. Only
+ * `wrap` is ever called: the service needs no decrypt rights.
+ */
+import type { KeyEntry, MasterKey, ProviderDeps } from "../../providers/keys/master-key.ts";
+import { newKeyFromEntry } from "../config/rule-keys.ts";
+import { type CreationRule, keyIdentity, matchCreationRule, type SopsConfig } from "../config/sops-config.ts";
+import { codecFor } from "../envelope/sops/codecs/index.ts";
+import { encryptDocument } from "../envelope/sops/encrypt.ts";
+import { metadataFromTree, metadataToTree } from "../envelope/sops/metadata.ts";
+import { BootsealError } from "../errors.ts";
+import type { DocumentFormat } from "./machine-store.ts";
+import { type MachineRef, machineId } from "./names.ts";
+
+export const SOPS_JSON = "application/sops+json";
+export const SOPS_YAML = "application/sops+yaml";
+export const MACHINE_CONTEXT_KEY = "bootseal-machine";
+
+/** Where rules are matched: a fixed root, so `path_regex` sees exactly `<ns>/<name>`. */
+const RULE_ROOT = "/bootseal-machines";
+
+export interface PreparedDocument {
+  readonly bytes: Uint8Array;
+  readonly format: DocumentFormat;
+  /** true when the body was an already-encrypted SOPS upload. */
+  readonly uploaded: boolean;
+}
+
+export interface PublishContext {
+  readonly rules: SopsConfig;
+  readonly keyDeps: ProviderDeps;
+  readonly now: Date;
+  readonly signal?: AbortSignal;
+  /** Lets the caller time key-service calls (metrics); the default is the key itself. */
+  readonly instrumentKey?: (key: MasterKey) => MasterKey;
+}
+
+export function ruleFor(rules: SopsConfig, m: MachineRef): CreationRule {
+  let rule: CreationRule | null;
+  try {
+    rule = matchCreationRule(rules, RULE_ROOT, `${RULE_ROOT}/${m.namespace}/${m.name}`);
+  } catch (err) {
+    if (err instanceof BootsealError && err.code === "USAGE") rule = null;
+    else throw err;
+  }
+  if (!rule) throw new BootsealError("BAD_INPUT", `no creation rule matches ${machineId(m)}`);
+  return rule;
+}
+
+/** The rule's entries with the machine's KMS encryption context merged in. */
+export function bindEntries(rule: CreationRule, m: MachineRef): KeyEntry[][] {
+  return rule.keyGroups.map((group) =>
+    group.map((entry) => {
+      if (entry.kind !== "kms") return entry;
+      const fields = new Map(entry.fields);
+      const context = fields.get("context");
+      fields.set("context", {
+        ...(typeof context === "object" ? context : {}),
+        [MACHINE_CONTEXT_KEY]: machineId(m),
+      });
+      return { ...entry, fields };
+    }),
+  );
+}
+
+export function mediaTypeOf(contentType: string | undefined): string {
+  return (contentType ?? "").split(";")[0]?.trim().toLowerCase() ?? "";
+}
+
+export async function prepareDocument(
+  body: Uint8Array,
+  contentType: string | undefined,
+  format: "yaml" | "json" | undefined,
+  m: MachineRef,
+  ctx: PublishContext,
+): Promise<PreparedDocument> {
+  const rule = ruleFor(ctx.rules, m);
+  const groups = bindEntries(rule, m);
+  const media = mediaTypeOf(contentType);
+  if (media === SOPS_JSON || media === SOPS_YAML) {
+    if (format !== undefined) {
+      throw new BootsealError("BAD_INPUT", "?format applies to plaintext payloads, not to SOPS uploads");
+    }
+    const uploadFormat = media === SOPS_JSON ? "json" : "yaml";
+    checkUpload(body, uploadFormat, rule, groups);
+    return { bytes: body, format: uploadFormat, uploaded: true };
+  }
+  if (body.length === 0) throw new BootsealError("BAD_INPUT", "the payload is empty");
+  const storeFormat = format ?? "binary";
+  const codec = codecFor(storeFormat);
+  const branches = codec.parsePlain(body);
+  const instrument = ctx.instrumentKey ?? ((k: MasterKey) => k);
+  const keyGroups = groups.map((g) => g.map((e) => instrument(newKeyFromEntry(e, ctx.keyDeps, ctx.now))));
+  const encrypted = await encryptDocument(branches, {
+    keyGroups,
+    ...(rule.threshold !== null ? { threshold: rule.threshold } : {}),
+    ...(rule.rule !== null ? { rule: rule.rule } : {}),
+    macOnlyEncrypted: rule.macOnlyEncrypted,
+    now: ctx.now,
+    ...(ctx.signal ? { signal: ctx.signal } : {}),
+  });
+  const bytes = codec.emitEncrypted(encrypted.branches, metadataToTree(encrypted.metadata));
+  return { bytes, format: storeFormat, uploaded: false };
+}
+
+function checkUpload(
+  body: Uint8Array,
+  format: "json" | "yaml",
+  rule: CreationRule,
+  bound: KeyEntry[][],
+): void {
+  let entries: KeyEntry[];
+  try {
+    const parsed = codecFor(format).parseEncrypted(body);
+    const metadata = metadataFromTree(parsed.metadata);
+    if (metadata.mac === "") throw new BootsealError("BAD_INPUT", "the document has no MAC");
+    entries = metadata.keyGroups.flat();
+  } catch (err) {
+    if (err instanceof BootsealError) {
+      // UNSUPPORTED (e.g. hckms entries) and NOT_ENCRYPTED are the client's document too.
+      throw new BootsealError("BAD_INPUT", `not a valid SOPS ${format} document: ${err.message}`);
+    }
+    throw new BootsealError("BAD_INPUT", `not a valid SOPS ${format} document`);
+  }
+  const wanted = new Set<string>();
+  for (const e of [...rule.keyGroups.flat(), ...bound.flat()]) wanted.add(`${e.kind}/${keyIdentity(e)}`);
+  const named = entries.some((e) => e.enc !== "" && wanted.has(`${e.kind}/${keyIdentity(e)}`));
+  if (!named) {
+    throw new BootsealError(
+      "BAD_INPUT",
+      "the document names none of the master keys of the creation rule for this machine",
+    );
+  }
+}
+
+/** The format of a stored document: JSON documents start with `{`; `{data, sops}` is binary. */
+export function sniffFormat(bytes: Uint8Array): DocumentFormat {
+  const text = Buffer.from(bytes).toString("utf8");
+  if (!text.trimStart().startsWith("{")) return "yaml";
+  try {
+    const keys = Object.keys(JSON.parse(text) as object).sort();
+    return keys.length === 2 && keys[0] === "data" && keys[1] === "sops" ? "binary" : "json";
+  } catch {
+    return "json";
+  }
+}
+
+export function contentTypeOf(format: DocumentFormat): string {
+  return format === "yaml" ? SOPS_YAML : SOPS_JSON;
+}

@@ -1,0 +1,75 @@
+/** Schemas of the config routes (publish, fetch, delete) and the user-data stub. */
+import { errorResponses, machineParams } from "./common.ts";
+
+export const publishQuery = {
+  type: "object",
+  properties: {
+    format: {
+      type: "string",
+      enum: ["yaml", "json"],
+      description: "publish a YAML or JSON payload with visible keys instead of the byte-exact binary store",
+    },
+  },
+  additionalProperties: false,
+} as const;
+
+export const publishResponse = {
+  type: "object",
+  properties: {
+    version: { type: "integer", description: "per-machine publish counter (1, 2, ...)" },
+    etag: { type: "string", description: "ETag of the stored document, for If-Match" },
+    sha256: { type: "string", description: "SHA-256 (hex) of the stored ENCRYPTED document" },
+    bootstrapToken: { type: "string", description: "the machine's bootstrap token; shown only here" },
+    tokenExpiresAt: { type: "string", format: "date-time" },
+  },
+  required: ["version", "etag", "sha256", "bootstrapToken", "tokenExpiresAt"],
+} as const;
+
+export const publishSchema = {
+  summary: "Publish a machine's config",
+  description:
+    "Body: the plaintext payload (any content type; encrypted into the binary store, or yaml/json with ?format), " +
+    "or an already-encrypted SOPS document with Content-Type application/sops+json or application/sops+yaml. " +
+    "If-None-Match: * creates only; If-Match: <etag> replaces exactly that version. Mints a new bootstrap token.",
+  tags: ["configs"],
+  params: machineParams,
+  querystring: publishQuery,
+  response: { 200: publishResponse, 201: publishResponse, ...errorResponses },
+} as const;
+
+export const fetchSchema = {
+  summary: "Fetch a machine's encrypted config",
+  description:
+    "Machine (its bootstrap token; each fetch uses one of the token's fetches) or controller (configs:read). " +
+    "Body: the SOPS document (application/sops+json or application/sops+yaml), with ETag; If-None-Match gives 304.",
+  tags: ["configs"],
+  params: machineParams,
+  response: {
+    200: { description: "the encrypted SOPS document", type: "string", format: "binary" },
+    304: { description: "not modified", type: "null" },
+    ...errorResponses,
+  },
+} as const;
+
+export const deleteSchema = {
+  summary: "Delete a machine's config and bootstrap token",
+  tags: ["configs"],
+  params: machineParams,
+  response: { 204: { description: "deleted", type: "null" }, ...errorResponses },
+} as const;
+
+export const userdataSchema = {
+  summary: "Non-secret user-data stub that installs and runs bootseal fetch",
+  description:
+    "Mints a FRESH bootstrap token (the previous one stops working: the service keeps only hashes) and " +
+    "renders it into the stub.",
+  tags: ["configs"],
+  params: machineParams,
+  querystring: {
+    type: "object",
+    properties: { format: { type: "string", enum: ["cloud-init", "ignition", "powershell"] } },
+    required: ["format"],
+    additionalProperties: false,
+  },
+  response: { 200: { description: "the stub", type: "string" }, ...errorResponses },
+} as const;

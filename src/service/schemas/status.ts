@@ -1,0 +1,128 @@
+/** Schemas of the status routes, the machine list and the events stream. */
+import { MACHINE_PHASES, PHASES } from "../machine-store.ts";
+import { errorResponses, machineParams, namespaceSchema } from "./common.ts";
+
+export const MESSAGE_MAX_BYTES = 4 * 1024;
+export const OUTPUT_MAX_BYTES = 16 * 1024;
+
+export const statusBody = {
+  type: "object",
+  properties: {
+    phase: { type: "string", enum: MACHINE_PHASES },
+    message: { type: "string", maxLength: MESSAGE_MAX_BYTES },
+    attempt: { type: "integer", minimum: 0, maximum: 1_000_000 },
+    exitCode: { type: "integer", minimum: -2_147_483_648, maximum: 2_147_483_647 },
+    output: { type: "string", maxLength: OUTPUT_MAX_BYTES },
+  },
+  required: ["phase"],
+  additionalProperties: false,
+} as const;
+
+const historyEntry = {
+  type: "object",
+  properties: {
+    phase: { type: "string", enum: PHASES },
+    at: { type: "string", format: "date-time" },
+    by: { type: "string" },
+    message: { type: "string" },
+    attempt: { type: "integer" },
+    exitCode: { type: "integer" },
+    output: { type: "string" },
+    version: { type: "integer" },
+  },
+  required: ["phase", "at", "by", "version"],
+} as const;
+
+const summary = {
+  namespace: { type: "string" },
+  name: { type: "string" },
+  phase: { type: "string", enum: PHASES },
+  version: { type: "integer" },
+  updatedAt: { type: "string", format: "date-time" },
+  published: { type: "boolean", description: "a config is stored for the machine" },
+} as const;
+
+export const statusRecordResponse = {
+  type: "object",
+  properties: {
+    ...summary,
+    config: {
+      type: ["object", "null"],
+      properties: {
+        etag: { type: "string" },
+        sha256: { type: "string" },
+        publishedAt: { type: "string", format: "date-time" },
+        format: { type: "string", enum: ["binary", "json", "yaml"] },
+      },
+    },
+    history: { type: "array", items: historyEntry },
+  },
+  required: ["namespace", "name", "phase", "version", "updatedAt", "history"],
+} as const;
+
+export const postStatusSchema = {
+  summary: "Report a bootstrap phase (the machine, with its bootstrap token)",
+  tags: ["status"],
+  params: machineParams,
+  body: statusBody,
+  response: {
+    200: {
+      type: "object",
+      properties: { phase: summary.phase, version: summary.version, updatedAt: summary.updatedAt },
+      required: ["phase", "version", "updatedAt"],
+    },
+    ...errorResponses,
+  },
+} as const;
+
+export const getStatusSchema = {
+  summary: "Current phase and history (last 100 entries)",
+  tags: ["status"],
+  params: machineParams,
+  response: { 200: statusRecordResponse, ...errorResponses },
+} as const;
+
+export const listSchema = {
+  summary: "Machines with their current phase",
+  description: "Paginated in store order: pass the returned `next` as `after` for the next page.",
+  tags: ["status"],
+  querystring: {
+    type: "object",
+    properties: {
+      namespace: namespaceSchema,
+      phase: { type: "string", enum: PHASES },
+      limit: { type: "integer", minimum: 1, maximum: 1000, default: 100 },
+      after: { type: "string", maxLength: 127, pattern: "^[a-z0-9-]+/[a-z0-9-]+$" },
+    },
+    additionalProperties: false,
+  },
+  response: {
+    200: {
+      type: "object",
+      properties: {
+        items: {
+          type: "array",
+          items: { type: "object", properties: summary, required: ["namespace", "name", "phase", "version"] },
+        },
+        next: { type: "string", description: "cursor for the next page; absent on the last page" },
+      },
+      required: ["items"],
+    },
+    ...errorResponses,
+  },
+} as const;
+
+export const eventsSchema = {
+  summary: "Server-sent events of status changes made through this replica",
+  description:
+    "text/event-stream; each event: id (monotonic per replica), event: status, data: JSON " +
+    "{namespace, name, phase, version, at}. Last-Event-ID resumes from this replica's ring buffer. " +
+    "Comment lines are heartbeats.",
+  tags: ["status"],
+  querystring: {
+    type: "object",
+    properties: { namespace: namespaceSchema },
+    additionalProperties: false,
+  },
+  response: { 200: { description: "event stream", type: "string" }, ...errorResponses },
+} as const;

@@ -1,0 +1,92 @@
+/**
+ * Bootstrap tokens. Format: `bst.<namespace>.<name>.<secret>`, the secret 32 random bytes in
+ * base64url (43 characters). Namespace and name are DNS-1123 labels and cannot contain a dot,
+ * so the token splits unambiguously; naming the machine reveals nothing secret and lets a
+ * token presented for another machine be refused (403) without a store lookup or an index.
+ *
+ * The service keeps only SHA-256(token) in `tokens/<ns>/<name>.json`, with its expiry and the
+ * fetches left; the token itself is shown once, in the publish (or userdata) response.
+ */
+import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import { BootsealError } from "../errors.ts";
+import { isDnsLabel, type MachineRef, machineId } from "./names.ts";
+
+const PREFIX = "bst";
+const SECRET_BYTES = 32;
+
+export interface TokenRecord {
+  readonly machine: string;
+  /** SHA-256 of the whole token string, lower-case hex. */
+  readonly sha256: string;
+  readonly issuedAt: string;
+  readonly expiresAt: string;
+  /** Configuration fetches still allowed. */
+  readonly usesLeft: number;
+}
+
+export function sha256Hex(text: string | Uint8Array): string {
+  return createHash("sha256").update(text).digest("hex");
+}
+
+export function mintToken(
+  machine: MachineRef,
+  ttlMs: number,
+  uses: number,
+  now: Date,
+): { token: string; record: TokenRecord } {
+  const secret = randomBytes(SECRET_BYTES).toString("base64url");
+  const token = `${PREFIX}.${machine.namespace}.${machine.name}.${secret}`;
+  return {
+    token,
+    record: {
+      machine: machineId(machine),
+      sha256: sha256Hex(token),
+      issuedAt: now.toISOString(),
+      expiresAt: new Date(now.getTime() + ttlMs).toISOString(),
+      usesLeft: uses,
+    },
+  };
+}
+
+/** True when the text has the shape of a bootstrap token (it may still be wrong). */
+export function looksLikeBootstrapToken(text: string): boolean {
+  return text.startsWith(`${PREFIX}.`);
+}
+
+/** The machine a token names, or null when it is not a well-formed bootstrap token. */
+export function parseBootstrapToken(text: string): MachineRef | null {
+  const parts = text.split(".");
+  if (parts.length !== 4 || parts[0] !== PREFIX) return null;
+  const [, namespace, name, secret] = parts as [string, string, string, string];
+  if (!isDnsLabel(namespace) || !isDnsLabel(name)) return null;
+  if (!/^[A-Za-z0-9_-]{43}$/.test(secret)) return null;
+  return { namespace, name };
+}
+
+/** Constant-time comparison of two hex digests of equal length. */
+export function digestsEqual(aHex: string, bHex: string): boolean {
+  const a = Buffer.from(aHex, "hex");
+  const b = Buffer.from(bHex, "hex");
+  return a.length === b.length && a.length > 0 && timingSafeEqual(a, b);
+}
+
+export function encodeTokenRecord(record: TokenRecord): Uint8Array {
+  return Buffer.from(`${JSON.stringify(record)}\n`);
+}
+
+export function decodeTokenRecord(body: Uint8Array): TokenRecord {
+  try {
+    const r = JSON.parse(Buffer.from(body).toString("utf8")) as TokenRecord;
+    if (
+      typeof r.sha256 === "string" &&
+      typeof r.expiresAt === "string" &&
+      typeof r.usesLeft === "number" &&
+      typeof r.machine === "string"
+    ) {
+      return r;
+    }
+  } catch {
+    // fall through
+  }
+  throw new BootsealError("INTERNAL", "a stored token record is malformed");
+}

@@ -1,0 +1,156 @@
+/**
+ * Route unit tests: buildApp + inject() on a MemoryStore, no sockets. The real-process suite
+ * (serve.test.ts) covers the same routes over HTTP against the file store and SeaweedFS.
+ */
+import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
+import { PassThrough } from "node:stream";
+import { test } from "node:test";
+import { generateX25519Identity, identityToRecipient } from "age-encryption";
+import { MemoryStore } from "../../providers/stores/memory.ts";
+import { SCOPES } from "../../src/config/service-config.ts";
+import { parseSopsConfig } from "../../src/config/sops-config.ts";
+import { type AppDeps, buildApp } from "../../src/service/app.ts";
+import { auditLoggerTo } from "../../src/service/plugins/audit.ts";
+
+const identity = await generateX25519Identity();
+const recipient = await identityToRecipient(identity);
+const ADMIN = "controller-admin-token-0123456789abcdefghijkl";
+const READER = "controller-reader-token-0123456789abcdefghijk";
+const sha = (s: string) => createHash("sha256").update(s).digest("hex");
+
+function app(extra: Partial<AppDeps> = {}) {
+  const audit = new PassThrough();
+  const lines: string[] = [];
+  audit.on("data", (c: Buffer) => lines.push(...c.toString().split("\n").filter(Boolean)));
+  const instance = buildApp({
+    logger: false,
+    store: new MemoryStore(),
+    rules: parseSopsConfig(`creation_rules:\n  - path_regex: ^prod/\n    age: ${recipient}\n`, "t"),
+    controllers: [
+      { name: "admin", tokenSha256: sha(ADMIN), scopes: [...SCOPES] },
+      { name: "reader", tokenSha256: sha(READER), scopes: ["status:read", "configs:read"] },
+    ],
+    audit: auditLoggerTo(audit),
+    authFailuresPerMinute: 5,
+    ...extra,
+  });
+  return { app: instance, audit: lines };
+}
+
+const bearer = (t: string) => ({ authorization: `Bearer ${t}` });
+
+test("publish, fetch with the bootstrap token, report status, read it back", async () => {
+  const { app: a, audit } = app();
+  const payload = "#cloud-config\nruncmd: [echo CANARY-SECRET]\n";
+  const put = await a.inject({
+    method: "PUT",
+    url: "/v1/machines/prod/worker-0/config",
+    headers: { ...bearer(ADMIN), "content-type": "text/plain" },
+    payload,
+  });
+  assert.equal(put.statusCode, 201, put.body);
+  const pub = put.json() as { version: number; etag: string; sha256: string; bootstrapToken: string };
+  assert.equal(pub.version, 1);
+  assert.match(pub.bootstrapToken, /^bst\.prod\.worker-0\.[A-Za-z0-9_-]{43}$/);
+
+  const get = await a.inject({
+    method: "GET",
+    url: "/v1/machines/prod/worker-0/config",
+    headers: bearer(pub.bootstrapToken),
+  });
+  assert.equal(get.statusCode, 200, get.body);
+  assert.equal(get.headers["content-type"], "application/sops+json");
+  assert.equal(get.headers.etag, pub.etag);
+  assert.equal(get.headers["x-bootseal-format"], "binary");
+  assert.equal(createHash("sha256").update(get.rawPayload).digest("hex"), pub.sha256);
+  assert.ok(!get.body.includes("CANARY"));
+
+  const post = await a.inject({
+    method: "POST",
+    url: "/v1/machines/prod/worker-0/status",
+    headers: bearer(pub.bootstrapToken),
+    payload: { phase: "succeeded", message: "joined", exitCode: 0 },
+  });
+  assert.equal(post.statusCode, 200, post.body);
+  const status = await a.inject({
+    method: "GET",
+    url: "/v1/machines/prod/worker-0/status",
+    headers: bearer(READER),
+  });
+  assert.equal(status.statusCode, 200);
+  const rec = status.json() as { phase: string; history: { phase: string }[] };
+  assert.equal(rec.phase, "succeeded");
+  assert.deepEqual(
+    rec.history.map((h) => h.phase),
+    ["published", "succeeded"],
+  );
+  const list = await a.inject({ method: "GET", url: "/v1/machines?namespace=prod", headers: bearer(READER) });
+  assert.deepEqual(
+    (list.json() as { items: { name: string }[] }).items.map((i) => i.name),
+    ["worker-0"],
+  );
+  assert.ok(audit.some((l) => l.includes('"action":"publish"')));
+  assert.ok(!audit.join("\n").includes(pub.bootstrapToken.split(".")[3]!));
+  await a.close();
+});
+
+test("auth: 401 without or with a wrong token, 403 on scope and on another machine", async () => {
+  const { app: a } = app();
+  const url = "/v1/machines/prod/a/config";
+  assert.equal((await a.inject({ method: "PUT", url, payload: "x" })).statusCode, 401);
+  assert.equal(
+    (await a.inject({ method: "PUT", url, headers: bearer("nope-nope"), payload: "x" })).statusCode,
+    401,
+  );
+  const scope = await a.inject({ method: "PUT", url, headers: bearer(READER), payload: "x" });
+  assert.equal(scope.statusCode, 403);
+  assert.equal(scope.json().code, "FORBIDDEN");
+  const put = await a.inject({ method: "PUT", url, headers: bearer(ADMIN), payload: "x" });
+  const token = put.json().bootstrapToken as string;
+  const other = await a.inject({ method: "GET", url: "/v1/machines/prod/b/config", headers: bearer(token) });
+  assert.equal(other.statusCode, 403);
+  const bad = await a.inject({
+    method: "PUT",
+    url: "/v1/machines/Prod/a/config",
+    headers: bearer(ADMIN),
+    payload: "x",
+  });
+  assert.equal(bad.statusCode, 400);
+  assert.equal(bad.json().code, "BAD_INPUT");
+  await a.close();
+});
+
+test("auth failures are rate limited per address with Retry-After", async () => {
+  const { app: a } = app();
+  const codes: number[] = [];
+  for (let i = 0; i < 7; i++) {
+    codes.push(
+      (await a.inject({ method: "GET", url: "/v1/machines", headers: bearer(`wrong-${i}`) })).statusCode,
+    );
+  }
+  assert.deepEqual(codes, [401, 401, 401, 401, 401, 429, 429]);
+  const limited = await a.inject({ method: "GET", url: "/v1/machines", headers: bearer(ADMIN) });
+  assert.equal(limited.statusCode, 429);
+  assert.ok(Number(limited.headers["retry-after"]) > 0);
+  await a.close();
+});
+
+test("docs, metrics, healthz", async () => {
+  const { app: a } = app();
+  const spec = await a.inject({ method: "GET", url: "/docs/openapi.json" });
+  assert.equal(spec.statusCode, 200);
+  const paths = Object.keys((spec.json() as { paths: object }).paths);
+  for (const p of [
+    "/v1/machines/{ns}/{name}/config",
+    "/v1/machines/{ns}/{name}/status",
+    "/v1/machines",
+    "/v1/events",
+  ]) {
+    assert.ok(paths.includes(p), `${p} in ${paths.join(",")}`);
+  }
+  const metrics = await a.inject({ method: "GET", url: "/metrics" });
+  assert.match(metrics.body, /bootseal_http_requests_total/);
+  assert.equal((await a.inject({ method: "GET", url: "/docs" })).statusCode, 200);
+  await a.close();
+});

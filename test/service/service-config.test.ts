@@ -1,0 +1,113 @@
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, test } from "node:test";
+import {
+  applyEnv,
+  parseDuration,
+  readServiceConfigFile,
+  validateServiceConfig,
+} from "../../src/config/service-config.ts";
+
+const dir = mkdtempSync(join(tmpdir(), "bootseal-config-"));
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+const RECIPIENT = "age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p";
+const HASH = "a".repeat(64);
+const minimal = () => ({
+  store: "file://./store",
+  creation_rules: [{ age: RECIPIENT }],
+  controllers: [{ name: "ci", tokenSha256: HASH, scopes: ["configs:write"] }],
+});
+
+test("defaults of a minimal configuration", () => {
+  const c = validateServiceConfig(minimal(), dir);
+  assert.deepEqual(c.listen, { host: "127.0.0.1", port: 7480 });
+  assert.equal(c.bootstrapToken.ttlMs, 24 * 3_600_000);
+  assert.equal(c.bootstrapToken.uses, 10);
+  assert.equal(c.oneTimeFetch, "off");
+  assert.equal(c.limits.bodyBytes, 1024 * 1024);
+  assert.equal(c.audit.path, "-");
+  assert.equal(c.creationRules.creationRules?.length, 1);
+});
+
+test("every key can come from a BOOTSEAL_* variable, over the file", () => {
+  const raw = applyEnv(minimal(), {
+    BOOTSEAL_LISTEN: "0.0.0.0:8443",
+    BOOTSEAL_STORE: "s3://bucket/prefix",
+    BOOTSEAL_S3_ENDPOINT: "http://127.0.0.1:9000",
+    BOOTSEAL_S3_FORCE_PATH_STYLE: "true",
+    BOOTSEAL_BOOTSTRAP_TOKEN_TTL: "90m",
+    BOOTSEAL_BOOTSTRAP_TOKEN_USES: "3",
+    BOOTSEAL_ONE_TIME_FETCH: "after-success",
+    BOOTSEAL_LIMITS_BODY_BYTES: "2048",
+    BOOTSEAL_RATE_LIMIT_AUTH_FAILURES_PER_MINUTE: "7",
+    BOOTSEAL_CONTROLLERS: `[{name: a, tokenSha256: "${HASH}", scopes: [admin]}]`,
+    BOOTSEAL_CREATION_RULES: `- path_regex: ^prod/\n  age: ${RECIPIENT}\n`,
+    BOOTSEAL_AUDIT_PATH: "audit.log",
+  });
+  const c = validateServiceConfig(raw, dir);
+  assert.deepEqual(c.listen, { host: "0.0.0.0", port: 8443 });
+  assert.equal(c.store, "s3://bucket/prefix");
+  assert.deepEqual(c.s3, { endpoint: "http://127.0.0.1:9000", forcePathStyle: true });
+  assert.equal(c.bootstrapToken.ttlMs, 90 * 60_000);
+  assert.equal(c.bootstrapToken.uses, 3);
+  assert.equal(c.oneTimeFetch, "after-success");
+  assert.equal(c.limits.bodyBytes, 2048);
+  assert.equal(c.rateLimit.authFailuresPerMinute, 7);
+  assert.deepEqual(c.controllers, [{ name: "a", tokenSha256: HASH, scopes: ["admin"] }]);
+  assert.equal(c.creationRules.creationRules?.[0]?.pathRegex, "^prod/");
+  assert.equal(c.audit.path, join(dir, "audit.log"));
+});
+
+test("bad configurations are refused with one line naming the key", () => {
+  const cases: [Record<string, unknown>, RegExp][] = [
+    [{ ...minimal(), listne: "x" }, /^listne: unknown key/],
+    [{ ...minimal(), limits: { bodyByte: 1 } }, /^limits\.bodyByte: unknown key/],
+    [{ ...minimal(), listen: "nope" }, /^listen: wants HOST:PORT/],
+    [{ ...minimal(), store: "ftp://x" }, /^store: must be/],
+    [{ ...minimal(), oneTimeFetch: "always" }, /^oneTimeFetch: must be one of/],
+    [{ ...minimal(), bootstrapToken: { ttl: "soon" } }, /^bootstrapToken\.ttl: must be a duration/],
+    [{ ...minimal(), bootstrapToken: { uses: 0 } }, /^bootstrapToken\.uses: must be an integer/],
+    [{ ...minimal(), limits: { bodyBytes: "lots" } }, /^limits\.bodyBytes: must be an integer/],
+    [{ ...minimal(), controllers: [] }, /^controllers: needs at least one/],
+    [
+      { ...minimal(), controllers: [{ name: "x", tokenSha256: "abc", scopes: ["admin"] }] },
+      /tokenSha256: must be 64 hex/,
+    ],
+    [
+      { ...minimal(), controllers: [{ name: "x", tokenSha256: HASH, scopes: ["root"] }] },
+      /scopes\[0\]: unknown scope/,
+    ],
+    [
+      { ...minimal(), controllers: [{ name: "x", scopes: ["admin"] }] },
+      /tokenSha256: is required unless tls\.clientCa/,
+    ],
+    [{ ...minimal(), creation_rules: [] }, /^creation_rules: needs at least one rule/],
+    [{ ...minimal(), creation_rules: [{ path_regex: "(", age: RECIPIENT }] }, /path_regex/],
+    [{ ...minimal(), fetcherArtifact: { url: "https://x/y" } }, /^fetcherArtifact\.sha256: is required/],
+    [{ ...minimal(), logLevel: "loud" }, /^logLevel: must be one of/],
+  ];
+  for (const [raw, message] of cases) {
+    assert.throws(
+      () => validateServiceConfig(raw, dir),
+      (err: Error & { code?: string }) => {
+        assert.equal(err.code, "USAGE", err.message);
+        assert.match(err.message, message);
+        assert.ok(!err.message.includes("\n"), "one line");
+        return true;
+      },
+    );
+  }
+});
+
+test("the file: YAML with duplicate keys is refused; durations", () => {
+  const file = join(dir, "dup.yaml");
+  writeFileSync(file, "store: file://a\nstore: file://b\n");
+  assert.throws(() => readServiceConfigFile(file), /not valid YAML/);
+  assert.equal(parseDuration("1h30m", "t"), 5_400_000);
+  assert.equal(parseDuration("1s", "t"), 1000);
+  assert.equal(parseDuration(30, "t"), 30_000);
+  assert.throws(() => parseDuration("500ms", "t"), /at least 1s/);
+});
