@@ -38,6 +38,36 @@ const COMMANDS: readonly CommandEntry[] = [
     summary: "re-wrap a document's data key for the keys its .sops.yaml rule now lists",
     load: async () => (await import("./commands/updatekeys.ts")).updatekeysCommand,
   },
+  {
+    name: "fetch",
+    summary: "first boot: fetch the config, decrypt it with this machine's keys, write files, run, report",
+    load: async () => (await import("./commands/fetch.ts")).fetchCommand,
+  },
+  {
+    name: "sign-artifact",
+    summary: "sign a release file (the single executable) with Ed25519; writes FILE.sig and FILE.sha256",
+    load: async () => (await import("./commands/sign-artifact.ts")).signArtifactCommand,
+  },
+  {
+    name: "verify-artifact",
+    summary: "check a release file's Ed25519 signature and SHA-256 before running it",
+    load: async () => (await import("./commands/verify-artifact.ts")).verifyArtifactCommand,
+  },
+  {
+    name: "publish",
+    summary: "publish a machine's config to the service; prints its version and bootstrap token",
+    load: async () => (await import("./commands/publish.ts")).publishCommand,
+  },
+  {
+    name: "status",
+    summary: "show a machine's bootstrap phase and history (or list machines) from the service",
+    load: async () => (await import("./commands/status.ts")).statusCommand,
+  },
+  {
+    name: "userdata",
+    summary: "get a machine's user-data stub (cloud-init, ignition, powershell) from the service",
+    load: async () => (await import("./commands/userdata.ts")).userdataCommand,
+  },
 ];
 
 function version(): string {
@@ -119,7 +149,11 @@ if (isEntryPoint()) {
   const io: CliIo = {
     stdout: process.stdout,
     stderr: process.stderr,
-    stdin: process.stdin,
+    // A getter: process.stdin opens the stream on first access, which costs start-up time
+    // for every command that reads a file.
+    get stdin() {
+      return process.stdin;
+    },
     env: process.env,
     cwd: process.cwd(),
   };

@@ -1,0 +1,116 @@
+/**
+ * Writing one file so that a reader (or a crash) sees the old bytes or the new ones, never a
+ * mix, and the new file is never visible with the wrong owner, mode or label: a temporary
+ * file in the target directory (O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600), write, fchown, fchmod
+ * (after chown, which may clear set-id bits), fsync, SELinux label, then rename over the
+ * target and fsync the directory so the rename itself survives a power cut.
+ *
+ * `writeResolved` takes a target from paths.ts (allowed roots checked, links resolved) and
+ * re-checks, right before the rename, that the directory still is the real directory it
+ * was: a link swapped in meanwhile fails the write instead of redirecting it.
+ */
+import { randomBytes } from "node:crypto";
+import { constants } from "node:fs";
+import { lstat, mkdir, open, realpath, rename, unlink } from "node:fs/promises";
+import { basename, dirname, join } from "node:path";
+import { BootsealError } from "../errors.ts";
+import type { ResolvedTarget } from "./paths.ts";
+import type { SelinuxLabeler } from "./selinux.ts";
+
+export interface AtomicWriteOptions {
+  /** Permission bits (default 0600). */
+  readonly mode?: number;
+  readonly uid?: number;
+  readonly gid?: number;
+  /** Labels the temporary file like the file it replaces, or its directory. */
+  readonly labeler?: SelinuxLabeler | null;
+  /** Refuse the rename unless realpath(dirname) is still this. */
+  readonly expectDir?: string;
+}
+
+const CREATE_FLAGS = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
+
+function ioError(path: string, action: string, err: unknown): BootsealError {
+  if (err instanceof BootsealError) return err;
+  const code = (err as NodeJS.ErrnoException | null)?.code ?? "error";
+  return new BootsealError("IO_ERROR", `cannot ${action} ${path} (${code})`, { cause: err });
+}
+
+/** fsync a directory, so a rename or a new entry in it is durable. */
+export async function syncDirectory(dir: string): Promise<void> {
+  const handle = await open(dir, constants.O_RDONLY | constants.O_DIRECTORY);
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
+
+/** Atomically writes `data` to `path` (an existing directory's child). */
+export async function writeFileAtomic(
+  path: string,
+  data: Uint8Array,
+  options: AtomicWriteOptions = {},
+): Promise<void> {
+  const dir = dirname(path);
+  const mode = options.mode ?? 0o600;
+  // Short enough for NAME_MAX (255) whatever the target's name.
+  const tmp = join(dir, `.${basename(path).slice(0, 200)}.bootseal-${randomBytes(6).toString("hex")}.tmp`);
+  let created = false;
+  try {
+    const handle = await open(tmp, CREATE_FLAGS, 0o600);
+    created = true;
+    try {
+      await handle.writeFile(data);
+      if (options.uid !== undefined || options.gid !== undefined) {
+        await handle.chown(options.uid ?? -1, options.gid ?? -1);
+      }
+      await handle.chmod(mode);
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    if (options.labeler) {
+      const existing = await lstat(path).catch(() => null);
+      await options.labeler.label(tmp, existing?.isFile() ? path : dir);
+    }
+    if (options.expectDir !== undefined && (await realpath(dir)) !== options.expectDir) {
+      throw new BootsealError("PATH_NOT_ALLOWED", `refusing to write ${path}: its directory moved`);
+    }
+    await rename(tmp, path);
+    created = false;
+    await syncDirectory(dir);
+  } catch (err) {
+    if (created) await unlink(tmp).catch(() => {});
+    throw ioError(path, "write", err);
+  }
+}
+
+/**
+ * Creates the missing directories of a resolved target one level at a time (mode 0755, never
+ * through a link: mkdir fails on anything already there, which is then checked to be a real
+ * directory), fsyncing each parent.
+ */
+export async function makeDirectories(missing: readonly string[]): Promise<void> {
+  for (const dir of missing) {
+    try {
+      await mkdir(dir, { mode: 0o755 });
+      await syncDirectory(dirname(dir));
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw ioError(dir, "create directory", err);
+      const info = await lstat(dir);
+      if (!info.isDirectory())
+        throw new BootsealError("PATH_NOT_ALLOWED", `refusing to write under ${dir}: not a directory`);
+    }
+  }
+}
+
+/** Writes a target resolved by paths.ts. */
+export async function writeResolved(
+  target: ResolvedTarget,
+  data: Uint8Array,
+  options: Omit<AtomicWriteOptions, "expectDir"> = {},
+): Promise<void> {
+  await makeDirectories(target.missingDirs);
+  await writeFileAtomic(target.hostPath, data, { ...options, expectDir: target.hostDir });
+}
