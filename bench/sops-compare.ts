@@ -4,19 +4,26 @@
  *   npm run build && BOOTSEAL_TEST_SOPS_BIN=… BOOTSEAL_TEST_AGE_KEYGEN_BIN=… npx node bench/sops-compare.ts [rounds]
  *
  * Cases: a 100-value YAML, a 10,000-value YAML with nesting and lists, a 1 MiB binary file.
- * Each command runs as a fresh process (that is how both tools are used), several rounds,
- * alternating tools so that machine noise hits both; prints medians and bootseal/sops.
+ * Each command runs as a fresh process (that is how both tools are used). One untimed warm-up
+ * run per command fills the V8 compile cache and the page cache (and checks that bootseal's
+ * decrypt output equals sops's, byte for byte); then several rounds, alternating which tool
+ * goes first, so that machine noise hits both. Prints medians and bootseal/sops, plus two
+ * reference rows: a bare `node -e 0` and `bootseal --version` (Node plus the bundle's main
+ * chunk, no command loaded), the floor under every bootseal number.
+ *
+ * BOOTSEAL_BENCH_MAIN=path/to/main.js times another build (e.g. a checkout of an older commit).
  */
 import { execFileSync, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const sops = process.env.BOOTSEAL_TEST_SOPS_BIN ?? "sops";
 const ageKeygen = process.env.BOOTSEAL_TEST_AGE_KEYGEN_BIN ?? "age-keygen";
-const bootsealMain = fileURLToPath(new URL("../dist/cli/main.js", import.meta.url));
+const bootsealMain =
+  process.env.BOOTSEAL_BENCH_MAIN ?? fileURLToPath(new URL("../dist/cli/main.js", import.meta.url));
 const rounds = Number(process.argv[2] ?? 7);
 
 function smallYaml(): string {
@@ -42,7 +49,7 @@ function largeYaml(): string {
   return `${out.join("\n")}\n`;
 }
 
-function time(cmd: string, args: string[], env: NodeJS.ProcessEnv): number {
+function run(cmd: string, args: string[], env: NodeJS.ProcessEnv): { ms: number; stdout: Buffer } {
   const start = process.hrtime.bigint();
   const result = spawnSync(cmd, args, {
     env,
@@ -51,7 +58,7 @@ function time(cmd: string, args: string[], env: NodeJS.ProcessEnv): number {
   });
   const ms = Number(process.hrtime.bigint() - start) / 1e6;
   if (result.status !== 0) throw new Error(`${cmd} ${args.join(" ")} failed: ${result.stderr.toString()}`);
-  return ms;
+  return { ms, stdout: result.stdout };
 }
 
 const median = (xs: number[]): number => {
@@ -60,12 +67,24 @@ const median = (xs: number[]): number => {
   return s.length % 2 ? (s[mid] as number) : ((s[mid - 1] as number) + (s[mid] as number)) / 2;
 };
 
+function table(header: string[], rows: string[][]): void {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] as string).length)));
+  const line = (r: string[]) =>
+    r
+      .map((v, i) => v.padEnd(widths[i] as number))
+      .join("  ")
+      .trimEnd();
+  console.log(line(header));
+  for (const r of rows) console.log(line(r));
+}
+
 const dir = mkdtempSync(join(tmpdir(), "bootseal-bench-"));
 try {
   const keyFile = join(dir, "age.txt");
   execFileSync(ageKeygen, ["-o", keyFile], { stdio: "ignore" });
   const recipient = /public key: (age1\w+)/.exec(readFileSync(keyFile, "utf8"))?.[1] as string;
   const env = { ...process.env, SOPS_AGE_KEY_FILE: keyFile };
+  const node = process.execPath;
 
   const cases = [
     { name: "yaml, 100 values", file: "small.yaml", content: smallYaml() },
@@ -73,6 +92,7 @@ try {
     { name: "binary, 1 MiB", file: "blob.bin", content: randomBytes(1024 * 1024) },
   ];
   const rows: string[][] = [];
+  const mismatches: string[] = [];
   for (const c of cases) {
     const plain = join(dir, c.file);
     writeFileSync(plain, c.content);
@@ -84,23 +104,54 @@ try {
     for (const op of ["encrypt", "decrypt"] as const) {
       const target = op === "encrypt" ? plain : encrypted;
       const args = op === "encrypt" ? [op, "--age", recipient, target] : [op, target];
+      // Warm-up (untimed); the decrypt outputs must agree byte for byte.
+      const theirs = run(sops, args, env).stdout;
+      const ours = run(node, [bootsealMain, ...args], env).stdout;
+      if (op === "decrypt" && !ours.equals(theirs)) mismatches.push(c.name);
       const sopsTimes: number[] = [];
       const ourTimes: number[] = [];
       for (let r = 0; r < rounds; r++) {
-        sopsTimes.push(time(sops, args, env));
-        ourTimes.push(time(process.execPath, [bootsealMain, ...args], env));
+        const sopsRun = () => sopsTimes.push(run(sops, args, env).ms);
+        const ourRun = () => ourTimes.push(run(node, [bootsealMain, ...args], env).ms);
+        if (r % 2 === 0) {
+          sopsRun();
+          ourRun();
+        } else {
+          ourRun();
+          sopsRun();
+        }
       }
       const a = median(ourTimes);
       const b = median(sopsTimes);
       rows.push([c.name, op, a.toFixed(1), b.toFixed(1), (a / b).toFixed(2), (b / a).toFixed(2)]);
     }
   }
-  const header = ["case", "op", "bootseal ms", "sops ms", "bootseal/sops", "speed-up"];
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] as string).length)));
-  const line = (r: string[]) => r.map((v, i) => v.padEnd(widths[i] as number)).join("  ");
-  console.log(`median of ${rounds} rounds, each a fresh process; node ${process.version}`);
-  console.log(line(header));
-  for (const r of rows) console.log(line(r));
+
+  // Reference: what every bootseal run pays before it does anything.
+  const refs = [
+    { name: "node -e 0 (bare Node start-up)", args: ["-e", "0"] },
+    { name: "bootseal --version (main chunk only)", args: [bootsealMain, "--version"] },
+  ];
+  const refRows: string[][] = [];
+  for (const ref of refs) {
+    run(node, ref.args, env);
+    const times: number[] = [];
+    for (let r = 0; r < rounds; r++) times.push(run(node, ref.args, env).ms);
+    refRows.push([ref.name, median(times).toFixed(1)]);
+  }
+
+  console.log(
+    `median of ${rounds} rounds after one warm-up, each a fresh process; node ${process.version}, ` +
+      `${cpus().length} CPUs; sops: ${execFileSync(sops, ["--version"], { encoding: "utf8" }).split("\n")[0]}`,
+  );
+  table(["case", "op", "bootseal ms", "sops ms", "bootseal/sops", "speed-up"], rows);
+  console.log("");
+  table(["reference", "ms"], refRows);
+  console.log(
+    mismatches.length === 0
+      ? "decrypt outputs identical to sops: yes"
+      : `decrypt outputs DIFFER from sops: ${mismatches.join(", ")}`,
+  );
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }

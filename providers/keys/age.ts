@@ -7,13 +7,15 @@
  * which sops hands to an `age-plugin-name` binary; that includes `age1tag1…`). Plugin
  * identities (`AGE-PLUGIN-…`) and SSH identity files are skipped for the same reason.
  */
-import { execFile } from "node:child_process";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { env as processEnv } from "node:process";
 import { armor, Decrypter, Encrypter, type Identity } from "age-encryption";
 import { BootsealError, type ErrorCode } from "../../src/errors.ts";
 import type { CallOptions, KeyEntry, MasterKey, MasterKeyType, ProviderDeps } from "./master-key.ts";
+
+// The global, not `node:process`: importing that module as ESM evaluates its lazy getters
+// (process.stdin among them), which costs every CLI run start-up time.
+const processEnv = process.env;
 
 type Env = Readonly<Record<string, string | undefined>>;
 
@@ -122,10 +124,17 @@ export function splitCommand(command: string): string[] {
   return args;
 }
 
-function runKeyCommand(command: string, env: Env, recipient: string, signal?: AbortSignal): Promise<string> {
+async function runKeyCommand(
+  command: string,
+  env: Env,
+  recipient: string,
+  signal?: AbortSignal,
+): Promise<string> {
   const [file, ...args] = splitCommand(command);
-  if (file === undefined) return Promise.reject(new Error("empty command"));
+  if (file === undefined) throw new Error("empty command");
   const childEnv = { ...processEnv, ...env, SOPS_AGE_RECIPIENT: recipient };
+  // Loaded here: most runs never start a key command, and the module costs start-up time.
+  const { execFile } = await import("node:child_process");
   return new Promise((resolve, reject) => {
     execFile(
       file,
@@ -186,6 +195,41 @@ export async function loadAgeIdentities(
   return { identities, errors };
 }
 
+/** One ReadableStream holding `bytes`: typage then hands back a stream, not a whole buffer. */
+function streamOf(bytes: Uint8Array): ReadableStream<Uint8Array> {
+  return new ReadableStream({
+    start(controller) {
+      controller.enqueue(bytes);
+      controller.close();
+    },
+  });
+}
+
+/**
+ * All of a stream's bytes in a fresh Uint8Array. typage's own reader goes through `Response`,
+ * whose first use loads Node's fetch implementation (undici), a visible part of a CLI run; this does not.
+ * `wipe`: zero the intermediate chunks (a decrypted data key).
+ */
+async function readAllBytes(stream: ReadableStream<Uint8Array>, wipe: boolean): Promise<Uint8Array> {
+  const reader = stream.getReader();
+  const chunks: Uint8Array[] = [];
+  let length = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    chunks.push(value);
+    length += value.length;
+  }
+  const out = new Uint8Array(length);
+  let at = 0;
+  for (const chunk of chunks) {
+    out.set(chunk, at);
+    at += chunk.length;
+    if (wipe) chunk.fill(0);
+  }
+  return out;
+}
+
 /** Registered last: if typage reaches it, no identity matched any stanza (not corruption). */
 function noMatchSentinel(): { identity: Identity; reached: () => boolean } {
   let reached = false;
@@ -211,7 +255,7 @@ function ageKey(recipient: string, deps: ProviderDeps): MasterKey {
       const encrypter = new Encrypter();
       encrypter.addRecipient(recipient);
       // Same armour as Go's age/armor: 64-column base64 and a final newline.
-      return armor.encode(await encrypter.encrypt(secret));
+      return armor.encode(await readAllBytes(await encrypter.encrypt(streamOf(secret)), false));
     },
 
     async unwrap(enc: string, options?: CallOptions): Promise<Uint8Array | null> {
@@ -236,7 +280,7 @@ function ageKey(recipient: string, deps: ProviderDeps): MasterKey {
         for (const identity of identities) decrypter.addIdentity(identity);
         decrypter.addIdentity(sentinel.identity);
         try {
-          return await decrypter.decrypt(file);
+          return await readAllBytes(await decrypter.decrypt(streamOf(file)), true);
         } catch (cause) {
           if (!sentinel.reached()) {
             throw new BootsealError("BAD_INPUT", `age: could not decrypt enc for ${recipient}`, { cause });

@@ -16,15 +16,7 @@
  * refused when the key is configured (BAD_INPUT), as the interface asks of fromMetadata.
  */
 import { hostname } from "node:os";
-import { env as processEnv } from "node:process";
-import {
-  DecryptCommand,
-  type DecryptCommandOutput,
-  EncryptCommand,
-  GenerateDataKeyCommand,
-  KMSClient,
-  type KMSClientConfig,
-} from "@aws-sdk/client-kms";
+import type { DecryptCommandOutput, KMSClient, KMSClientConfig } from "@aws-sdk/client-kms";
 import { BootsealError } from "../../src/errors.ts";
 import type {
   CallOptions,
@@ -44,6 +36,10 @@ import {
   stringField,
   withRetry,
 } from "./retry.ts";
+
+// The global, not `node:process`: importing that module as ESM evaluates its lazy getters
+// (process.stdin among them), which costs every CLI run start-up time.
+const processEnv = process.env;
 
 /** `extras.kms` in ProviderDeps. */
 export interface AwsKmsExtras {
@@ -166,6 +162,18 @@ export function mapKmsError(err: unknown, id: string, op: string): BootsealError
 
 type Credentials = NonNullable<KMSClientConfig["credentials"]>;
 
+type KmsSdk = typeof import("@aws-sdk/client-kms");
+let kmsSdk: Promise<KmsSdk> | undefined;
+
+/** The SDK loads on the first KMS call, not with the registry: it is large and most runs never use it. */
+function loadKmsSdk(): Promise<KmsSdk> {
+  kmsSdk ??= import("@aws-sdk/client-kms").catch((err: unknown) => {
+    kmsSdk = undefined;
+    throw err;
+  });
+  return kmsSdk;
+}
+
 /** AssumeRole through STS, memoised until shortly before expiry (sops createSTSConfig). */
 function assumeRoleCredentials(
   role: string,
@@ -215,7 +223,8 @@ function assumeRoleCredentials(
   };
 }
 
-function newClient(s: KmsSettings, deps: ProviderDeps): KMSClient {
+async function newClient(s: KmsSettings, deps: ProviderDeps): Promise<KMSClient> {
+  const { KMSClient } = await loadKmsSdk();
   const extras = extrasOf(deps);
   const env = deps.env ?? processEnv;
   const region = regionOf(s.arn);
@@ -252,9 +261,12 @@ function kmsKey(s: KmsSettings, deps: ProviderDeps): MasterKey {
   const id = kmsKeyId(s);
   const policy = retryPolicy(extrasOf(deps).retry);
   const context = s.context && Object.keys(s.context).length > 0 ? { ...s.context } : undefined;
-  let client: KMSClient | undefined;
+  let client: Promise<KMSClient> | undefined;
   const kms = () => {
-    client ??= newClient(s, deps);
+    client ??= newClient(s, deps).catch((err: unknown) => {
+      client = undefined;
+      throw err;
+    });
     return client;
   };
 
@@ -277,8 +289,9 @@ function kmsKey(s: KmsSettings, deps: ProviderDeps): MasterKey {
     id,
 
     async wrap(secret: Uint8Array, options?: CallOptions): Promise<string> {
-      const out = await call("encrypt", options?.signal, (abortSignal) =>
-        kms().send(
+      const { EncryptCommand } = await loadKmsSdk();
+      const out = await call("encrypt", options?.signal, async (abortSignal) =>
+        (await kms()).send(
           new EncryptCommand({
             KeyId: s.arn,
             Plaintext: secret,
@@ -294,10 +307,11 @@ function kmsKey(s: KmsSettings, deps: ProviderDeps): MasterKey {
 
     async unwrap(enc: string, options?: CallOptions): Promise<Uint8Array | null> {
       const blob = decodeStdBase64(enc, `kms: ${id}`);
+      const { DecryptCommand } = await loadKmsSdk();
       let out: DecryptCommandOutput;
       try {
-        out = await call("decrypt", options?.signal, (abortSignal) =>
-          kms().send(
+        out = await call("decrypt", options?.signal, async (abortSignal) =>
+          (await kms()).send(
             new DecryptCommand({
               KeyId: s.arn,
               CiphertextBlob: blob,
@@ -395,7 +409,8 @@ export async function generateDataKey(
   const s = { ...settingsFromArn(arn), context };
   const id = kmsKeyId(s);
   const policy = retryPolicy(extrasOf(deps).retry);
-  const client = newClient(s, deps);
+  const { GenerateDataKeyCommand } = await loadKmsSdk();
+  const client = await newClient(s, deps);
   try {
     const out = await withRetry(policy, options.signal, async () => {
       try {

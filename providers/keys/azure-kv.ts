@@ -14,7 +14,7 @@
  * a vault domain (lowkey-vault).
  */
 import type { TokenCredential } from "@azure/identity";
-import { CryptographyClient, KeyClient } from "@azure/keyvault-keys";
+import type { CryptographyClient } from "@azure/keyvault-keys";
 import { BootsealError } from "../../src/errors.ts";
 import type { CallOptions, KeyEntry, MasterKey, MasterKeyType, ProviderDeps } from "./master-key.ts";
 import {
@@ -43,6 +43,18 @@ interface AzureSettings {
 const ALGORITHM = "RSA-OAEP-256";
 /** azkv.NewMasterKeyFromURL. */
 const KEY_URL = /^(https:\/\/[^/]+)\/keys\/([^/]+)(\/[^/]*)?$/;
+
+type KeyVaultSdk = typeof import("@azure/keyvault-keys");
+let keyVaultSdk: Promise<KeyVaultSdk> | undefined;
+
+/** @azure/keyvault-keys loads on the first call, not with the registry. */
+function loadKeyVaultSdk(): Promise<KeyVaultSdk> {
+  keyVaultSdk ??= import("@azure/keyvault-keys").catch((err: unknown) => {
+    keyVaultSdk = undefined;
+    throw err;
+  });
+  return keyVaultSdk;
+}
 
 function extrasOf(deps: ProviderDeps): AzureKvExtras {
   const extras = deps.extras?.azure_kv;
@@ -135,6 +147,7 @@ function azureKey(s: AzureSettings, deps: ProviderDeps): MasterKey {
   async function resolveVersion(signal: AbortSignal | undefined): Promise<string> {
     if (version) return version;
     const cred = await getCredential();
+    const { KeyClient } = await loadKeyVaultSdk();
     const key = await call("look up the version of", signal, (o) =>
       new KeyClient(s.vaultUrl, cred, clientOptions).getKey(s.name, o),
     );
@@ -146,6 +159,7 @@ function azureKey(s: AzureSettings, deps: ProviderDeps): MasterKey {
 
   async function crypto(signal: AbortSignal | undefined): Promise<CryptographyClient> {
     const v = await resolveVersion(signal);
+    const { CryptographyClient } = await loadKeyVaultSdk();
     return new CryptographyClient(`${s.vaultUrl}/keys/${s.name}/${v}`, await getCredential(), clientOptions);
   }
 
@@ -177,7 +191,8 @@ function azureKey(s: AzureSettings, deps: ProviderDeps): MasterKey {
         );
         if (out.result.length === 0)
           throw new BootsealError("BAD_INPUT", `azure_kv: ${currentId()}: empty plaintext`);
-        return out.result;
+        // The SDK returns a Buffer; callers get a plain Uint8Array copy.
+        return new Uint8Array(out.result);
       } catch (err) {
         // No Azure identity on this machine at all: try the next key.
         if (isNoCredential((err as { cause?: unknown }).cause)) return null;

@@ -13,10 +13,7 @@
  *   GOOGLE_OAUTH_ACCESS_TOKEN (a bearer token, as sops), else Application Default Credentials.
  * A client is made per operation and closed after it, as sops does, so no channel outlives it.
  */
-import { existsSync, readFileSync } from "node:fs";
-import { env as processEnv } from "node:process";
-import { KeyManagementServiceClient, type protos } from "@google-cloud/kms";
-import { credentials as grpcCredentials } from "@grpc/grpc-js";
+import type { KeyManagementServiceClient, protos } from "@google-cloud/kms";
 import { BootsealError } from "../../src/errors.ts";
 import type { CallOptions, KeyEntry, MasterKey, MasterKeyType, ProviderDeps } from "./master-key.ts";
 import {
@@ -28,6 +25,10 @@ import {
   stringField,
   withRetry,
 } from "./retry.ts";
+
+// The global, not `node:process`: importing that module as ESM evaluates its lazy getters
+// (process.stdin among them), which costs every CLI run start-up time.
+const processEnv = process.env;
 
 /** `extras.gcp_kms` in ProviderDeps. */
 export interface GcpKmsExtras {
@@ -110,11 +111,11 @@ export function mapGcpError(err: unknown, id: string, op: string): BootsealError
 /** sops getGoogleCredentials: GOOGLE_CREDENTIALS is a path when such a file exists, else JSON. */
 type ClientOptions = NonNullable<ConstructorParameters<typeof KeyManagementServiceClient>[0]>;
 
-function credentialOptions(env: Readonly<Record<string, string | undefined>>): ClientOptions {
+function credentialOptions(env: Readonly<Record<string, string | undefined>>, sdk: GcpSdk): ClientOptions {
   const given = env.GOOGLE_CREDENTIALS;
   if (given) {
     let text = given;
-    if (existsSync(given)) text = readFileSync(given, "utf8");
+    if (sdk.fs.existsSync(given)) text = sdk.fs.readFileSync(given, "utf8");
     try {
       return { credentials: JSON.parse(text) as ClientOptions["credentials"] };
     } catch (cause) {
@@ -135,11 +136,35 @@ function credentialOptions(env: Readonly<Record<string, string | undefined>>): C
   return {};
 }
 
+interface GcpSdk {
+  readonly KeyManagementServiceClient: typeof KeyManagementServiceClient;
+  readonly grpcCredentials: typeof import("@grpc/grpc-js").credentials;
+  /** node:fs, for GOOGLE_CREDENTIALS files (an ESM import of it costs every CLI run start-up time). */
+  readonly fs: typeof import("node:fs");
+}
+let gcpSdk: Promise<GcpSdk> | undefined;
+
+/** @google-cloud/kms and gRPC load on the first call (hundreds of ms), not with the registry. */
+function loadGcpSdk(): Promise<GcpSdk> {
+  gcpSdk ??= Promise.all([import("@google-cloud/kms"), import("@grpc/grpc-js"), import("node:fs")]).then(
+    ([kms, grpc, fs]) => ({
+      KeyManagementServiceClient: kms.KeyManagementServiceClient,
+      grpcCredentials: grpc.credentials,
+      fs,
+    }),
+    (err: unknown) => {
+      gcpSdk = undefined;
+      throw err;
+    },
+  );
+  return gcpSdk;
+}
+
 function insecureFor(deps: ProviderDeps): boolean {
   return extrasOf(deps).insecure ?? (deps.env ?? processEnv).BOOTSEAL_GCP_KMS_INSECURE === "1";
 }
 
-function newClient(deps: ProviderDeps): KeyManagementServiceClient {
+function newClient(deps: ProviderDeps, sdk: GcpSdk): KeyManagementServiceClient {
   const extras = extrasOf(deps);
   const env = deps.env ?? processEnv;
   const endpoint = extras.endpoint ?? env.BOOTSEAL_GCP_KMS_ENDPOINT ?? env.SOPS_GCP_KMS_ENDPOINT;
@@ -151,9 +176,9 @@ function newClient(deps: ProviderDeps): KeyManagementServiceClient {
     if (Number.isInteger(port)) Object.assign(options, { apiEndpoint: endpoint.slice(0, at), port });
     else options.apiEndpoint = endpoint;
   }
-  if (insecure) options.sslCreds = grpcCredentials.createInsecure();
-  else Object.assign(options, credentialOptions(env));
-  return new KeyManagementServiceClient(options);
+  if (insecure) options.sslCreds = sdk.grpcCredentials.createInsecure();
+  else Object.assign(options, credentialOptions(env, sdk));
+  return new sdk.KeyManagementServiceClient(options);
 }
 
 function gcpKey(resourceId: string, deps: ProviderDeps): MasterKey {
@@ -165,8 +190,9 @@ function gcpKey(resourceId: string, deps: ProviderDeps): MasterKey {
     signal: AbortSignal | undefined,
     run: (c: KeyManagementServiceClient) => Promise<T>,
   ) {
+    const sdk = await loadGcpSdk();
     return withRetry(policy, signal, async () => {
-      const client = newClient(deps);
+      const client = newClient(deps, sdk);
       // gax takes no AbortSignal: cancel the call by closing the client.
       const onAbort = () => void client.close().catch(() => {});
       signal?.addEventListener("abort", onAbort, { once: true });
@@ -218,8 +244,9 @@ function gcpKey(resourceId: string, deps: ProviderDeps): MasterKey {
       if (!plaintext || plaintext.length === 0) {
         throw new BootsealError("BAD_INPUT", `gcp_kms: decrypt with ${id}: empty plaintext`);
       }
+      // The client hands back a Buffer (or base64 text); callers get a plain Uint8Array copy.
       if (typeof plaintext === "string") return new Uint8Array(Buffer.from(plaintext, "base64"));
-      return plaintext;
+      return new Uint8Array(plaintext);
     },
 
     toMetadata(enc: string, createdAt: Date): KeyEntry {

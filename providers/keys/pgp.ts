@@ -13,12 +13,14 @@
  * exporting the key, so gpg applies its usual key selection (a fingerprint ending in `!`
  * picks that subkey), trust and expiry rules.
  */
-import { spawn } from "node:child_process";
 import { readFile } from "node:fs/promises";
-import { env as processEnv } from "node:process";
-import * as openpgp from "openpgp";
+import type * as openpgp from "openpgp";
 import { BootsealError } from "../../src/errors.ts";
 import type { CallOptions, KeyEntry, MasterKey, MasterKeyType, ProviderDeps } from "./master-key.ts";
+
+// The global, not `node:process`: importing that module as ESM evaluates its lazy getters
+// (process.stdin among them), which costs every CLI run start-up time.
+const processEnv = process.env;
 
 type Env = Readonly<Record<string, string | undefined>>;
 
@@ -45,6 +47,18 @@ const WILDCARD_KEY_ID = "0000000000000000";
 const ARMOURED_KEY_BLOCK =
   /-----BEGIN PGP (PUBLIC|PRIVATE) KEY BLOCK-----[\s\S]*?-----END PGP \1 KEY BLOCK-----/g;
 
+type OpenPgp = typeof import("openpgp");
+let openpgpModule: Promise<OpenPgp> | undefined;
+
+/** OpenPGP.js loads when a key or message is read, not with the registry: it is large. */
+function loadOpenpgp(): Promise<OpenPgp> {
+  openpgpModule ??= import("openpgp").catch((err: unknown) => {
+    openpgpModule = undefined;
+    throw err;
+  });
+  return openpgpModule;
+}
+
 function extrasOf(deps: ProviderDeps): PgpExtras {
   const extras = deps.extras?.pgp;
   return typeof extras === "object" && extras !== null ? (extras as PgpExtras) : {};
@@ -54,13 +68,14 @@ function extrasOf(deps: ProviderDeps): PgpExtras {
 async function readKeyText(text: Uint8Array, source: string, out: PgpKeyMaterial): Promise<void> {
   const asString = new TextDecoder().decode(text);
   const blocks = asString.match(ARMOURED_KEY_BLOCK);
+  const pgp = await loadOpenpgp();
   try {
     if (blocks === null) {
       if (asString.includes("-----BEGIN PGP")) throw new Error("no key block");
-      addKeys(await openpgp.readKeys({ binaryKeys: text }), source, out);
+      addKeys(await pgp.readKeys({ binaryKeys: text }), source, out);
       return;
     }
-    for (const block of blocks) addKeys(await openpgp.readKeys({ armoredKeys: block }), source, out);
+    for (const block of blocks) addKeys(await pgp.readKeys({ armoredKeys: block }), source, out);
   } catch {
     out.notes.push(`${source}: not a readable OpenPGP key`);
   }
@@ -140,12 +155,14 @@ interface GpgResult {
   readonly missing: boolean;
 }
 
-function runGpg(
+async function runGpg(
   env: Env,
   args: string[],
   input: Uint8Array | string,
   signal?: AbortSignal,
 ): Promise<GpgResult> {
+  // Loaded here: only documents with pgp entries ever run gpg.
+  const { spawn } = await import("node:child_process");
   const bin = env.SOPS_GPG_EXEC || "gpg";
   const home = env.GNUPGHOME;
   const fullArgs = home ? ["--homedir", home, ...args] : args;
@@ -213,8 +230,9 @@ function pgpKey(fp: string, deps: ProviderDeps): MasterKey {
       const found = findKey((await materialFor(deps)).publicKeys, fp);
       if (found !== null) {
         try {
-          const message = await openpgp.createMessage({ binary: secret, format: "binary" });
-          const armoured = await openpgp.encrypt({
+          const pgp = await loadOpenpgp();
+          const message = await pgp.createMessage({ binary: secret, format: "binary" });
+          const armoured = await pgp.encrypt({
             message,
             encryptionKeys: found.key,
             ...(found.keyID ? { encryptionKeyIDs: found.keyID } : {}),
@@ -231,9 +249,10 @@ function pgpKey(fp: string, deps: ProviderDeps): MasterKey {
     },
 
     async unwrap(enc: string, options?: CallOptions): Promise<Uint8Array | null> {
+      const pgp = await loadOpenpgp();
       let message: openpgp.Message<string>;
       try {
-        message = await openpgp.readMessage({ armoredMessage: enc });
+        message = await pgp.readMessage({ armoredMessage: enc });
       } catch (cause) {
         throw new BootsealError("BAD_INPUT", `pgp: enc for ${fp} is not an OpenPGP message`, { cause });
       }
@@ -244,7 +263,7 @@ function pgpKey(fp: string, deps: ProviderDeps): MasterKey {
       let libraryError: unknown;
       if (candidates.length > 0) {
         try {
-          const { data } = await openpgp.decrypt({ message, decryptionKeys: candidates, format: "binary" });
+          const { data } = await pgp.decrypt({ message, decryptionKeys: candidates, format: "binary" });
           if (data.length > 0) return data;
           libraryError = new Error("empty plaintext");
         } catch (cause) {

@@ -14,7 +14,6 @@
 import { readFile } from "node:fs/promises";
 import { homedir } from "node:os";
 import { join } from "node:path";
-import { env as processEnv } from "node:process";
 import { BootsealError, type ErrorCode } from "../../src/errors.ts";
 import type { CallOptions, KeyEntry, MasterKey, MasterKeyType, ProviderDeps } from "./master-key.ts";
 import {
@@ -26,6 +25,10 @@ import {
   stringField,
   withRetry,
 } from "./retry.ts";
+
+// The global, not `node:process`: importing that module as ESM evaluates its lazy getters
+// (process.stdin among them), which costs every CLI run start-up time.
+const processEnv = process.env;
 
 type Env = Readonly<Record<string, string | undefined>>;
 

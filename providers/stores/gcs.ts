@@ -8,7 +8,7 @@
  * conditional delete first reads the generation and refuses a mismatch itself, then sends the
  * precondition too: atomic on real GCS, check-then-delete (a small race window) on the fake.
  */
-import { ApiError, type File, Storage } from "@google-cloud/storage";
+import type { File, Storage, StorageOptions } from "@google-cloud/storage";
 import { BootsealError } from "../../src/errors.ts";
 import type { CallOptions } from "../keys/master-key.ts";
 import type { ObjectInfo, ObjectStore, StoredObject, WriteCondition } from "./object-store.ts";
@@ -29,8 +29,32 @@ export interface GcsStoreOptions {
 
 const NETWORK_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EPIPE", "ENOTFOUND", "EAI_AGAIN"]);
 
+type GcsSdk = typeof import("@google-cloud/storage");
+let gcsSdk: Promise<GcsSdk> | undefined;
+/** Set once the library has loaded; every GCS error comes from a client made after that. */
+let loadedGcsSdk: GcsSdk | undefined;
+
+/** The library loads with the first request, not when the store is opened. */
+function loadGcsSdk(): Promise<GcsSdk> {
+  gcsSdk ??= import("@google-cloud/storage").then(
+    (sdk) => {
+      loadedGcsSdk = sdk;
+      return sdk;
+    },
+    (err: unknown) => {
+      gcsSdk = undefined;
+      throw err;
+    },
+  );
+  return gcsSdk;
+}
+
 function httpCode(err: unknown): number | undefined {
-  return err instanceof ApiError && typeof err.code === "number" ? err.code : undefined;
+  // Before the library is loaded no request has run, so nothing can be its ApiError.
+  const ApiError = loadedGcsSdk?.ApiError;
+  return ApiError !== undefined && err instanceof ApiError && typeof err.code === "number"
+    ? err.code
+    : undefined;
 }
 
 function lostRace(cause?: unknown): BootsealError {
@@ -121,7 +145,9 @@ function infoOf(key: string, md: GcsMetadata): ObjectInfo {
 
 export class GcsStore implements ObjectStore {
   readonly url: string;
-  readonly #storage: Storage;
+  readonly #options: StorageOptions;
+  /** Made with the first request (the library loads then), one per store. */
+  #storage: Promise<Storage> | undefined;
   readonly #bucketName: string;
   readonly #prefix: string;
   readonly #pageSize: number;
@@ -133,7 +159,7 @@ export class GcsStore implements ObjectStore {
     this.#prefix = prefix;
     this.url = formatStoreUrl({ scheme: "gs", bucket, prefix });
     this.#pageSize = Math.max(1, Math.min(1000, options.pageSize ?? 1000));
-    this.#storage = new Storage({
+    this.#options = {
       ...(options.apiEndpoint ? { apiEndpoint: options.apiEndpoint } : {}),
       ...(options.projectId ? { projectId: options.projectId } : {}),
       timeout: this.#timeoutMs,
@@ -146,18 +172,29 @@ export class GcsStore implements ObjectStore {
         maxRetryDelay: 2,
         totalTimeout: 15,
       },
-    });
+    };
   }
 
-  #file(key: string, generation?: string): File {
+  #client(): Promise<Storage> {
+    this.#storage ??= loadGcsSdk().then(
+      (sdk) => new sdk.Storage(this.#options),
+      (err: unknown) => {
+        this.#storage = undefined;
+        throw err;
+      },
+    );
+    return this.#storage;
+  }
+
+  async #file(key: string, generation?: string): Promise<File> {
     const name = fullKey(this.#prefix, key);
-    const bucket = this.#storage.bucket(this.#bucketName);
+    const bucket = (await this.#client()).bucket(this.#bucketName);
     return generation ? bucket.file(name, { generation }) : bucket.file(name);
   }
 
   async #metadata(key: string, signal?: AbortSignal): Promise<GcsMetadata | null> {
-    const file = this.#file(key);
     try {
+      const file = await this.#file(key);
       const [md] = await guarded(signal, this.#timeoutMs, () => file.getMetadata());
       return md as GcsMetadata;
     } catch (err) {
@@ -173,7 +210,7 @@ export class GcsStore implements ObjectStore {
       const md = await this.#metadata(key, options?.signal);
       if (!md) return null;
       try {
-        const file = this.#file(key, String(md.generation));
+        const file = await this.#file(key, String(md.generation));
         const [buf] = await guarded(options?.signal, this.#timeoutMs, () => file.download());
         const body = new Uint8Array(buf.buffer, buf.byteOffset, buf.byteLength);
         return { ...infoOf(key, md), size: body.byteLength, body };
@@ -195,7 +232,6 @@ export class GcsStore implements ObjectStore {
     condition: WriteCondition,
     options?: CallOptions & { contentType?: string },
   ): Promise<ObjectInfo> {
-    const file = this.#file(key);
     let ifGenerationMatch: string | number | undefined;
     if ("ifNoneMatch" in condition) ifGenerationMatch = 0;
     if ("ifMatch" in condition) {
@@ -203,7 +239,9 @@ export class GcsStore implements ObjectStore {
       if (generation === null) throw lostRace();
       ifGenerationMatch = generation;
     }
+    let file: File;
     try {
+      file = await this.#file(key);
       await guarded(options?.signal, this.#timeoutMs, () =>
         file.save(Buffer.from(body.buffer, body.byteOffset, body.byteLength), {
           resumable: false,
@@ -227,8 +265,8 @@ export class GcsStore implements ObjectStore {
       if (wanted === null || wanted !== String(md.generation)) throw lostRace();
       generation = wanted;
     }
-    const file = this.#file(key);
     try {
+      const file = await this.#file(key);
       await guarded(options?.signal, this.#timeoutMs, () =>
         file.delete(generation ? { ifGenerationMatch: generation } : {}),
       );
@@ -241,7 +279,12 @@ export class GcsStore implements ObjectStore {
 
   async *list(prefix: string, options?: CallOptions): AsyncIterable<ObjectInfo> {
     validateListPrefix(prefix);
-    const bucket = this.#storage.bucket(this.#bucketName);
+    let bucket: ReturnType<Storage["bucket"]>;
+    try {
+      bucket = (await this.#client()).bucket(this.#bucketName);
+    } catch (err) {
+      throw mapGcsError(err, this.#bucketName, "read");
+    }
     let pageToken: string | undefined;
     do {
       let files: File[];

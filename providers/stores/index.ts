@@ -3,13 +3,16 @@
  * S3 and GCS settings from explicit options first, then the environment variables the AWS and
  * Google tools use, and returns the store. Opening does no I/O; the first request does.
  */
-import { env as processEnv } from "node:process";
 import { BootsealError } from "../../src/errors.ts";
 import { FileStore, type FileStoreOptions } from "./file.ts";
 import { GcsStore, type GcsStoreOptions } from "./gcs.ts";
 import type { ObjectStore } from "./object-store.ts";
 import { S3Store, type S3StoreOptions } from "./s3.ts";
 import { parseStoreUrl, type StoreLocation, type StoreScheme } from "./store-url.ts";
+
+// The global, not `node:process`: importing that module as ESM evaluates its lazy getters
+// (process.stdin among them), which costs every CLI run start-up time.
+const processEnv = process.env;
 
 export type { FileStoreOptions } from "./file.ts";
 export type { GcsStoreOptions } from "./gcs.ts";

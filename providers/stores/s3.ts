@@ -11,15 +11,7 @@
  * on them the delete itself is atomic. SeaweedFS answers If-Match on a missing key with 412;
  * a second HEAD tells "gone" (false) from "changed" (PRECONDITION_FAILED).
  */
-import {
-  DeleteObjectCommand,
-  GetObjectCommand,
-  HeadObjectCommand,
-  ListObjectsV2Command,
-  PutObjectCommand,
-  S3Client,
-  S3ServiceException,
-} from "@aws-sdk/client-s3";
+import type { S3Client, S3ClientConfig, S3ServiceException } from "@aws-sdk/client-s3";
 import { BootsealError } from "../../src/errors.ts";
 import type { CallOptions } from "../keys/master-key.ts";
 import type { ObjectInfo, ObjectStore, StoredObject, WriteCondition } from "./object-store.ts";
@@ -82,24 +74,52 @@ const NETWORK_CODES = new Set([
   "ECONNABORTED",
 ]);
 
+type S3Sdk = typeof import("@aws-sdk/client-s3");
+let s3Sdk: Promise<S3Sdk> | undefined;
+/** Set once the SDK has loaded; every S3 error comes from a client made after that. */
+let loadedS3Sdk: S3Sdk | undefined;
+
+/** The SDK loads with the first request, not when the store is opened. */
+function loadS3Sdk(): Promise<S3Sdk> {
+  s3Sdk ??= import("@aws-sdk/client-s3").then(
+    (sdk) => {
+      loadedS3Sdk = sdk;
+      return sdk;
+    },
+    (err: unknown) => {
+      s3Sdk = undefined;
+      throw err;
+    },
+  );
+  return s3Sdk;
+}
+
+/**
+ * `err instanceof S3ServiceException`. Before the SDK is loaded no request has run, so the
+ * error cannot come from S3; the SDK's own duck-typed test (ServiceException.isInstance) decides.
+ */
+function isS3Error(err: unknown): err is S3ServiceException {
+  if (loadedS3Sdk !== undefined) return err instanceof loadedS3Sdk.S3ServiceException;
+  const e = err as { $fault?: unknown; $metadata?: unknown } | null;
+  return (
+    err instanceof Error &&
+    typeof e?.$metadata === "object" &&
+    e.$metadata !== null &&
+    (e.$fault === "client" || e.$fault === "server")
+  );
+}
+
 function status(err: unknown): number | undefined {
-  return err instanceof S3ServiceException ? err.$metadata.httpStatusCode : undefined;
+  return isS3Error(err) ? err.$metadata.httpStatusCode : undefined;
 }
 
 function isLostRace(err: unknown): boolean {
   const s = status(err);
-  return (
-    err instanceof S3ServiceException &&
-    (LOST_RACE_NAMES.has(err.name) || s === 412 || s === 409 || s === 304)
-  );
+  return isS3Error(err) && (LOST_RACE_NAMES.has(err.name) || s === 412 || s === 409 || s === 304);
 }
 
 function isMissingKey(err: unknown): boolean {
-  return (
-    err instanceof S3ServiceException &&
-    err.name !== "NoSuchBucket" &&
-    (err.name === "NoSuchKey" || status(err) === 404)
-  );
+  return isS3Error(err) && err.name !== "NoSuchBucket" && (err.name === "NoSuchKey" || status(err) === 404);
 }
 
 function isAbort(err: unknown): boolean {
@@ -111,7 +131,7 @@ export function mapS3Error(err: unknown, bucket: string): unknown {
   if (err instanceof BootsealError || isAbort(err)) return err;
   const name = err instanceof Error ? err.name : "";
   const code = typeof err === "object" && err !== null && "code" in err ? String(err.code) : "";
-  if (err instanceof S3ServiceException) {
+  if (isS3Error(err)) {
     const s = status(err) ?? 0;
     if (isLostRace(err))
       return new BootsealError("PRECONDITION_FAILED", "object changed or already exists", { cause: err });
@@ -143,7 +163,11 @@ export function mapS3Error(err: unknown, bucket: string): unknown {
 
 export class S3Store implements ObjectStore {
   readonly url: string;
-  readonly #client: S3Client;
+  readonly #config: S3ClientConfig;
+  /** Made with the first request (the SDK loads then), one per store. */
+  #client: Promise<{ sdk: S3Sdk; client: S3Client }> | undefined;
+  #made: S3Client | undefined;
+  #destroyed = false;
   readonly #bucket: string;
   readonly #prefix: string;
   readonly #pageSize: number;
@@ -153,7 +177,7 @@ export class S3Store implements ObjectStore {
     this.#prefix = prefix;
     this.url = formatStoreUrl({ scheme: "s3", bucket, prefix });
     this.#pageSize = Math.max(1, Math.min(1000, options.pageSize ?? 1000));
-    this.#client = new S3Client({
+    this.#config = {
       region: options.region,
       ...(options.endpoint ? { endpoint: options.endpoint } : {}),
       forcePathStyle: options.forcePathStyle ?? Boolean(options.endpoint),
@@ -167,12 +191,29 @@ export class S3Store implements ObjectStore {
         // on a server that accepted the connection but never answers.
         throwOnRequestTimeout: true,
       },
-    });
+    };
   }
 
   /** Releases the client's sockets (tests; a service keeps its store for its lifetime). */
   destroy(): void {
-    this.#client.destroy();
+    this.#destroyed = true;
+    this.#made?.destroy();
+  }
+
+  #sdk(): Promise<{ sdk: S3Sdk; client: S3Client }> {
+    this.#client ??= loadS3Sdk().then(
+      (sdk) => {
+        const client = new sdk.S3Client(this.#config);
+        this.#made = client;
+        if (this.#destroyed) client.destroy();
+        return { sdk, client };
+      },
+      (err: unknown) => {
+        this.#client = undefined;
+        throw err;
+      },
+    );
+    return this.#client;
   }
 
   async #send<T>(run: () => Promise<T>): Promise<T> {
@@ -187,7 +228,8 @@ export class S3Store implements ObjectStore {
     const Key = fullKey(this.#prefix, key);
     const abortSignal = options?.signal;
     try {
-      const r = await this.#client.send(new GetObjectCommand({ Bucket: this.#bucket, Key }), { abortSignal });
+      const { sdk, client } = await this.#sdk();
+      const r = await client.send(new sdk.GetObjectCommand({ Bucket: this.#bucket, Key }), { abortSignal });
       const body = r.Body ? await r.Body.transformToByteArray() : new Uint8Array();
       return {
         key,
@@ -205,7 +247,8 @@ export class S3Store implements ObjectStore {
   async head(key: string, options?: CallOptions): Promise<ObjectInfo | null> {
     const Key = fullKey(this.#prefix, key);
     try {
-      const r = await this.#client.send(new HeadObjectCommand({ Bucket: this.#bucket, Key }), {
+      const { sdk, client } = await this.#sdk();
+      const r = await client.send(new sdk.HeadObjectCommand({ Bucket: this.#bucket, Key }), {
         abortSignal: options?.signal,
       });
       return {
@@ -235,8 +278,9 @@ export class S3Store implements ObjectStore {
           ? { IfMatch: quoted(condition.ifMatch) }
           : {};
     try {
-      const r = await this.#client.send(
-        new PutObjectCommand({
+      const { sdk, client } = await this.#sdk();
+      const r = await client.send(
+        new sdk.PutObjectCommand({
           Bucket: this.#bucket,
           Key,
           Body: body,
@@ -266,8 +310,9 @@ export class S3Store implements ObjectStore {
       throw new BootsealError("PRECONDITION_FAILED", "object changed since it was read");
     }
     try {
-      await this.#client.send(
-        new DeleteObjectCommand({
+      const { sdk, client } = await this.#sdk();
+      await client.send(
+        new sdk.DeleteObjectCommand({
           Bucket: this.#bucket,
           Key,
           ...(condition ? { IfMatch: quoted(condition.ifMatch) } : {}),
@@ -286,17 +331,18 @@ export class S3Store implements ObjectStore {
     validateListPrefix(prefix);
     let token: string | undefined;
     do {
-      const page = await this.#send(() =>
-        this.#client.send(
-          new ListObjectsV2Command({
+      const page = await this.#send(async () => {
+        const { sdk, client } = await this.#sdk();
+        return client.send(
+          new sdk.ListObjectsV2Command({
             Bucket: this.#bucket,
             Prefix: this.#prefix + prefix,
             MaxKeys: this.#pageSize,
             ...(token ? { ContinuationToken: token } : {}),
           }),
           { abortSignal: options?.signal },
-        ),
-      );
+        );
+      });
       for (const o of page.Contents ?? []) {
         const key = (o.Key ?? "").slice(this.#prefix.length);
         // Objects other tools wrote ("dir/" markers, "a//b") cannot be addressed here: skipped.

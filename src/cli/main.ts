@@ -4,13 +4,22 @@
  * on stderr and exit with the code of their class (./exit-codes.ts, docs/cli.md); a stack
  * trace appears only with BOOTSEAL_DEBUG=1.
  */
-import { readFileSync, realpathSync } from "node:fs";
-import { enableCompileCache } from "node:module";
-import process from "node:process";
+import { createRequire, enableCompileCache } from "node:module";
 import { fileURLToPath } from "node:url";
 import { BootsealError, isBootsealError } from "../errors.ts";
 import type { CliIo, CommandEntry } from "./command.ts";
 import { EXIT_CODES, EXIT_OK } from "./exit-codes.ts";
+
+/**
+ * node:fs without an ESM import, and `process` as the global: an ESM import of node:fs or
+ * node:process evaluates every lazy getter of the module (fs streams, process.stdin, …), a
+ * few milliseconds of start-up for every command (docs/benchmarks.md). Called lazily:
+ * import.meta.url is empty in the CommonJS single-executable bundle, which has
+ * process.getBuiltinModule (Node 22.3+) instead.
+ */
+function nodeFs(): typeof import("node:fs") {
+  return process.getBuiltinModule?.("node:fs") ?? createRequire(import.meta.url)("node:fs");
+}
 
 const COMMANDS: readonly CommandEntry[] = [
   {
@@ -72,7 +81,7 @@ const COMMANDS: readonly CommandEntry[] = [
 
 function version(): string {
   try {
-    const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8"));
+    const pkg = JSON.parse(nodeFs().readFileSync(new URL("../../package.json", import.meta.url), "utf8"));
     return String(pkg.version);
   } catch {
     return "unknown";
@@ -137,6 +146,7 @@ function isEntryPoint(): boolean {
   const script = process.argv[1];
   if (script === undefined) return false;
   try {
+    const { realpathSync } = nodeFs();
     return realpathSync(script) === realpathSync(fileURLToPath(import.meta.url));
   } catch {
     return false;

@@ -10,7 +10,7 @@ import type { Branch, Comment, Scalar } from "./document.ts";
 import { type KeyResolver, unwrapDataKey } from "./key-groups.ts";
 import { createMacHasher, verifyMac } from "./mac.ts";
 import type { Metadata } from "./metadata.ts";
-import { decryptValue } from "./value-cipher.ts";
+import { type DataKey, dataKeyObject, decryptValue } from "./value-cipher.ts";
 import { compileRule, transformBranches, type Visit } from "./walk.ts";
 
 const lossyUtf8 = new TextDecoder();
@@ -20,7 +20,7 @@ export interface DecryptBranchesOptions {
   readonly ignoreMac?: boolean;
 }
 
-function decryptLeaf(value: Scalar, visit: Visit, dataKey: Uint8Array): Scalar {
+function decryptLeaf(value: Scalar, visit: Visit, dataKey: DataKey): Scalar {
   if (value.type !== "str" || typeof value.value !== "string") {
     throw new BootsealError("BAD_INPUT", "Expected encrypted value as string");
   }
@@ -40,7 +40,7 @@ function decryptLeaf(value: Scalar, visit: Visit, dataKey: Uint8Array): Scalar {
  * A comment that does not decrypt is kept verbatim: files from before sops 3.0 have
  * plaintext comments. Comments are outside the MAC, so such a comment is never authenticated.
  */
-function decryptComment(value: Comment, visit: Visit, dataKey: Uint8Array): Comment {
+function decryptComment(value: Comment, visit: Visit, dataKey: DataKey): Comment {
   if (value.text === "") return value;
   let decrypted: { type: string; bytes: Uint8Array };
   try {
@@ -65,20 +65,21 @@ export function decryptBranches(
   metadata: Metadata,
   opts: DecryptBranchesOptions = {},
 ): Branch[] {
+  const key = dataKeyObject(dataKey);
   const selector = compileRule(metadata.rule);
   const hasher = createMacHasher(metadata.macOnlyEncrypted);
   const out = transformBranches(branches, selector, {
     scalar(value, visit) {
-      const result = visit.encrypted ? decryptLeaf(value, visit, dataKey) : value;
+      const result = visit.encrypted ? decryptLeaf(value, visit, key) : value;
       const bytes = plaintextBytes(result);
       if (bytes !== null) hasher.add(bytes, visit.encrypted);
       return result;
     },
     comment(value, visit) {
-      return visit.encrypted ? decryptComment(value, visit, dataKey) : value;
+      return visit.encrypted ? decryptComment(value, visit, key) : value;
     },
   });
-  if (opts.ignoreMac !== true) verifyMac(hasher.digestHex(), metadata.mac, dataKey, metadata.lastModified);
+  if (opts.ignoreMac !== true) verifyMac(hasher.digestHex(), metadata.mac, key, metadata.lastModified);
   return out;
 }
 

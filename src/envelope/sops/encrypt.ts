@@ -12,7 +12,7 @@ import { wrapDataKey } from "./key-groups.ts";
 import { createMacHasher, encryptMac } from "./mac.ts";
 import { DEFAULT_RULE, formatLastModified, type Metadata, type SelectionRule } from "./metadata.ts";
 import { compileRe2 } from "./re2.ts";
-import { encryptValue } from "./value-cipher.ts";
+import { dataKeyObject, encryptValue } from "./value-cipher.ts";
 import { compileRule, transformBranches } from "./walk.ts";
 
 /** The sops version whose behaviour we emulate and record in new documents. */
@@ -39,6 +39,7 @@ export function encryptBranches(
       throw new BootsealError("ALREADY_ENCRYPTED", "The document already has sops metadata");
     }
   }
+  const key = dataKeyObject(dataKey);
   const selector = compileRule(opts.rule);
   // sops refuses to write an encrypted comment that its own unencrypted_comment_regex would
   // match, since decryption would then treat it as plaintext.
@@ -57,18 +58,18 @@ export function encryptBranches(
       // walk turns []byte into string before the cipher sees it.
       if (bytes.length === 0) return { kind: "scalar", type: "str", value: "" };
       const type = value.type === "bytes" ? "str" : value.type;
-      return { kind: "scalar", type: "str", value: encryptValue(bytes, type, dataKey, visit.aad) };
+      return { kind: "scalar", type: "str", value: encryptValue(bytes, type, key, visit.aad) };
     },
     comment(value, visit) {
       if (!visit.encrypted || value.text === "") return value;
-      const text = encryptValue(utf8.encode(value.text), "comment", dataKey, visit.aad);
+      const text = encryptValue(utf8.encode(value.text), "comment", key, visit.aad);
       if (plainCommentRe?.test(text)) {
         throw new BootsealError("BAD_INPUT", "An encrypted comment matches unencrypted_comment_regex");
       }
       return { ...value, text };
     },
   });
-  return { branches: out, mac: encryptMac(hasher.digestHex(), dataKey, opts.lastModified) };
+  return { branches: out, mac: encryptMac(hasher.digestHex(), key, opts.lastModified) };
 }
 
 export interface EncryptDocumentOptions {

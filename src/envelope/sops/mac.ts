@@ -6,7 +6,7 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import { BootsealError } from "../../errors.ts";
 import { formatRfc3339Seconds, parseRfc3339 } from "./canonical.ts";
-import { decryptValue, encryptValue } from "./value-cipher.ts";
+import { type DataKey, decryptValue, encryptValue } from "./value-cipher.ts";
 
 /**
  * sops's MACOnlyEncryptedInitialization: SHA-256("sops"), fed first when only encrypted
@@ -46,7 +46,7 @@ export function macAad(lastModified: string): string {
 }
 
 /** The `mac` metadata value for a computed MAC. */
-export function encryptMac(macHex: string, dataKey: Uint8Array, lastModified: string): string {
+export function encryptMac(macHex: string, dataKey: DataKey, lastModified: string): string {
   return encryptValue(utf8.encode(macHex), "str", dataKey, macAad(lastModified));
 }
 
@@ -58,7 +58,7 @@ export function encryptMac(macHex: string, dataKey: Uint8Array, lastModified: st
 export function verifyMac(
   computedHex: string,
   storedMac: string,
-  dataKey: Uint8Array,
+  dataKey: DataKey,
   lastModified: string,
 ): void {
   if (storedMac === "") throw new BootsealError("NO_MAC", "File has no MAC");

@@ -93,54 +93,69 @@ export function transformBranches(
   selector: Selector,
   fn: LeafTransform,
 ): Branch[] {
-  return branches.map((branch) => walkMapping(branch, [], [], selector, fn));
+  return branches.map((branch) => walkMapping(branch, [], ":", [], selector, fn));
 }
+
+// `aad` travels with `path` (aadForPath(path), built one key at a time): joining the whole
+// path again for every leaf was a measurable cost on large documents.
 
 function visitOf(
   path: readonly string[],
+  aad: string,
   comments: CommentStack,
   isComment: boolean,
   selector: Selector,
 ): Visit {
-  return { path, aad: aadForPath(path), encrypted: selector(path, comments, isComment) };
+  return { path, aad, encrypted: selector(path, comments, isComment) };
 }
 
 function walkValue(
   value: Value,
   path: readonly string[],
+  aad: string,
   stack: CommentStack,
   selector: Selector,
   fn: LeafTransform,
 ): Value {
   switch (value.kind) {
     case "map":
-      return walkMapping(value, path, stack, selector, fn);
+      return walkMapping(value, path, aad, stack, selector, fn);
     case "seq":
-      return walkSequence(value, path, stack, selector, fn);
+      return walkSequence(value, path, aad, stack, selector, fn);
     case "scalar":
       if (value.type === "null") return value;
-      return fn.scalar(value, visitOf(path, stack, false, selector));
+      return fn.scalar(value, visitOf(path, aad, stack, false, selector));
   }
 }
 
 function walkMapping(
   m: Mapping,
   path: readonly string[],
+  aad: string,
   outer: CommentStack,
   selector: Selector,
   fn: LeafTransform,
 ): Mapping {
   let level: string[] = [];
   const items: (Entry | Comment)[] = [];
+  // aadForPath([...path, key]) is this prefix followed by `key:`.
+  const prefix = path.length === 0 ? "" : aad;
   for (const item of m.items) {
     if (item.kind === "comment") {
       // Comments join the active list of this level before their own decision (so the
       // comment rules can see them) and do not clear it.
       level = [...level, item.text];
-      items.push(fn.comment(item, visitOf(path, [...outer, level], true, selector)));
+      items.push(fn.comment(item, visitOf(path, aad, [...outer, level], true, selector)));
       continue;
     }
-    const value = walkValue(item.value, [...path, item.key], [...outer, level], selector, fn);
+    const value = walkValue(
+      item.value,
+      [...path, item.key],
+      `${prefix}${item.key}:`,
+      [...outer, level],
+      selector,
+      fn,
+    );
     items.push(value === item.value ? item : { kind: "entry", key: item.key, value });
     level = [];
   }
@@ -150,6 +165,7 @@ function walkMapping(
 function walkSequence(
   s: Sequence,
   path: readonly string[],
+  aad: string,
   outer: CommentStack,
   selector: Selector,
   fn: LeafTransform,
@@ -159,10 +175,10 @@ function walkSequence(
   for (const item of s.items) {
     if (item.kind === "comment") {
       level = [...level, item.text];
-      items.push(fn.comment(item, visitOf(path, [...outer, level], true, selector)));
+      items.push(fn.comment(item, visitOf(path, aad, [...outer, level], true, selector)));
       continue;
     }
-    items.push(walkValue(item, path, [...outer, level], selector, fn));
+    items.push(walkValue(item, path, aad, [...outer, level], selector, fn));
     level = [];
   }
   return { ...s, items };

@@ -61,6 +61,25 @@ const ESCAPES: Record<number, string> = {
   8233: "P",
 };
 
+/** Array.from(s).length (code points), without building the array. */
+function codePointLength(s: string): number {
+  let n = s.length;
+  for (let i = 0; i < s.length - 1; i++) {
+    const c = s.charCodeAt(i);
+    if (c >= 0xd800 && c <= 0xdbff) {
+      const d = s.charCodeAt(i + 1);
+      if (d >= 0xdc00 && d <= 0xdfff) {
+        n--;
+        i++;
+      }
+    }
+  }
+  return n;
+}
+
+/** Any character isBreak accepts. */
+const HAS_BREAK = /[\n\r\u0085\u2028\u2029]/;
+
 /** Runs the events through the emitter model and returns the text. */
 export function emitEvents(events: readonly EmitEvent[], bestIndent: number): string {
   const out: string[] = [];
@@ -86,7 +105,7 @@ export function emitEvents(events: readonly EmitEvent[], bestIndent: number): st
 
   const put = (s: string): void => {
     out.push(s);
-    column += Array.from(s).length;
+    column += codePointLength(s);
   };
   const putBreak = (): void => {
     out.push("\n");
@@ -105,7 +124,7 @@ export function emitEvents(events: readonly EmitEvent[], bestIndent: number): st
     const want = Math.max(indent, 0);
     if (!indention || column > want || (column === want && !whitespace)) putBreak();
     if (footIndent === want) putBreak();
-    while (column < want) put(" ");
+    if (column < want) put(" ".repeat(want - column));
     whitespace = true;
     footIndent = -1;
   };
@@ -183,40 +202,36 @@ export function emitEvents(events: readonly EmitEvent[], bestIndent: number): st
     state = states.pop() ?? "docEnd";
   };
 
+  /** go-yaml's write_plain / write_single_quoted loop, character by character (values with breaks). */
+  const writeLines = (value: string, single: boolean): void => {
+    let breaks = false;
+    for (const c of value) {
+      if (isBreak(c)) {
+        if (!breaks && c === "\n") putBreak();
+        writeBreak(c);
+        breaks = true;
+      } else {
+        if (breaks) writeIndent();
+        put(single && c === "'" ? "''" : c);
+        indention = false;
+        breaks = false;
+      }
+    }
+  };
+
   const writeScalar = (ev: Extract<EmitEvent, { t: "scalar" }>): void => {
     const value = ev.value;
     if (style === "plain") {
       if (value !== "" && !whitespace) put(" ");
-      let breaks = false;
-      for (const c of value) {
-        if (isBreak(c)) {
-          if (!breaks && c === "\n") putBreak();
-          writeBreak(c);
-          breaks = true;
-        } else {
-          if (breaks) writeIndent();
-          put(c);
-          indention = false;
-          breaks = false;
-        }
-      }
+      // Without line breaks, the character loop amounts to writing the value at once.
+      if (HAS_BREAK.test(value)) writeLines(value, false);
+      else if (value !== "") put(value);
       if (value !== "") whitespace = false;
       indention = false;
     } else if (style === "single") {
       writeIndicator("'", true, false, false);
-      let breaks = false;
-      for (const c of value) {
-        if (isBreak(c)) {
-          if (!breaks && c === "\n") putBreak();
-          writeBreak(c);
-          breaks = true;
-        } else {
-          if (breaks) writeIndent();
-          put(c === "'" ? "''" : c);
-          indention = false;
-          breaks = false;
-        }
-      }
+      if (HAS_BREAK.test(value)) writeLines(value, true);
+      else if (value !== "") put(value.replaceAll("'", "''"));
       writeIndicator("'", false, false, false);
       whitespace = false;
       indention = false;

@@ -4,10 +4,11 @@
  * offset, so this module builds the tree itself: scalars typed as go-yaml types them
  * (./yaml-scalar.ts), anchors expanded, and comments placed by ./yaml-comments.ts.
  */
-import { CST, LineCounter, Parser, parseAllDocuments } from "yaml";
+import { Composer, CST, LineCounter, Parser, parseAllDocuments } from "yaml";
 import { BootsealError } from "../../../errors.ts";
 import type { Branch, Comment, Entry, Mapping, Scalar, Sequence, Value } from "../document.ts";
 import { type Mark, type PColl, placeComments, type RawComment } from "./yaml-comments.ts";
+import { parseSimpleYaml } from "./yaml-fast.ts";
 import { resolvePlain, resolveTagged } from "./yaml-scalar.ts";
 
 type PValue =
@@ -292,15 +293,12 @@ function collectComments(w: Walk, node: unknown): void {
   for (const v of Object.values(node)) if (typeof v === "object") collectComments(w, v);
 }
 
-/** Parse every document of a YAML stream into branches (sops LoadPlainFile). */
-export function parseYaml(text: string): Branch[] {
+const PARSE_OPTIONS = { schema: "failsafe", uniqueKeys: false, merge: false } as const;
+
+/** The first syntax error of the stream, as BAD_INPUT with the `yaml` package's own message. */
+function throwFirstError(text: string): void {
   const lines = new LineCounter();
-  for (const doc of parseAllDocuments(text, {
-    schema: "failsafe",
-    uniqueKeys: false,
-    lineCounter: lines,
-    merge: false,
-  })) {
+  for (const doc of parseAllDocuments(text, { ...PARSE_OPTIONS, lineCounter: lines })) {
     const error = "errors" in doc ? doc.errors[0] : undefined;
     if (error) {
       const line = error.linePos?.[0]?.line ?? lines.linePos(error.pos[0]).line;
@@ -310,10 +308,26 @@ export function parseYaml(text: string): Branch[] {
       );
     }
   }
+}
+
+/** Parse every document of a YAML stream into branches (sops LoadPlainFile). */
+export function parseYaml(text: string): Branch[] {
+  // Plain block YAML (what sops writes) has a line-by-line fast path with the same result.
+  const simple = parseSimpleYaml(text);
+  if (simple !== null) return simple;
+  // One CST parse serves both the error check (the composer, as parseAllDocuments runs it)
+  // and the walk below; only a stream with errors is parsed again, for the exact message.
+  const lines = new LineCounter();
+  const tokens = Array.from(new Parser(lines.addNewLine).parse(text));
+  for (const doc of new Composer({ ...PARSE_OPTIONS, lineCounter: lines }).compose(tokens)) {
+    if (doc.errors.length > 0) {
+      throwFirstError(text);
+      break;
+    }
+  }
   const w: Walk = { text, lines, marks: [], flows: [], comments: [], anchors: new Map() };
   const tops: PColl[] = [];
   const starts: (number | undefined)[] = [];
-  const tokens = Array.from(new Parser().parse(text));
   collectComments(w, tokens);
   for (const token of tokens) {
     if (token.type !== "document") continue;

@@ -288,10 +288,60 @@ export function isPrintable(c: string): boolean {
   );
 }
 
+/** Only printable ASCII (0x20-0x7e): no breaks, tabs, specials or multi-unit characters. */
+const PRINTABLE_ASCII = /^[\x20-\x7e]*$/;
+
+/** First-character indicators (go-yaml analyze_scalar), by char code. */
+const FIRST_INDICATORS = new Set(Array.from("#,[]{}&*!|>'\"%@`", (c) => c.charCodeAt(0)));
+/** Flow indicators after the first character. */
+const FLOW_AFTER_FIRST = /[,?[\]{}:]/g;
+
+/**
+ * analyzeScalar for printable ASCII: the same decisions as the general loop, stated as
+ * searches (native string scans instead of a loop per character). Past the first character,
+ * `,?[]{}:` are flow indicators, `: `, a final `:` and ` #` are block (and flow) indicators;
+ * breaks, tabs and special characters cannot occur.
+ */
+function analyzeAscii(value: string): Analysis {
+  const n = value.length;
+  let blockIndicators = value.startsWith("---") || value.startsWith("...");
+  let flowIndicators = blockIndicators;
+  const c0 = value.charCodeAt(0);
+  const followedByWhitespace = n === 1 || value.charCodeAt(1) === 0x20;
+  if (FIRST_INDICATORS.has(c0)) {
+    flowIndicators = true;
+    blockIndicators = true;
+  } else if (c0 === 0x3f /* ? */ || c0 === 0x3a /* : */) {
+    flowIndicators = true;
+    if (followedByWhitespace) blockIndicators = true;
+  } else if (c0 === 0x2d /* - */ && followedByWhitespace) {
+    flowIndicators = true;
+    blockIndicators = true;
+  }
+  if (!blockIndicators) {
+    blockIndicators =
+      value.indexOf(": ", 1) !== -1 || (n > 1 && value.endsWith(":")) || value.indexOf(" #") !== -1;
+    if (blockIndicators) flowIndicators = true;
+  }
+  if (!flowIndicators) {
+    FLOW_AFTER_FIRST.lastIndex = 1;
+    flowIndicators = FLOW_AFTER_FIRST.test(value);
+  }
+  const leadingSpace = c0 === 0x20;
+  const trailingSpace = value.charCodeAt(n - 1) === 0x20;
+  const a: Analysis = { multiline: false, flowPlain: true, blockPlain: true, single: true, block: true };
+  if (leadingSpace || trailingSpace) a.flowPlain = a.blockPlain = false;
+  if (trailingSpace) a.block = false;
+  if (flowIndicators) a.flowPlain = false;
+  if (blockIndicators) a.blockPlain = false;
+  return a;
+}
+
 /** yaml_emitter_analyze_scalar: which styles can hold this text. */
 export function analyzeScalar(value: string): Analysis {
   if (value === "")
     return { multiline: false, flowPlain: false, blockPlain: true, single: true, block: false };
+  if (PRINTABLE_ASCII.test(value)) return analyzeAscii(value);
   const chars = Array.from(value);
   let blockIndicators = value.startsWith("---") || value.startsWith("...");
   let flowIndicators = blockIndicators;
