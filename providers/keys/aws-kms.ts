@@ -18,6 +18,7 @@
 import { hostname } from "node:os";
 import type { DecryptCommandOutput, KMSClient, KMSClientConfig } from "@aws-sdk/client-kms";
 import { BootsealError } from "../../src/errors.ts";
+import { lazyModule } from "../lazy-module.ts";
 import type {
   CallOptions,
   KeyEntry,
@@ -162,17 +163,8 @@ export function mapKmsError(err: unknown, id: string, op: string): BootsealError
 
 type Credentials = NonNullable<KMSClientConfig["credentials"]>;
 
-type KmsSdk = typeof import("@aws-sdk/client-kms");
-let kmsSdk: Promise<KmsSdk> | undefined;
-
 /** The SDK loads on the first KMS call, not with the registry: it is large and most runs never use it. */
-function loadKmsSdk(): Promise<KmsSdk> {
-  kmsSdk ??= import("@aws-sdk/client-kms").catch((err: unknown) => {
-    kmsSdk = undefined;
-    throw err;
-  });
-  return kmsSdk;
-}
+const loadKmsSdk = lazyModule(() => import("@aws-sdk/client-kms")).load;
 
 /** AssumeRole through STS, memoised until shortly before expiry (sops createSTSConfig). */
 function assumeRoleCredentials(

@@ -16,6 +16,7 @@
 import type { TokenCredential } from "@azure/identity";
 import type { CryptographyClient } from "@azure/keyvault-keys";
 import { BootsealError } from "../../src/errors.ts";
+import { lazyModule } from "../lazy-module.ts";
 import type { CallOptions, KeyEntry, MasterKey, MasterKeyType, ProviderDeps } from "./master-key.ts";
 import {
   attemptSignal,
@@ -44,17 +45,8 @@ const ALGORITHM = "RSA-OAEP-256";
 /** azkv.NewMasterKeyFromURL. */
 const KEY_URL = /^(https:\/\/[^/]+)\/keys\/([^/]+)(\/[^/]*)?$/;
 
-type KeyVaultSdk = typeof import("@azure/keyvault-keys");
-let keyVaultSdk: Promise<KeyVaultSdk> | undefined;
-
 /** @azure/keyvault-keys loads on the first call, not with the registry. */
-function loadKeyVaultSdk(): Promise<KeyVaultSdk> {
-  keyVaultSdk ??= import("@azure/keyvault-keys").catch((err: unknown) => {
-    keyVaultSdk = undefined;
-    throw err;
-  });
-  return keyVaultSdk;
-}
+const loadKeyVaultSdk = lazyModule(() => import("@azure/keyvault-keys")).load;
 
 function extrasOf(deps: ProviderDeps): AzureKvExtras {
   const extras = deps.extras?.azure_kv;

@@ -15,6 +15,7 @@
  */
 import type { KeyManagementServiceClient, protos } from "@google-cloud/kms";
 import { BootsealError } from "../../src/errors.ts";
+import { lazyModule } from "../lazy-module.ts";
 import type { CallOptions, KeyEntry, MasterKey, MasterKeyType, ProviderDeps } from "./master-key.ts";
 import {
   checkCreatedAt,
@@ -142,23 +143,19 @@ interface GcpSdk {
   /** node:fs, for GOOGLE_CREDENTIALS files (an ESM import of it costs every CLI run start-up time). */
   readonly fs: typeof import("node:fs");
 }
-let gcpSdk: Promise<GcpSdk> | undefined;
-
 /** @google-cloud/kms and gRPC load on the first call (hundreds of ms), not with the registry. */
-function loadGcpSdk(): Promise<GcpSdk> {
-  gcpSdk ??= Promise.all([import("@google-cloud/kms"), import("@grpc/grpc-js"), import("node:fs")]).then(
-    ([kms, grpc, fs]) => ({
-      KeyManagementServiceClient: kms.KeyManagementServiceClient,
-      grpcCredentials: grpc.credentials,
-      fs,
-    }),
-    (err: unknown) => {
-      gcpSdk = undefined;
-      throw err;
-    },
-  );
-  return gcpSdk;
-}
+const loadGcpSdk = lazyModule<GcpSdk>(async () => {
+  const [kms, grpc, fs] = await Promise.all([
+    import("@google-cloud/kms"),
+    import("@grpc/grpc-js"),
+    import("node:fs"),
+  ]);
+  return {
+    KeyManagementServiceClient: kms.KeyManagementServiceClient,
+    grpcCredentials: grpc.credentials,
+    fs,
+  };
+}).load;
 
 function insecureFor(deps: ProviderDeps): boolean {
   return extrasOf(deps).insecure ?? (deps.env ?? processEnv).BOOTSEAL_GCP_KMS_INSECURE === "1";

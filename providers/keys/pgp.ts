@@ -16,6 +16,7 @@
 import { readFile } from "node:fs/promises";
 import type * as openpgp from "openpgp";
 import { BootsealError } from "../../src/errors.ts";
+import { lazyModule } from "../lazy-module.ts";
 import type { CallOptions, KeyEntry, MasterKey, MasterKeyType, ProviderDeps } from "./master-key.ts";
 
 // The global, not `node:process`: importing that module as ESM evaluates its lazy getters
@@ -47,17 +48,9 @@ const WILDCARD_KEY_ID = "0000000000000000";
 const ARMOURED_KEY_BLOCK =
   /-----BEGIN PGP (PUBLIC|PRIVATE) KEY BLOCK-----[\s\S]*?-----END PGP \1 KEY BLOCK-----/g;
 
-type OpenPgp = typeof import("openpgp");
-let openpgpModule: Promise<OpenPgp> | undefined;
-
 /** OpenPGP.js loads when a key or message is read, not with the registry: it is large. */
-function loadOpenpgp(): Promise<OpenPgp> {
-  openpgpModule ??= import("openpgp").catch((err: unknown) => {
-    openpgpModule = undefined;
-    throw err;
-  });
-  return openpgpModule;
-}
+const openpgpModule = lazyModule(() => import("openpgp"));
+const loadOpenpgp = openpgpModule.load;
 
 function extrasOf(deps: ProviderDeps): PgpExtras {
   const extras = deps.extras?.pgp;

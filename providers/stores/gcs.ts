@@ -11,6 +11,7 @@
 import type { File, Storage, StorageOptions } from "@google-cloud/storage";
 import { BootsealError } from "../../src/errors.ts";
 import type { CallOptions } from "../keys/master-key.ts";
+import { lazyModule } from "../lazy-module.ts";
 import type { ObjectInfo, ObjectStore, StoredObject, WriteCondition } from "./object-store.ts";
 import { etagValue, formatStoreUrl, fullKey, isValidKey, validateListPrefix } from "./store-url.ts";
 
@@ -29,29 +30,13 @@ export interface GcsStoreOptions {
 
 const NETWORK_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EPIPE", "ENOTFOUND", "EAI_AGAIN"]);
 
-type GcsSdk = typeof import("@google-cloud/storage");
-let gcsSdk: Promise<GcsSdk> | undefined;
-/** Set once the library has loaded; every GCS error comes from a client made after that. */
-let loadedGcsSdk: GcsSdk | undefined;
-
-/** The library loads with the first request, not when the store is opened. */
-function loadGcsSdk(): Promise<GcsSdk> {
-  gcsSdk ??= import("@google-cloud/storage").then(
-    (sdk) => {
-      loadedGcsSdk = sdk;
-      return sdk;
-    },
-    (err: unknown) => {
-      gcsSdk = undefined;
-      throw err;
-    },
-  );
-  return gcsSdk;
-}
+/** The library loads with the first request, not when the store is opened; every GCS error comes from a client made after that. */
+const gcsSdk = lazyModule(() => import("@google-cloud/storage"));
+const loadGcsSdk = gcsSdk.load;
 
 function httpCode(err: unknown): number | undefined {
   // Before the library is loaded no request has run, so nothing can be its ApiError.
-  const ApiError = loadedGcsSdk?.ApiError;
+  const ApiError = gcsSdk.loaded?.ApiError;
   return ApiError !== undefined && err instanceof ApiError && typeof err.code === "number"
     ? err.code
     : undefined;

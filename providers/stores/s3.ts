@@ -14,6 +14,7 @@
 import type { S3Client, S3ClientConfig, S3ServiceException } from "@aws-sdk/client-s3";
 import { BootsealError } from "../../src/errors.ts";
 import type { CallOptions } from "../keys/master-key.ts";
+import { lazyModule } from "../lazy-module.ts";
 import type { ObjectInfo, ObjectStore, StoredObject, WriteCondition } from "./object-store.ts";
 import { formatStoreUrl, fullKey, isValidKey, validateListPrefix } from "./store-url.ts";
 
@@ -74,31 +75,17 @@ const NETWORK_CODES = new Set([
   "ECONNABORTED",
 ]);
 
+/** The SDK loads with the first request, not when the store is opened; every S3 error comes from a client made after that. */
 type S3Sdk = typeof import("@aws-sdk/client-s3");
-let s3Sdk: Promise<S3Sdk> | undefined;
-/** Set once the SDK has loaded; every S3 error comes from a client made after that. */
-let loadedS3Sdk: S3Sdk | undefined;
-
-/** The SDK loads with the first request, not when the store is opened. */
-function loadS3Sdk(): Promise<S3Sdk> {
-  s3Sdk ??= import("@aws-sdk/client-s3").then(
-    (sdk) => {
-      loadedS3Sdk = sdk;
-      return sdk;
-    },
-    (err: unknown) => {
-      s3Sdk = undefined;
-      throw err;
-    },
-  );
-  return s3Sdk;
-}
+const s3Sdk = lazyModule<S3Sdk>(() => import("@aws-sdk/client-s3"));
+const loadS3Sdk = s3Sdk.load;
 
 /**
  * `err instanceof S3ServiceException`. Before the SDK is loaded no request has run, so the
  * error cannot come from S3; the SDK's own duck-typed test (ServiceException.isInstance) decides.
  */
 function isS3Error(err: unknown): err is S3ServiceException {
+  const loadedS3Sdk = s3Sdk.loaded;
   if (loadedS3Sdk !== undefined) return err instanceof loadedS3Sdk.S3ServiceException;
   const e = err as { $fault?: unknown; $metadata?: unknown } | null;
   return (
