@@ -3,10 +3,9 @@
  * -i). Files we write get mode 0600 unless they existed (then their mode is kept, as sops
  * does for -i) and are replaced atomically: temp file in the same directory, fsync, rename.
  */
-import { randomBytes } from "node:crypto";
-import { open, readFile, rename, stat, unlink } from "node:fs/promises";
-import { basename, dirname, join } from "node:path";
+import { readFile, stat } from "node:fs/promises";
 import { BootsealError } from "../errors.ts";
+import { writeFileAtomic as writeAtomic } from "../fetcher/atomic-write.ts";
 import type { CliIo } from "./command.ts";
 
 /** 64 MiB: far above any bootstrap payload, small enough not to exhaust memory. */
@@ -38,29 +37,13 @@ export async function readInput(file: string | undefined, io: CliIo): Promise<Ui
   }
 }
 
+/** Replaces `path` atomically, keeping an existing file's mode (as sops -i does); new files get 0600. */
 export async function writeFileAtomic(path: string, data: Uint8Array): Promise<void> {
-  let mode = 0o600;
-  try {
-    mode = (await stat(path)).mode & 0o777;
-  } catch {
-    // a new file: 0600, it may hold plaintext
-  }
-  const tmp = join(dirname(path), `.${basename(path)}.${randomBytes(6).toString("hex")}.tmp`);
-  try {
-    const handle = await open(tmp, "wx", mode);
-    try {
-      await handle.writeFile(data);
-      await handle.chmod(mode);
-      await handle.sync();
-    } finally {
-      await handle.close();
-    }
-    await rename(tmp, path);
-  } catch (cause) {
-    await unlink(tmp).catch(() => {});
-    const code = (cause as NodeJS.ErrnoException).code;
-    throw new BootsealError("IO_ERROR", `cannot write ${path} (${code ?? "error"})`, { cause });
-  }
+  const mode = await stat(path).then(
+    (info) => info.mode & 0o777,
+    () => 0o600, // a new file: it may hold plaintext
+  );
+  await writeAtomic(path, data, { mode });
 }
 
 export interface OutputTarget {

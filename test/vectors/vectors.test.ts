@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
+import { dirname, join } from "node:path";
 import { after, describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { resolverFor } from "../../providers/keys/index.ts";
@@ -18,6 +18,7 @@ import { decryptDocument } from "../../src/envelope/sops/decrypt.ts";
 import type { Branch, Value } from "../../src/envelope/sops/document.ts";
 import { metadataFromTree } from "../../src/envelope/sops/metadata.ts";
 import { peer } from "../helpers/peers.ts";
+import { VECTORS_DIR } from "../helpers/vectors.ts";
 
 interface ManifestDoc {
   file: string;
@@ -29,11 +30,10 @@ interface ManifestDoc {
 }
 const here = dirname(fileURLToPath(import.meta.url));
 const manifest = JSON.parse(readFileSync(join(here, "manifest.json"), "utf8")) as {
-  root: string;
   keys: Record<string, { kind: string; file: string }>;
   documents: ManifestDoc[];
 };
-const root = resolve(here, manifest.root);
+const root = VECTORS_DIR;
 const BOOTSEAL_MAIN = fileURLToPath(new URL("../../src/cli/main.ts", import.meta.url));
 const scratch = mkdtempSync(join(tmpdir(), "bootseal-vectors-"));
 after(() => rmSync(scratch, { recursive: true, force: true }));

@@ -14,8 +14,9 @@ import { createMacHasher, macAad, verifyMac } from "../../../src/envelope/sops/m
 import type { Metadata, SelectionRule } from "../../../src/envelope/sops/metadata.ts";
 import { decryptValue } from "../../../src/envelope/sops/value-cipher.ts";
 import { BootsealError } from "../../../src/errors.ts";
+import { VECTORS_DIR } from "../../helpers/vectors.ts";
 
-const VECTORS = new URL("../../../../shared/sops-vectors/", import.meta.url).pathname;
+const VECTORS = `${VECTORS_DIR}/`;
 const utf8 = new TextEncoder();
 const text = (b: Uint8Array): string => new TextDecoder().decode(b);
 

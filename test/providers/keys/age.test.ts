@@ -13,8 +13,8 @@ import type { KeyEntry, ProviderDeps } from "../../../providers/keys/master-key.
 import { unwrapDataKey } from "../../../src/envelope/sops/key-groups.ts";
 import { BootsealError, NoKeyAvailableError } from "../../../src/errors.ts";
 import { peer } from "../../helpers/peers.ts";
+import { VECTORS_DIR as VECTORS } from "../../helpers/vectors.ts";
 
-const VECTORS = join(import.meta.dirname, "../../../../shared/sops-vectors");
 const MOCK_IDENTITY = join(VECTORS, "keys/age-sops-mock-identity.agekey");
 const MOCK_RECIPIENT = "age1lzd99uklcjnc0e7d860axevet2cz99ce9pq6tzuzd05l5nr28ams36nvun";
 const FLUX_IDENTITY = join(VECTORS, "keys/age-fluxcd-test.agekey");

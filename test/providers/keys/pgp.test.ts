@@ -13,8 +13,8 @@ import { loadPgpKeyMaterial, pgpKeyType } from "../../../providers/keys/pgp.ts";
 import { unwrapDataKey } from "../../../src/envelope/sops/key-groups.ts";
 import { BootsealError, NoKeyAvailableError } from "../../../src/errors.ts";
 import { peer } from "../../helpers/peers.ts";
+import { VECTORS_DIR as VECTORS } from "../../helpers/vectors.ts";
 
-const VECTORS = join(import.meta.dirname, "../../../../shared/sops-vectors");
 const ALL_KEYS = join(VECTORS, "keys/sops_functional_tests_key.asc");
 const KEY1 = "FBC7B9E2A4F9289AC0C1D4843D16CEE4A27381B4";
 const KEY2 = "D7229043384BCC60326C6FB9D8720D957C3D3074";

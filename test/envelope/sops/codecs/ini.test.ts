@@ -5,11 +5,11 @@ import { after, before, describe, it } from "node:test";
 import { iniCodec } from "../../../../src/envelope/sops/codecs/ini.ts";
 import type { Branch, Entry, Mapping, Value } from "../../../../src/envelope/sops/document.ts";
 import { comment, entry, mapping, str } from "../../../../src/envelope/sops/document.ts";
+import { VECTORS_URL as VECTORS } from "../../../helpers/vectors.ts";
 import { assertCode, itemsOf, sectionOf, strAt } from "./flat-assert.ts";
 import type { SopsPeer } from "./sops-peer.ts";
 import { startSopsPeer } from "./sops-peer.ts";
 
-const VECTORS = new URL("../../../../../shared/sops-vectors/", import.meta.url);
 const FIXTURES = new URL("../../../fixtures/ini/", import.meta.url);
 const vector = (p: string): Buffer => readFileSync(new URL(p, VECTORS));
 const fixture = (p: string): Buffer => readFileSync(new URL(p, FIXTURES));

@@ -9,9 +9,9 @@ import { after, before, describe, it } from "node:test";
 import fc from "fast-check";
 import { jsonCodec } from "../../../../src/envelope/sops/codecs/json.ts";
 import type { Mapping, Value } from "../../../../src/envelope/sops/document.ts";
+import { VECTORS_URL as VECTORS } from "../../../helpers/vectors.ts";
 import { type SopsCli, startSops } from "./sops-cli.ts";
 
-const VECTORS = new URL("../../../../../shared/sops-vectors/", import.meta.url);
 const FIXTURES = new URL("../../../fixtures/json/", import.meta.url);
 const read = (url: URL): Uint8Array => new Uint8Array(readFileSync(url));
 const utf8 = (s: string): Uint8Array => new TextEncoder().encode(s);

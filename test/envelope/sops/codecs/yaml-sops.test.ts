@@ -18,11 +18,10 @@ import { after, before, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { yamlCodec } from "../../../../src/envelope/sops/codecs/yaml.ts";
 import { peer } from "../../../helpers/peers.ts";
+import { VECTORS_URL } from "../../../helpers/vectors.ts";
 
 const FIXTURES = fileURLToPath(new URL("../../../fixtures/yaml/", import.meta.url));
-const PLAINTEXT = fileURLToPath(
-  new URL("../../../../../shared/sops-vectors/sops-repo/plaintext/", import.meta.url),
-);
+const PLAINTEXT = fileURLToPath(new URL("sops-repo/plaintext/", VECTORS_URL));
 const inputs = [
   ...readdirSync(PLAINTEXT).map((f) => join(PLAINTEXT, f)),
   ...readdirSync(FIXTURES).map((f) => join(FIXTURES, f)),

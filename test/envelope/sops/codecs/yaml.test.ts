@@ -7,8 +7,8 @@ import { readFileSync } from "node:fs";
 import { test } from "node:test";
 import { yamlCodec } from "../../../../src/envelope/sops/codecs/yaml.ts";
 import type { Branch, Mapping, Value } from "../../../../src/envelope/sops/document.ts";
+import { VECTORS_URL as VECTORS } from "../../../helpers/vectors.ts";
 
-const VECTORS = new URL("../../../../../shared/sops-vectors/", import.meta.url);
 const vector = (path: string): Uint8Array => readFileSync(new URL(path, VECTORS));
 const bytes = (s: string): Uint8Array => new TextEncoder().encode(s);
 const text = (b: Uint8Array): string => new TextDecoder().decode(b);
