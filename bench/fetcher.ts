@@ -3,6 +3,7 @@
  * (a --apply manifest of 8 files, 8 KiB each, published as a SOPS binary document to an age
  * key, read from file://), run by
  *   - the Node entry:        node src/cli/main.ts fetch … (Node 24 type stripping)
+ *   - the bundle:            node dist/cli/main.js fetch … (what `npx bootseal` runs; npm run build)
  *   - the single executable: sea/bootseal fetch … (built first when missing)
  *   - sops decrypt of the same document, for scale (decrypt only: sops writes no files)
  * Each process starts cold; RUNS runs each (default 15), interleaved, after one warm-up.
@@ -21,6 +22,8 @@ import { generateX25519Identity, identityToRecipient } from "age-encryption";
 
 const REPO = fileURLToPath(new URL("../", import.meta.url));
 const CLI = join(REPO, "src/cli/main.ts");
+/** What `npx bootseal` runs: the esbuild bundle (npm run build). */
+const BUNDLE = join(REPO, "dist/cli/main.js");
 const RUNS = Number(argv[2] ?? 15);
 
 const dir = await mkdtemp(join(tmpdir(), "bootseal-bench-fetcher-"));
@@ -79,6 +82,10 @@ try {
       name: "bootseal fetch (node src/cli/main.ts)",
       cmd: () => ({ file: execPath, args: [CLI, ...fetchArgs()] }),
     },
+    {
+      name: "bootseal fetch (node dist/cli/main.js, bundled)",
+      cmd: () => ({ file: execPath, args: [BUNDLE, ...fetchArgs()] }),
+    },
     { name: "bootseal fetch (single executable)", cmd: () => ({ file: sea, args: fetchArgs() }) },
   ];
   if (sops) {
@@ -131,11 +138,11 @@ try {
   console.log(
     `bench/fetcher: ${Buffer.byteLength(manifest)} B manifest (8 files) in a ${docSize} B SOPS document, age key, file:// source; ${RUNS} cold runs each, ms from spawn to exit`,
   );
-  console.log(`${"".padEnd(42)} ${"min".padStart(7)} ${"median".padStart(7)} ${"p90".padStart(7)}`);
+  console.log(`${"".padEnd(48)} ${"min".padStart(7)} ${"median".padStart(7)} ${"p90".padStart(7)}`);
   for (const v of variants) {
     const xs = times.get(v.name)!;
     console.log(
-      `${v.name.padEnd(42)} ${q(xs, 0).toFixed(0).padStart(7)} ${q(xs, 0.5).toFixed(0).padStart(7)} ${q(xs, 0.9).toFixed(0).padStart(7)}`,
+      `${v.name.padEnd(48)} ${q(xs, 0).toFixed(0).padStart(7)} ${q(xs, 0.5).toFixed(0).padStart(7)} ${q(xs, 0.9).toFixed(0).padStart(7)}`,
     );
   }
   if (!sops) console.log("(sops not measured: source .peers/env for BOOTSEAL_TEST_SOPS_BIN)");
