@@ -35,6 +35,12 @@ export interface ServiceConfig {
   readonly listen: { readonly host: string; readonly port: number };
   /** The URL machines reach the service at (user-data stubs); default: the bound URL. */
   readonly publicUrl?: string;
+  /**
+   * Proxies whose X-Forwarded-For is believed (Fastify trustProxy): true for any, or a list of
+   * addresses/CIDRs. Off by default; behind a load balancer it makes rate limiting and the
+   * audit log see the client, not the balancer.
+   */
+  readonly trustProxy?: boolean | readonly string[];
   /** File paths; clientCa turns on optional mutual TLS for controllers. */
   readonly tls?: { readonly cert: string; readonly key: string; readonly clientCa?: string };
   readonly store: string;
@@ -61,6 +67,7 @@ type Env = Readonly<Record<string, string | undefined>>;
 export const ENV_KEYS: readonly { env: string; path: readonly string[]; yaml?: boolean }[] = [
   { env: "BOOTSEAL_LISTEN", path: ["listen"] },
   { env: "BOOTSEAL_PUBLIC_URL", path: ["publicUrl"] },
+  { env: "BOOTSEAL_TRUST_PROXY", path: ["trustProxy"] },
   { env: "BOOTSEAL_TLS_CERT", path: ["tls", "cert"] },
   { env: "BOOTSEAL_TLS_KEY", path: ["tls", "key"] },
   { env: "BOOTSEAL_TLS_CLIENT_CA", path: ["tls", "clientCa"] },
@@ -92,6 +99,7 @@ const SHAPE: Readonly<Record<string, readonly string[]>> = {
   "": [
     "listen",
     "publicUrl",
+    "trustProxy",
     "tls",
     "store",
     "s3",
@@ -330,11 +338,33 @@ function parseFetcherArtifact(value: unknown, cwd: string): FetcherArtifact | un
   return { url, sha256, signatureUrl, publicKeyPem: publicKeyPem.trim() };
 }
 
+/** `trustProxy`: a boolean, or addresses/CIDRs as a list or a comma-separated string. */
+function parseTrustProxy(value: unknown): boolean | string[] | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (
+    typeof value === "boolean" ||
+    (typeof value === "string" && /^(true|false|yes|no|on|off|1|0)$/i.test(value))
+  ) {
+    return optBool(value, "trustProxy");
+  }
+  const items = typeof value === "string" ? value.split(",") : Array.isArray(value) ? value : null;
+  const addresses = items?.map((a) => (typeof a === "string" ? a.trim() : ""));
+  if (
+    !addresses ||
+    addresses.length === 0 ||
+    addresses.some((a) => !/^[0-9a-fA-F.:]+(\/\d{1,3})?$/.test(a))
+  ) {
+    throw usage("trustProxy", "must be true, false, or a list of IP addresses or CIDRs");
+  }
+  return addresses;
+}
+
 /** Validates a raw configuration (file + variables + flags merged) into a ServiceConfig. */
 export function validateServiceConfig(rawInput: Raw, cwd: string = process.cwd()): ServiceConfig {
   const raw = checkKeys(rawInput, "", "config");
   const listen = parseListenAddress(optString(raw.listen, "listen") ?? "127.0.0.1:7480");
   const publicUrl = optString(raw.publicUrl, "publicUrl");
+  const trustProxy = parseTrustProxy(raw.trustProxy);
   if (publicUrl !== undefined && !/^https?:\/\/[^\s/]+(\/\S*)?$/.test(publicUrl)) {
     throw usage("publicUrl", "must be an http(s) URL");
   }
@@ -379,6 +409,7 @@ export function validateServiceConfig(rawInput: Raw, cwd: string = process.cwd()
   return {
     listen,
     ...(publicUrl ? { publicUrl: publicUrl.replace(/\/+$/, "") } : {}),
+    ...(trustProxy !== undefined ? { trustProxy } : {}),
     ...(tls ? { tls } : {}),
     store,
     s3,

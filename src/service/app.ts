@@ -38,6 +38,8 @@ export interface AppDeps {
   readonly authFailuresPerMinute?: number;
   readonly fetcherArtifact?: FetcherArtifact;
   readonly publicUrl?: string;
+  /** Fastify trustProxy: believe X-Forwarded-For from these proxies (request.ip is the client). */
+  readonly trustProxy?: boolean | readonly string[];
   /** Where audit lines go; default: nowhere (tests that do not look at them). */
   readonly audit?: AuditLogger;
   /** false for silence; a level otherwise. The access log never carries bodies or credentials. */
@@ -87,6 +89,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     ajv: { customOptions: { removeAdditional: false } },
     // No automatic HEAD twins: a HEAD of a machine's config must not spend a token use.
     exposeHeadRoutes: false,
+    trustProxy:
+      typeof deps.trustProxy === "boolean" ? deps.trustProxy : deps.trustProxy ? [...deps.trustProxy] : false,
     ...(https ? { https } : {}),
   }) as unknown as FastifyInstance;
 

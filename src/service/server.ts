@@ -48,6 +48,7 @@ export async function startServer(config: ServiceConfig): Promise<RunningServer>
     authFailuresPerMinute: config.rateLimit.authFailuresPerMinute,
     ...(config.fetcherArtifact ? { fetcherArtifact: config.fetcherArtifact } : {}),
     ...(config.publicUrl ? { publicUrl: config.publicUrl } : {}),
+    ...(config.trustProxy !== undefined ? { trustProxy: config.trustProxy } : {}),
     audit: audit.logger,
     logger: { level: config.logLevel },
     ...(https ? { https } : {}),

@@ -154,3 +154,27 @@ test("docs, metrics, healthz", async () => {
   assert.equal((await a.inject({ method: "GET", url: "/docs" })).statusCode, 200);
   await a.close();
 });
+
+test("trustProxy: the audit log sees the client behind a trusted proxy, and only then", async () => {
+  const publish = async (a: ReturnType<typeof app>["app"]) =>
+    a.inject({
+      method: "PUT",
+      url: "/v1/machines/prod/proxied/config",
+      headers: { ...bearer(ADMIN), "content-type": "text/plain", "x-forwarded-for": "203.0.113.7" },
+      payload: "x",
+    });
+  const trusted = app({ trustProxy: ["127.0.0.1"] });
+  assert.equal((await publish(trusted.app)).statusCode, 201);
+  assert.ok(
+    trusted.audit.some((l) => l.includes('"source":"203.0.113.7"')),
+    trusted.audit.join("\n"),
+  );
+  const direct = app();
+  assert.equal((await publish(direct.app)).statusCode, 201);
+  assert.ok(
+    !direct.audit.some((l) => l.includes("203.0.113.7")),
+    "a forged header is ignored without trustProxy",
+  );
+  await trusted.app.close();
+  await direct.app.close();
+});

@@ -111,3 +111,19 @@ test("the file: YAML with duplicate keys is refused; durations", () => {
   assert.equal(parseDuration(30, "t"), 30_000);
   assert.throws(() => parseDuration("500ms", "t"), /at least 1s/);
 });
+
+test("trustProxy: off by default; true, or a list of addresses/CIDRs; anything else refused", () => {
+  assert.equal(validateServiceConfig(minimal(), dir).trustProxy, undefined);
+  assert.equal(validateServiceConfig({ ...minimal(), trustProxy: "true" }, dir).trustProxy, true);
+  assert.deepEqual(
+    validateServiceConfig({ ...minimal(), trustProxy: "10.0.0.0/8, 127.0.0.1" }, dir).trustProxy,
+    ["10.0.0.0/8", "127.0.0.1"],
+  );
+  assert.deepEqual(validateServiceConfig({ ...minimal(), trustProxy: ["fd00::/8"] }, dir).trustProxy, [
+    "fd00::/8",
+  ]);
+  assert.throws(
+    () => validateServiceConfig({ ...minimal(), trustProxy: "lb.example.com" }, dir),
+    /trustProxy/,
+  );
+});
