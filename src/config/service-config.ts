@@ -52,7 +52,13 @@ export interface ServiceConfig {
   readonly oneTimeFetch: OneTimeFetch;
   readonly limits: { readonly bodyBytes: number };
   readonly rateLimit: { readonly authFailuresPerMinute: number };
+  /** The Linux fetcher: what cloud-init and Ignition stubs download. */
   readonly fetcherArtifact?: FetcherArtifact;
+  /**
+   * The Windows fetcher (`bootseal.exe`): what PowerShell stubs download. Never falls back to
+   * fetcherArtifact, so a Windows stub cannot point at a Linux executable.
+   */
+  readonly fetcherArtifactWindows?: FetcherArtifact;
   /** "-" is standard error. */
   readonly audit: { readonly path: string };
   readonly events: { readonly heartbeatSeconds: number; readonly bufferSize: number };
@@ -87,6 +93,20 @@ export const ENV_KEYS: readonly { env: string; path: readonly string[]; yaml?: b
   { env: "BOOTSEAL_FETCHER_ARTIFACT_SIGNATURE_URL", path: ["fetcherArtifact", "signatureUrl"] },
   { env: "BOOTSEAL_FETCHER_ARTIFACT_PUBLIC_KEY_PEM", path: ["fetcherArtifact", "publicKeyPem"] },
   { env: "BOOTSEAL_FETCHER_ARTIFACT_PUBLIC_KEY_FILE", path: ["fetcherArtifact", "publicKeyFile"] },
+  { env: "BOOTSEAL_FETCHER_ARTIFACT_WINDOWS_URL", path: ["fetcherArtifactWindows", "url"] },
+  { env: "BOOTSEAL_FETCHER_ARTIFACT_WINDOWS_SHA256", path: ["fetcherArtifactWindows", "sha256"] },
+  {
+    env: "BOOTSEAL_FETCHER_ARTIFACT_WINDOWS_SIGNATURE_URL",
+    path: ["fetcherArtifactWindows", "signatureUrl"],
+  },
+  {
+    env: "BOOTSEAL_FETCHER_ARTIFACT_WINDOWS_PUBLIC_KEY_PEM",
+    path: ["fetcherArtifactWindows", "publicKeyPem"],
+  },
+  {
+    env: "BOOTSEAL_FETCHER_ARTIFACT_WINDOWS_PUBLIC_KEY_FILE",
+    path: ["fetcherArtifactWindows", "publicKeyFile"],
+  },
   { env: "BOOTSEAL_AUDIT_PATH", path: ["audit", "path"] },
   { env: "BOOTSEAL_EVENTS_HEARTBEAT_SECONDS", path: ["events", "heartbeatSeconds"] },
   { env: "BOOTSEAL_EVENTS_BUFFER_SIZE", path: ["events", "bufferSize"] },
@@ -110,6 +130,7 @@ const SHAPE: Readonly<Record<string, readonly string[]>> = {
     "limits",
     "rateLimit",
     "fetcherArtifact",
+    "fetcherArtifactWindows",
     "audit",
     "events",
     "dataDir",
@@ -121,6 +142,7 @@ const SHAPE: Readonly<Record<string, readonly string[]>> = {
   limits: ["bodyBytes"],
   rateLimit: ["authFailuresPerMinute"],
   fetcherArtifact: ["url", "sha256", "signatureUrl", "publicKeyPem", "publicKeyFile"],
+  fetcherArtifactWindows: ["url", "sha256", "signatureUrl", "publicKeyPem", "publicKeyFile"],
   audit: ["path"],
   events: ["heartbeatSeconds", "bufferSize"],
   controller: ["name", "tokenSha256", "scopes"],
@@ -313,27 +335,32 @@ function readFileText(path: string, where: string): string {
   }
 }
 
-function parseFetcherArtifact(value: unknown, cwd: string): FetcherArtifact | undefined {
+/** `key` is fetcherArtifact or fetcherArtifactWindows: same fields, messages name the key. */
+function parseFetcherArtifact(
+  value: unknown,
+  key: "fetcherArtifact" | "fetcherArtifactWindows",
+  cwd: string,
+): FetcherArtifact | undefined {
   if (value === undefined || value === null) return undefined;
-  const f = checkKeys(value, "fetcherArtifact", "fetcherArtifact");
-  const url = reqString(f.url, "fetcherArtifact.url");
-  const sha256 = reqString(f.sha256, "fetcherArtifact.sha256").toLowerCase();
-  if (!/^[0-9a-f]{64}$/.test(sha256)) throw usage("fetcherArtifact.sha256", "must be 64 hex digits");
-  const signatureUrl = reqString(f.signatureUrl, "fetcherArtifact.signatureUrl");
-  for (const [key, v] of [
+  const f = checkKeys(value, key, key);
+  const url = reqString(f.url, `${key}.url`);
+  const sha256 = reqString(f.sha256, `${key}.sha256`).toLowerCase();
+  if (!/^[0-9a-f]{64}$/.test(sha256)) throw usage(`${key}.sha256`, "must be 64 hex digits");
+  const signatureUrl = reqString(f.signatureUrl, `${key}.signatureUrl`);
+  for (const [field, v] of [
     ["url", url],
     ["signatureUrl", signatureUrl],
   ] as const) {
-    if (!/^https?:\/\/\S+$/.test(v)) throw usage(`fetcherArtifact.${key}`, "must be an http(s) URL");
+    if (!/^https?:\/\/\S+$/.test(v)) throw usage(`${key}.${field}`, "must be an http(s) URL");
   }
-  const pem = optString(f.publicKeyPem, "fetcherArtifact.publicKeyPem");
-  const file = optString(f.publicKeyFile, "fetcherArtifact.publicKeyFile");
+  const pem = optString(f.publicKeyPem, `${key}.publicKeyPem`);
+  const file = optString(f.publicKeyFile, `${key}.publicKeyFile`);
   if ((pem === undefined) === (file === undefined)) {
-    throw usage("fetcherArtifact", "needs exactly one of publicKeyPem and publicKeyFile");
+    throw usage(key, "needs exactly one of publicKeyPem and publicKeyFile");
   }
-  const publicKeyPem = pem ?? readFileText(resolve(cwd, file as string), "fetcherArtifact.publicKeyFile");
+  const publicKeyPem = pem ?? readFileText(resolve(cwd, file as string), `${key}.publicKeyFile`);
   if (!publicKeyPem.includes("-----BEGIN PUBLIC KEY-----")) {
-    throw usage("fetcherArtifact.publicKeyPem", "must be a PEM public key (-----BEGIN PUBLIC KEY-----)");
+    throw usage(`${key}.publicKeyPem`, "must be a PEM public key (-----BEGIN PUBLIC KEY-----)");
   }
   return { url, sha256, signatureUrl, publicKeyPem: publicKeyPem.trim() };
 }
@@ -405,7 +432,19 @@ export function validateServiceConfig(rawInput: Raw, cwd: string = process.cwd()
   const auditPath = optString(audit.path, "audit.path") ?? "-";
   const logLevel = optString(raw.logLevel, "logLevel") ?? "info";
   if (!LOG_LEVELS.includes(logLevel)) throw usage("logLevel", `must be one of ${LOG_LEVELS.join(", ")}`);
-  const fetcherArtifact = parseFetcherArtifact(raw.fetcherArtifact, cwd);
+  const fetcherArtifact = parseFetcherArtifact(raw.fetcherArtifact, "fetcherArtifact", cwd);
+  const fetcherArtifactWindows = parseFetcherArtifact(
+    raw.fetcherArtifactWindows,
+    "fetcherArtifactWindows",
+    cwd,
+  );
+  // Identical bytes cannot be both a Linux and a Windows executable: a copy-paste slip.
+  if (fetcherArtifactWindows && fetcherArtifactWindows.sha256 === fetcherArtifact?.sha256) {
+    throw usage(
+      "fetcherArtifactWindows.sha256",
+      "is the same as fetcherArtifact.sha256 (the Windows bootseal.exe is a different file)",
+    );
+  }
   return {
     listen,
     ...(publicUrl ? { publicUrl: publicUrl.replace(/\/+$/, "") } : {}),
@@ -428,6 +467,7 @@ export function validateServiceConfig(rawInput: Raw, cwd: string = process.cwd()
         optInt(rate.authFailuresPerMinute, "rateLimit.authFailuresPerMinute", 1, 1_000_000) ?? 20,
     },
     ...(fetcherArtifact ? { fetcherArtifact } : {}),
+    ...(fetcherArtifactWindows ? { fetcherArtifactWindows } : {}),
     audit: { path: auditPath === "-" ? "-" : isAbsolute(auditPath) ? auditPath : resolve(cwd, auditPath) },
     events: {
       heartbeatSeconds: optInt(events.heartbeatSeconds, "events.heartbeatSeconds", 1, 3600) ?? 15,

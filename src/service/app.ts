@@ -36,7 +36,10 @@ export interface AppDeps {
   readonly oneTimeFetch?: OneTimeFetch;
   readonly bodyLimit?: number;
   readonly authFailuresPerMinute?: number;
+  /** Linux fetcher: cloud-init and Ignition stubs. */
   readonly fetcherArtifact?: FetcherArtifact;
+  /** Windows fetcher (bootseal.exe): PowerShell stubs; without it they are 501. */
+  readonly fetcherArtifactWindows?: FetcherArtifact;
   readonly publicUrl?: string;
   /** Fastify trustProxy: believe X-Forwarded-For from these proxies (request.ip is the client). */
   readonly trustProxy?: boolean | readonly string[];
@@ -146,6 +149,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
       oneTimeFetch: deps.oneTimeFetch ?? "off",
       bodyLimit,
       fetcherArtifact: deps.fetcherArtifact,
+      fetcherArtifactWindows: deps.fetcherArtifactWindows,
       publicUrl: deps.publicUrl,
       events: eventsBus(deps.eventsBufferSize ?? 1000),
       metrics,

@@ -14,7 +14,10 @@ export interface ServiceContext {
   readonly bootstrapToken: { readonly ttlMs: number; readonly uses: number };
   readonly oneTimeFetch: OneTimeFetch;
   readonly bodyLimit: number;
+  /** Linux fetcher: cloud-init and Ignition stubs. */
   readonly fetcherArtifact: FetcherArtifact | undefined;
+  /** Windows fetcher (bootseal.exe): PowerShell stubs; never replaced by the Linux one. */
+  readonly fetcherArtifactWindows: FetcherArtifact | undefined;
   /** `publicUrl` from the configuration; undefined: derived from the request's Host. */
   readonly publicUrl: string | undefined;
   readonly events: EventsBus;

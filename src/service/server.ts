@@ -47,6 +47,7 @@ export async function startServer(config: ServiceConfig): Promise<RunningServer>
     bodyLimit: config.limits.bodyBytes,
     authFailuresPerMinute: config.rateLimit.authFailuresPerMinute,
     ...(config.fetcherArtifact ? { fetcherArtifact: config.fetcherArtifact } : {}),
+    ...(config.fetcherArtifactWindows ? { fetcherArtifactWindows: config.fetcherArtifactWindows } : {}),
     ...(config.publicUrl ? { publicUrl: config.publicUrl } : {}),
     ...(config.trustProxy !== undefined ? { trustProxy: config.trustProxy } : {}),
     audit: audit.logger,

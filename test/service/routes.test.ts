@@ -3,10 +3,11 @@
  * (serve.test.ts) covers the same routes over HTTP against the file store and SeaweedFS.
  */
 import assert from "node:assert/strict";
-import { createHash } from "node:crypto";
+import { createHash, generateKeyPairSync } from "node:crypto";
 import { PassThrough } from "node:stream";
 import { test } from "node:test";
 import { generateX25519Identity, identityToRecipient } from "age-encryption";
+import { parse as parseYaml } from "yaml";
 import { MemoryStore } from "../../providers/stores/memory.ts";
 import { SCOPES } from "../../src/config/service-config.ts";
 import { parseSopsConfig } from "../../src/config/sops-config.ts";
@@ -177,4 +178,139 @@ test("trustProxy: the audit log sees the client behind a trusted proxy, and only
   );
   await trusted.app.close();
   await direct.app.close();
+});
+
+// Two different executables, signed by two different keys, so that every field is told apart.
+const pemOf = () => String(generateKeyPairSync("ed25519").publicKey.export({ type: "spki", format: "pem" }));
+const LINUX = {
+  url: "https://dl.example.com/bootseal/0.1.0/bootseal-linux-amd64",
+  sha256: "1a".repeat(32),
+  signatureUrl: "https://dl.example.com/bootseal/0.1.0/bootseal-linux-amd64.sig",
+  publicKeyPem: pemOf(),
+};
+const WINDOWS = {
+  url: "https://dl.example.com/bootseal/0.1.0/bootseal-windows-amd64.exe",
+  sha256: "2b".repeat(32),
+  signatureUrl: "https://dl.example.com/bootseal/0.1.0/bootseal-windows-amd64.exe.sig",
+  publicKeyPem: pemOf(),
+};
+/** The base64 body of a PEM: what identifies the key whatever the line ends. */
+const keyBody = (pem: string) => pem.replace(/-----[A-Z ]+-----|\s/g, "");
+
+/** The text a stub carries, with Ignition's base64 data: URLs and cloud-init's YAML unpacked. */
+function stubText(format: string, body: string): string {
+  if (format === "ignition") {
+    const doc = JSON.parse(body) as { storage: { files: { contents: { source: string } }[] } };
+    const files = doc.storage.files.map((f) =>
+      Buffer.from(f.contents.source.replace(/^data:;base64,/, ""), "base64").toString("utf8"),
+    );
+    return [body, ...files].join("\n");
+  }
+  if (format === "cloud-init") {
+    const doc = parseYaml(body) as { write_files: { content: string }[] };
+    return [body, ...doc.write_files.map((f) => f.content)].join("\n");
+  }
+  return body;
+}
+
+async function publishFor(a: ReturnType<typeof app>["app"], machine: string): Promise<string> {
+  const put = await a.inject({
+    method: "PUT",
+    url: `/v1/machines/${machine}/config`,
+    headers: { ...bearer(ADMIN), "content-type": "text/plain" },
+    payload: "#cloud-config\n",
+  });
+  assert.equal(put.statusCode, 201, put.body);
+  return (put.json() as { bootstrapToken: string }).bootstrapToken;
+}
+
+const userdata = (a: ReturnType<typeof app>["app"], machine: string, format: string) =>
+  a.inject({
+    method: "GET",
+    url: `/v1/machines/${machine}/userdata?format=${format}`,
+    headers: bearer(ADMIN),
+  });
+
+const fetchWith = async (a: ReturnType<typeof app>["app"], machine: string, token: string) =>
+  (await a.inject({ method: "GET", url: `/v1/machines/${machine}/config`, headers: bearer(token) }))
+    .statusCode;
+
+test("userdata: powershell stubs carry the Windows artifact, cloud-init and ignition the Linux one", async () => {
+  const { app: a } = app({ fetcherArtifact: LINUX, fetcherArtifactWindows: WINDOWS });
+  await publishFor(a, "prod/mixed");
+  const expected = { "cloud-init": LINUX, ignition: LINUX, powershell: WINDOWS } as const;
+  for (const [format, want] of Object.entries(expected)) {
+    const other = want === LINUX ? WINDOWS : LINUX;
+    const res = await userdata(a, "prod/mixed", format);
+    assert.equal(res.statusCode, 200, `${format}: ${res.body}`);
+    const text = stubText(format, res.body);
+    for (const value of [want.url, want.sha256, want.signatureUrl, keyBody(want.publicKeyPem)]) {
+      assert.ok(text.includes(value), `${format} carries ${value}`);
+    }
+    for (const value of [other.url, other.sha256, other.signatureUrl, keyBody(other.publicKeyPem)]) {
+      assert.ok(!text.includes(value), `${format} must not carry ${value}`);
+    }
+    // Not merely somewhere in the text: the values the stub pins are these.
+    if (format === "powershell") {
+      assert.ok(text.includes(`$ArtifactUrl = '${WINDOWS.url}'`), text);
+      assert.ok(text.includes(`$ArtifactSha256 = '${WINDOWS.sha256}'`), text);
+      assert.ok(text.includes(`$SignatureUrl = '${WINDOWS.signatureUrl}'`), text);
+    } else {
+      assert.ok(text.includes(`BOOTSEAL_ARTIFACT_URL='${LINUX.url}'`), text);
+      assert.ok(text.includes(`BOOTSEAL_ARTIFACT_SHA256='${LINUX.sha256}'`), text);
+      assert.ok(text.includes(`BOOTSEAL_ARTIFACT_SIGNATURE_URL='${LINUX.signatureUrl}'`), text);
+    }
+  }
+  await a.close();
+});
+
+test("userdata: powershell without fetcherArtifactWindows is 501, and the current token keeps working", async () => {
+  // Only the Linux artifact (a configuration from before fetcherArtifactWindows existed).
+  const { app: a, audit } = app({ fetcherArtifact: LINUX });
+  const token = await publishFor(a, "prod/win");
+  const res = await userdata(a, "prod/win", "powershell");
+  assert.equal(res.statusCode, 501, res.body);
+  const err = res.json() as { code: string; message: string };
+  assert.deepEqual(Object.keys(err).sort(), ["code", "message"]);
+  assert.equal(err.code, "UNSUPPORTED");
+  assert.match(err.message, /fetcherArtifactWindows/);
+  assert.ok(!res.body.includes(LINUX.url) && !res.body.includes(LINUX.sha256), "never the Linux artifact");
+  assert.equal(res.headers["x-bootseal-token-expires-at"], undefined);
+  // Nothing was minted: the token from the publish still fetches.
+  assert.equal(await fetchWith(a, "prod/win", token), 200);
+  // The Linux formats still work with the same configuration, and they do replace the token.
+  const linux = await userdata(a, "prod/win", "cloud-init");
+  assert.equal(linux.statusCode, 200, linux.body);
+  const fresh = /bst\.prod\.win\.[A-Za-z0-9_-]{43}/.exec(linux.body)?.[0];
+  assert.ok(fresh);
+  assert.equal(await fetchWith(a, "prod/win", token), 401);
+  assert.equal(await fetchWith(a, "prod/win", fresh), 200);
+  assert.ok(!audit.join("\n").includes(token.split(".")[3]!));
+  await a.close();
+});
+
+test("userdata: cloud-init and ignition without fetcherArtifact are 501, never a Windows stub", async () => {
+  const { app: a } = app({ fetcherArtifactWindows: WINDOWS });
+  const token = await publishFor(a, "prod/lin");
+  for (const format of ["cloud-init", "ignition"]) {
+    const res = await userdata(a, "prod/lin", format);
+    assert.equal(res.statusCode, 501, `${format}: ${res.body}`);
+    const err = res.json() as { code: string; message: string };
+    assert.equal(err.code, "UNSUPPORTED");
+    assert.match(err.message, /need fetcherArtifact \(the Linux/);
+    assert.ok(!res.body.includes(WINDOWS.url));
+  }
+  assert.equal(await fetchWith(a, "prod/lin", token), 200, "the token was not replaced");
+  const win = await userdata(a, "prod/lin", "powershell");
+  assert.equal(win.statusCode, 200, win.body);
+  assert.ok(win.body.includes(`$ArtifactUrl = '${WINDOWS.url}'`));
+  // Neither artifact: 501 for every format, before the 404 for an unpublished machine.
+  const { app: none } = app();
+  for (const format of ["cloud-init", "ignition", "powershell"]) {
+    const res = await userdata(none, "prod/nothing", format);
+    assert.equal(res.statusCode, 501, `${format}: ${res.body}`);
+    assert.equal((res.json() as { code: string }).code, "UNSUPPORTED");
+  }
+  await a.close();
+  await none.close();
 });

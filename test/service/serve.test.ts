@@ -149,6 +149,12 @@ before(async () => {
           signatureUrl: "https://downloads.example.test/bootseal-linux-amd64.sig",
           publicKeyPem: generateKeyPairSync("ed25519").publicKey.export({ type: "spki", format: "pem" }),
         },
+        fetcherArtifactWindows: {
+          url: "https://downloads.example.test/bootseal-windows-amd64.exe",
+          sha256: "cd".repeat(32),
+          signatureUrl: "https://downloads.example.test/bootseal-windows-amd64.exe.sig",
+          publicKeyPem: generateKeyPairSync("ed25519").publicKey.export({ type: "spki", format: "pem" }),
+        },
       }),
       serviceEnv(),
     ),

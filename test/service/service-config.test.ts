@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { generateKeyPairSync } from "node:crypto";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -21,6 +22,22 @@ const minimal = () => ({
   controllers: [{ name: "ci", tokenSha256: HASH, scopes: ["configs:write"] }],
 });
 
+const PEM = String(generateKeyPairSync("ed25519").publicKey.export({ type: "spki", format: "pem" }));
+const LINUX_SHA = "1".repeat(64);
+const WINDOWS_SHA = "2".repeat(64);
+const linuxArtifact = () => ({
+  url: "https://dl.example.com/bootseal-linux-amd64",
+  sha256: LINUX_SHA,
+  signatureUrl: "https://dl.example.com/bootseal-linux-amd64.sig",
+  publicKeyPem: PEM,
+});
+const windowsArtifact = () => ({
+  url: "https://dl.example.com/bootseal-windows-amd64.exe",
+  sha256: WINDOWS_SHA,
+  signatureUrl: "https://dl.example.com/bootseal-windows-amd64.exe.sig",
+  publicKeyPem: PEM,
+});
+
 test("defaults of a minimal configuration", () => {
   const c = validateServiceConfig(minimal(), dir);
   assert.deepEqual(c.listen, { host: "127.0.0.1", port: 7480 });
@@ -30,6 +47,8 @@ test("defaults of a minimal configuration", () => {
   assert.equal(c.limits.bodyBytes, 1024 * 1024);
   assert.equal(c.audit.path, "-");
   assert.equal(c.creationRules.creationRules?.length, 1);
+  assert.equal(c.fetcherArtifact, undefined);
+  assert.equal(c.fetcherArtifactWindows, undefined);
 });
 
 test("every key can come from a BOOTSEAL_* variable, over the file", () => {
@@ -87,6 +106,49 @@ test("bad configurations are refused with one line naming the key", () => {
     [{ ...minimal(), creation_rules: [] }, /^creation_rules: needs at least one rule/],
     [{ ...minimal(), creation_rules: [{ path_regex: "(", age: RECIPIENT }] }, /path_regex/],
     [{ ...minimal(), fetcherArtifact: { url: "https://x/y" } }, /^fetcherArtifact\.sha256: is required/],
+    [
+      { ...minimal(), fetcherArtifactWindows: { url: "https://x/y.exe" } },
+      /^fetcherArtifactWindows\.sha256: is required/,
+    ],
+    [
+      { ...minimal(), fetcherArtifactWindows: { ...windowsArtifact(), sha256: "abc" } },
+      /^fetcherArtifactWindows\.sha256: must be 64 hex digits/,
+    ],
+    [
+      { ...minimal(), fetcherArtifactWindows: { ...windowsArtifact(), url: "ftp://x/y.exe" } },
+      /^fetcherArtifactWindows\.url: must be an http\(s\) URL/,
+    ],
+    [
+      { ...minimal(), fetcherArtifactWindows: { ...windowsArtifact(), signatureUrl: "y.sig" } },
+      /^fetcherArtifactWindows\.signatureUrl: must be an http\(s\) URL/,
+    ],
+    [
+      { ...minimal(), fetcherArtifactWindows: { ...windowsArtifact(), publicKeyFile: "k.pub" } },
+      /^fetcherArtifactWindows: needs exactly one of publicKeyPem and publicKeyFile/,
+    ],
+    [
+      { ...minimal(), fetcherArtifactWindows: { ...windowsArtifact(), publicKeyPem: "not a key" } },
+      /^fetcherArtifactWindows\.publicKeyPem: must be a PEM public key/,
+    ],
+    [
+      { ...minimal(), fetcherArtifactWindows: { ...windowsArtifact(), arch: "amd64" } },
+      /^fetcherArtifactWindows\.arch: unknown key/,
+    ],
+    [
+      {
+        ...minimal(),
+        fetcherArtifactWindows: { ...windowsArtifact(), publicKeyPem: undefined, publicKeyFile: "nope.pub" },
+      },
+      /^fetcherArtifactWindows\.publicKeyFile: cannot read/,
+    ],
+    [
+      {
+        ...minimal(),
+        fetcherArtifact: linuxArtifact(),
+        fetcherArtifactWindows: { ...windowsArtifact(), sha256: LINUX_SHA.toUpperCase() },
+      },
+      /^fetcherArtifactWindows\.sha256: is the same as fetcherArtifact\.sha256/,
+    ],
     [{ ...minimal(), logLevel: "loud" }, /^logLevel: must be one of/],
   ];
   for (const [raw, message] of cases) {
@@ -126,4 +188,88 @@ test("trustProxy: off by default; true, or a list of addresses/CIDRs; anything e
     () => validateServiceConfig({ ...minimal(), trustProxy: "lb.example.com" }, dir),
     /trustProxy/,
   );
+});
+
+test("fetcherArtifact (Linux) and fetcherArtifactWindows are parsed side by side, each on its own", () => {
+  const both = validateServiceConfig(
+    { ...minimal(), fetcherArtifact: linuxArtifact(), fetcherArtifactWindows: windowsArtifact() },
+    dir,
+  );
+  assert.deepEqual(both.fetcherArtifact, { ...linuxArtifact(), publicKeyPem: PEM.trim() });
+  assert.deepEqual(both.fetcherArtifactWindows, { ...windowsArtifact(), publicKeyPem: PEM.trim() });
+  // Backward compatible: a configuration with only fetcherArtifact stays valid (Linux stubs only).
+  const linuxOnly = validateServiceConfig({ ...minimal(), fetcherArtifact: linuxArtifact() }, dir);
+  assert.equal(linuxOnly.fetcherArtifact?.sha256, LINUX_SHA);
+  assert.equal(linuxOnly.fetcherArtifactWindows, undefined);
+  // And the reverse: Windows only; nothing is copied from one to the other.
+  const windowsOnly = validateServiceConfig({ ...minimal(), fetcherArtifactWindows: windowsArtifact() }, dir);
+  assert.equal(windowsOnly.fetcherArtifact, undefined);
+  assert.equal(windowsOnly.fetcherArtifactWindows?.url, windowsArtifact().url);
+  // publicKeyFile is read relative to the working directory; the hash is lower-cased.
+  writeFileSync(join(dir, "windows-release.pub"), PEM);
+  const fromFile = validateServiceConfig(
+    {
+      ...minimal(),
+      fetcherArtifactWindows: {
+        ...windowsArtifact(),
+        sha256: "ABCDEF".padEnd(64, "0"),
+        publicKeyPem: undefined,
+        publicKeyFile: "windows-release.pub",
+      },
+    },
+    dir,
+  );
+  assert.equal(fromFile.fetcherArtifactWindows?.publicKeyPem, PEM.trim());
+  assert.equal(fromFile.fetcherArtifactWindows?.sha256, "abcdef".padEnd(64, "0"));
+});
+
+test("BOOTSEAL_FETCHER_ARTIFACT_WINDOWS_* variables set fetcherArtifactWindows, over the file", () => {
+  writeFileSync(join(dir, "win.pub"), PEM);
+  const raw = applyEnv(
+    { ...minimal(), fetcherArtifactWindows: { ...windowsArtifact(), url: "https://old.example.com/b.exe" } },
+    {
+      BOOTSEAL_FETCHER_ARTIFACT_URL: "https://dl.example.com/bootseal-linux-arm64",
+      BOOTSEAL_FETCHER_ARTIFACT_SHA256: LINUX_SHA,
+      BOOTSEAL_FETCHER_ARTIFACT_SIGNATURE_URL: "https://dl.example.com/bootseal-linux-arm64.sig",
+      BOOTSEAL_FETCHER_ARTIFACT_PUBLIC_KEY_PEM: PEM,
+      BOOTSEAL_FETCHER_ARTIFACT_WINDOWS_URL: "https://dl.example.com/bootseal-windows-arm64.exe",
+      BOOTSEAL_FETCHER_ARTIFACT_WINDOWS_SHA256: "3".repeat(64),
+      BOOTSEAL_FETCHER_ARTIFACT_WINDOWS_SIGNATURE_URL:
+        "https://dl.example.com/bootseal-windows-arm64.exe.sig",
+    },
+  );
+  const c = validateServiceConfig(raw, dir);
+  assert.deepEqual(c.fetcherArtifact, {
+    url: "https://dl.example.com/bootseal-linux-arm64",
+    sha256: LINUX_SHA,
+    signatureUrl: "https://dl.example.com/bootseal-linux-arm64.sig",
+    publicKeyPem: PEM.trim(),
+  });
+  assert.deepEqual(c.fetcherArtifactWindows, {
+    url: "https://dl.example.com/bootseal-windows-arm64.exe",
+    sha256: "3".repeat(64),
+    signatureUrl: "https://dl.example.com/bootseal-windows-arm64.exe.sig",
+    publicKeyPem: PEM.trim(),
+  });
+
+  // From variables alone, with the key in a file.
+  const fromEnv = validateServiceConfig(
+    applyEnv(minimal(), {
+      BOOTSEAL_FETCHER_ARTIFACT_WINDOWS_URL: "https://dl.example.com/b.exe",
+      BOOTSEAL_FETCHER_ARTIFACT_WINDOWS_SHA256: WINDOWS_SHA,
+      BOOTSEAL_FETCHER_ARTIFACT_WINDOWS_SIGNATURE_URL: "https://dl.example.com/b.exe.sig",
+      BOOTSEAL_FETCHER_ARTIFACT_WINDOWS_PUBLIC_KEY_FILE: "win.pub",
+    }),
+    dir,
+  );
+  assert.equal(fromEnv.fetcherArtifactWindows?.publicKeyPem, PEM.trim());
+  assert.equal(fromEnv.fetcherArtifact, undefined, "the Windows variables never fill fetcherArtifact");
+
+  const pemOnly = applyEnv(minimal(), { BOOTSEAL_FETCHER_ARTIFACT_WINDOWS_PUBLIC_KEY_PEM: PEM });
+  assert.deepEqual(pemOnly.fetcherArtifactWindows, { publicKeyPem: PEM });
+  // An incomplete set of variables is refused, naming the Windows key.
+  assert.throws(() => validateServiceConfig(pemOnly, dir), {
+    code: "USAGE",
+    message: "fetcherArtifactWindows.url: is required",
+  });
 });
