@@ -162,7 +162,15 @@ export class GcsStore implements ObjectStore {
 
   #client(): Promise<Storage> {
     this.#storage ??= loadGcsSdk().then(
-      (sdk) => new sdk.Storage(this.#options),
+      (sdk) => {
+        const storage = new sdk.Storage(this.#options);
+        // With STORAGE_EMULATOR_HOST in process.env the library (8.4.0) takes that value
+        // verbatim as its JSON API base, without /storage/v1, whatever apiEndpoint says: every
+        // call then answers 404. The endpoint is already settled (gcsSettings), so the base follows it.
+        storage.apiEndpoint = storage.apiEndpoint.replace(/\/storage\/v1$/, "");
+        storage.baseUrl = `${storage.apiEndpoint}/storage/v1`;
+        return storage;
+      },
       (err: unknown) => {
         this.#storage = undefined;
         throw err;
