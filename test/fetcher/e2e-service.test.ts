@@ -14,7 +14,7 @@
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
-import { mkdir, readdir, readFile, stat, writeFile } from "node:fs/promises";
+import { mkdir, readdir, readFile, writeFile } from "node:fs/promises";
 import { connect, createServer, type Server, type Socket } from "node:net";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
@@ -33,6 +33,7 @@ import { peer, uniqueName } from "../helpers/peers.ts";
 import {
   type AgeKey,
   ageKey,
+  assertManifestWritten,
   CLI,
   MANIFEST,
   machineEnv,
@@ -335,16 +336,7 @@ async function fetchAs(
 }
 
 async function checkHappy(root: string): Promise<void> {
-  assert.equal(
-    await readFile(join(root, "etc/kubernetes/bootstrap-kubelet.conf"), "utf8"),
-    "apiVersion: v1\nkind: Config\n",
-  );
-  assert.equal(await readFile(join(root, "etc/kubernetes/pki/ca.crt"), "utf8"), "CA bytes\n");
-  assert.equal(await readFile(join(root, "var/lib/kubelet/token"), "utf8"), "s3cr3t-join-token");
-  const mode = async (p: string) => (await stat(join(root, p))).mode & 0o777;
-  assert.equal(await mode("etc/kubernetes/bootstrap-kubelet.conf"), 0o640);
-  assert.equal(await mode("etc/kubernetes/pki/ca.crt"), 0o644);
-  assert.equal(await mode("var/lib/kubelet/token"), 0o600);
+  await assertManifestWritten(root);
   assert.equal(await readFile(join(root, "run/cluster-api/bootstrap-success.complete"), "utf8"), "success\n");
   const marker = JSON.parse(await readFile(join(root, "var/lib/bootseal/bootstrap.done"), "utf8"));
   assert.match(String(marker.etag), /^"/);

@@ -15,7 +15,16 @@ import { after, before, test } from "node:test";
 import { type Bucket, Storage } from "@google-cloud/storage";
 import { EXIT_CODES } from "../../src/cli/exit-codes.ts";
 import { peer, uniqueName } from "../helpers/peers.ts";
-import { type AgeKey, ageKey, encrypt, MANIFEST, machineEnv, run, tempDir } from "./helpers.ts";
+import {
+  type AgeKey,
+  ageKey,
+  assertManifestWritten,
+  encrypt,
+  MANIFEST,
+  machineEnv,
+  run,
+  tempDir,
+} from "./helpers.ts";
 
 const KEY = "configs/default/m1";
 
@@ -130,15 +139,7 @@ test("gs:// --apply (STORAGE_EMULATOR_HOST as host:port): the manifest's files a
     "/var/lib/bootseal/bootstrap.done",
     "/var/lib/kubelet/token",
   ]);
-  assert.equal(
-    await readFile(join(root, "etc/kubernetes/bootstrap-kubelet.conf"), "utf8"),
-    "apiVersion: v1\nkind: Config\n",
-  );
-  assert.equal(await readFile(join(root, "etc/kubernetes/pki/ca.crt"), "utf8"), "CA bytes\n");
-  assert.equal(await readFile(join(root, "var/lib/kubelet/token"), "utf8"), "s3cr3t-join-token");
-  assert.equal(await mode(root, "etc/kubernetes/bootstrap-kubelet.conf"), 0o640);
-  assert.equal(await mode(root, "etc/kubernetes/pki/ca.crt"), 0o644);
-  assert.equal(await mode(root, "var/lib/kubelet/token"), 0o600);
+  await assertManifestWritten(root);
   const m = await marker(root);
   assert.equal(m.machine, "default/m1");
   assert.equal(m.sha256, createHash("sha256").update(manifestDoc).digest("hex"));

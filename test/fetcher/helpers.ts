@@ -3,8 +3,10 @@
  * run as its own process (the real entry point, or the single executable), a temporary
  * root, and a status server that records what a machine reports.
  */
+
+import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -156,3 +158,17 @@ export const MANIFEST = [
   "content: s3cr3t-join-token",
   "",
 ].join("\n");
+
+/** The three files of MANIFEST, with their bytes and modes, under `root`. */
+export async function assertManifestWritten(root: string): Promise<void> {
+  const mode = async (p: string) => (await stat(join(root, p))).mode & 0o777;
+  assert.equal(
+    await readFile(join(root, "etc/kubernetes/bootstrap-kubelet.conf"), "utf8"),
+    "apiVersion: v1\nkind: Config\n",
+  );
+  assert.equal(await readFile(join(root, "etc/kubernetes/pki/ca.crt"), "utf8"), "CA bytes\n");
+  assert.equal(await readFile(join(root, "var/lib/kubelet/token"), "utf8"), "s3cr3t-join-token");
+  assert.equal(await mode("etc/kubernetes/bootstrap-kubelet.conf"), 0o640);
+  assert.equal(await mode("etc/kubernetes/pki/ca.crt"), 0o644);
+  assert.equal(await mode("var/lib/kubelet/token"), 0o600);
+}
