@@ -10,7 +10,7 @@ import { binaryCodec } from "../../../../src/envelope/sops/codecs/binary.ts";
 import { entry, type Mapping, mapping, str } from "../../../../src/envelope/sops/document.ts";
 import { BootsealError } from "../../../../src/errors.ts";
 import { VECTORS_URL as VECTORS } from "../../../helpers/vectors.ts";
-import { type SopsCli, startSops } from "./sops-cli.ts";
+import { type SopsPeer, startSopsPeer } from "./sops-peer.ts";
 
 const FIXTURES = new URL("../../../fixtures/json/", import.meta.url);
 const read = (url: URL): Uint8Array => new Uint8Array(readFileSync(url));
@@ -127,11 +127,11 @@ describe("binary codec: encrypted form", () => {
 });
 
 describe("binary codec: live sops 3.13.2", () => {
-  let sops: SopsCli;
+  let sops: SopsPeer;
   before(() => {
-    sops = startSops();
+    sops = startSopsPeer();
   });
-  after(() => sops.close());
+  after(() => sops.cleanup());
 
   it("random bytes: sops' encrypted layout round-trips, and decrypts to what emitPlain writes", () => {
     const samples = fc.sample(fc.uint8Array({ minLength: 1, maxLength: 300 }), { numRuns: 4, seed: 2024 });

@@ -2,7 +2,6 @@
  * The codec registry: sops' path rules (cmd/sops/formats/formats.go) and one codec per format.
  */
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -10,8 +9,7 @@ import { binaryCodec } from "../../../../src/envelope/sops/codecs/binary.ts";
 import { FORMATS, type Format } from "../../../../src/envelope/sops/codecs/codec.ts";
 import { codecFor, formatFromPath } from "../../../../src/envelope/sops/codecs/index.ts";
 import { jsonCodec } from "../../../../src/envelope/sops/codecs/json.ts";
-import { peer } from "../../../helpers/peers.ts";
-import { type SopsCli, startSops } from "./sops-cli.ts";
+import { type SopsPeer, startSopsPeer } from "./sops-peer.ts";
 
 describe("codec registry", () => {
   it("codecFor gives a codec of that format for every format", () => {
@@ -43,20 +41,17 @@ describe("codec registry", () => {
 });
 
 describe("codec registry: sops agrees on binary vs JSON by file name", () => {
-  let sops: SopsCli;
+  let sops: SopsPeer;
   before(() => {
-    sops = startSops();
+    sops = startSopsPeer();
   });
-  after(() => sops.close());
+  after(() => sops.cleanup());
 
   for (const name of ["x.json", "x.JSON", "x.json.bak", "noext"]) {
     it(name, () => {
       const file = join(sops.dir, name);
       writeFileSync(file, '{"data": "d", "k": "v"}');
-      const out = execFileSync(peer("SOPS_BIN"), ["encrypt", "--age", sops.recipient, file], {
-        cwd: sops.dir,
-        env: { ...process.env, SOPS_AGE_KEY_FILE: sops.keyFile },
-      });
+      const out = sops.run(["encrypt", "--age", sops.recipients[0], file]);
       const { branches } = jsonCodec.parseEncrypted(new Uint8Array(out));
       const keys = branches[0]?.items.map((i) => (i.kind === "entry" ? i.key : "#"));
       // A JSON file keeps its two keys; a binary one becomes the single `data` value.

@@ -10,7 +10,7 @@ import fc from "fast-check";
 import { jsonCodec } from "../../../../src/envelope/sops/codecs/json.ts";
 import type { Mapping, Value } from "../../../../src/envelope/sops/document.ts";
 import { VECTORS_URL as VECTORS } from "../../../helpers/vectors.ts";
-import { type SopsCli, startSops } from "./sops-cli.ts";
+import { type SopsPeer, startSopsPeer } from "./sops-peer.ts";
 
 const FIXTURES = new URL("../../../fixtures/json/", import.meta.url);
 const read = (url: URL): Uint8Array => new Uint8Array(readFileSync(url));
@@ -108,11 +108,11 @@ describe("json: fixtures written by sops 3.13.2", () => {
 });
 
 describe("json: live sops 3.13.2 encrypt/decrypt", () => {
-  let sops: SopsCli;
+  let sops: SopsPeer;
   before(() => {
-    sops = startSops();
+    sops = startSopsPeer();
   });
-  after(() => sops.close());
+  after(() => sops.cleanup());
 
   const plainDir = new URL("plain/", FIXTURES);
   for (const file of readdirSync(plainDir)) {
