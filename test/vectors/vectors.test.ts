@@ -1,5 +1,5 @@
 /**
- * Every document in shared/sops-vectors, driven by manifest.json: decrypts with its key to
+ * Every document in test/fixtures/sops-vectors, driven by manifest.json: decrypts with its key to
  * exactly the expected values (and, where the vector has one, the exact output sops prints),
  * through the library and through the CLI, and byte-identically to the real `sops decrypt`.
  */
@@ -18,7 +18,6 @@ import { decryptDocument } from "../../src/envelope/sops/decrypt.ts";
 import type { Branch, Value } from "../../src/envelope/sops/document.ts";
 import { metadataFromTree } from "../../src/envelope/sops/metadata.ts";
 import { peer } from "../helpers/peers.ts";
-import { VECTORS_DIR } from "../helpers/vectors.ts";
 
 interface ManifestDoc {
   file: string;
@@ -30,10 +29,12 @@ interface ManifestDoc {
 }
 const here = dirname(fileURLToPath(import.meta.url));
 const manifest = JSON.parse(readFileSync(join(here, "manifest.json"), "utf8")) as {
+  root: string;
   keys: Record<string, { kind: string; file: string }>;
   documents: ManifestDoc[];
 };
-const root = VECTORS_DIR;
+// Paths in the manifest are relative to its root, which is relative to the manifest itself.
+const root = join(here, manifest.root);
 const BOOTSEAL_MAIN = fileURLToPath(new URL("../../src/cli/main.ts", import.meta.url));
 const scratch = mkdtempSync(join(tmpdir(), "bootseal-vectors-"));
 after(() => rmSync(scratch, { recursive: true, force: true }));
