@@ -3,20 +3,17 @@
  * PGP key in a private GNUPGHOME, and helpers that run the real sops and bootseal as
  * processes with the same environment.
  */
-import { execFileSync, spawn } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { type ChildResult, runChild } from "../helpers/child.ts";
 import { peer } from "../helpers/peers.ts";
 
 export const BOOTSEAL_MAIN = fileURLToPath(new URL("../../src/cli/main.ts", import.meta.url));
 
-export interface RunResult {
-  readonly status: number | null;
-  readonly stdout: Buffer;
-  readonly stderr: string;
-}
+export type RunResult = ChildResult;
 
 export interface Harness {
   readonly dir: string;
@@ -42,18 +39,7 @@ function run(
   cwd: string,
   input?: Uint8Array,
 ): Promise<RunResult> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { env, cwd, stdio: ["pipe", "pipe", "pipe"] });
-    const out: Buffer[] = [];
-    let err = "";
-    child.stdout.on("data", (c: Buffer) => out.push(c));
-    child.stderr.on("data", (c: Buffer) => {
-      err += c.toString();
-    });
-    child.on("error", reject);
-    child.on("close", (status) => resolve({ status, stdout: Buffer.concat(out), stderr: err }));
-    child.stdin.end(input ?? Buffer.alloc(0));
-  });
+  return runChild(cmd, args, { env, cwd, input });
 }
 
 export function createHarness(): Harness {

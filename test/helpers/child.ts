@@ -1,0 +1,45 @@
+/**
+ * Runs a program as a child process with some bytes on its stdin and collects what it
+ * prints. A child that exits (or closes its stdin) before reading all of its input is an
+ * ordinary outcome here, not a crash of the test run: see the stdin 'error' listener.
+ */
+import { spawn } from "node:child_process";
+
+export interface ChildResult {
+  /** The exit code; null when a signal ended the child (named at the end of stderr). */
+  readonly status: number | null;
+  readonly stdout: Buffer;
+  readonly stderr: string;
+}
+
+export interface ChildOptions {
+  readonly env: NodeJS.ProcessEnv;
+  readonly cwd?: string;
+  /** Written to the child's stdin, which is then closed; nothing when absent. */
+  readonly input?: Uint8Array;
+}
+
+export function runChild(cmd: string, args: readonly string[], options: ChildOptions): Promise<ChildResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { env: options.env, cwd: options.cwd, stdio: ["pipe", "pipe", "pipe"] });
+    const out: Buffer[] = [];
+    let err = "";
+    child.stdout.on("data", (c: Buffer) => out.push(c));
+    child.stderr.on("data", (c: Buffer) => {
+      err += c.toString();
+    });
+    child.on("error", reject);
+    // Writing to a child that has already exited fails with EPIPE (or ECONNRESET) on the
+    // stdin stream; without a listener that is an unhandled 'error' that fails the whole
+    // test file. The exit status and stderr, awaited below, say what the child did.
+    child.stdin.on("error", (e: NodeJS.ErrnoException) => {
+      if (e.code !== "EPIPE" && e.code !== "ECONNRESET") reject(e);
+    });
+    // 'close', not 'exit': it comes after the exit AND after stdout and stderr have ended,
+    // so the collected output is complete.
+    child.on("close", (status, signal) =>
+      resolve({ status, stdout: Buffer.concat(out), stderr: signal ? `${err}\n(killed by ${signal})` : err }),
+    );
+    child.stdin.end(options.input ?? Buffer.alloc(0));
+  });
+}
