@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # `npm test`: lint, type-check, start the real peers, run every test, stop the peers.
 # The peers are stopped on every exit (success, failure, Ctrl-C, SIGTERM). Exit status is
-# non-zero when any stage fails. See docs/development.md.
+# non-zero when any stage fails. See docs/development.md, "Test lanes".
+#
+#   scripts/test.sh        everything (npm test)
+#   scripts/test.sh unit   the unit lane (npm run test:unit): every test file not listed in
+#                          test/helpers/peer-tests.txt, no peer started, no peer variable set
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -9,6 +13,31 @@ cd "$REPO"
 RUN="${BOOTSEAL_PEERS_RUN:-$REPO/.peers}"
 NODE="$REPO/node_modules/.bin/node" # Node 24 from the `node` devDependency, not the system one
 BIN="$REPO/node_modules/.bin"
+
+if [[ "${1:-}" == "unit" ]]; then
+  [[ -x "$NODE" ]] || {
+    echo "[test] $NODE is missing: run 'npm ci' first" >&2
+    exit 1
+  }
+  shopt -s globstar nullglob
+  # The peer-test list, without comments and blank lines, as " a b c " for a word match.
+  peer_files=" $(sed -e 's/#.*//' -e 's/[[:space:]]*$//' test/helpers/peer-tests.txt | grep . | tr '\n' ' ') "
+  files=()
+  for f in test/**/*.test.ts; do
+    [[ "$peer_files" == *" $f "* ]] || files+=("$f")
+  done
+  printf '[test] unit lane: %s test files (peer tests: test/helpers/peer-tests.txt)\n' "${#files[@]}" >&2
+  # No peer variable leaks in from a sourced .peers/env: a peer test in this lane must fail
+  # (test/helpers/peers.ts refuses when BOOTSEAL_LANE=unit), not pass against a running peer.
+  reporter="${BOOTSEAL_TEST_REPORTER:-dot}"
+  while IFS= read -r var; do unset "$var"; done < <(compgen -e | grep '^BOOTSEAL_TEST_' || true)
+  start=$(date +%s)
+  rc=0
+  BOOTSEAL_LANE=unit "$NODE" --test --test-reporter="$reporter" --test-concurrency=2 \
+    "${files[@]}" || rc=$?
+  printf '[test] unit lane: %ss, exit %s\n' "$(($(date +%s) - start))" "$rc" >&2
+  exit "$rc"
+fi
 
 START=$(date +%s)
 STAGE_START=$START

@@ -1,7 +1,8 @@
 /**
- * Where the real peers are. scripts/peers.sh exports these variables (see
- * docs/development.md); a test that needs a peer calls peer(NAME) and fails loudly when the
- * variable is missing: a missing peer is a failure, never a silent skip.
+ * Where the real peers are. scripts/peers.sh writes these variables to $BOOTSEAL_PEERS_RUN/env
+ * (default .peers/env; see docs/development.md, "Peers"); a test that needs a peer calls
+ * peer(NAME) and fails loudly when the variable is missing: a missing peer is a failure, never
+ * a silent skip. Endpoints carry the port each run picked: never assume a fixed port.
  */
 import { randomBytes } from "node:crypto";
 import { env } from "node:process";
@@ -12,21 +13,28 @@ export type PeerName =
   | "AGE_KEYGEN_BIN" // path of age-keygen
   | "GPG_BIN" // path of gpg
   | "GPGCONF_BIN" // path of gpgconf (stops the gpg-agent of a temporary GNUPGHOME)
-  | "S3_SEAWEEDFS_ENDPOINT" // http://127.0.0.1:8333
+  | "S3_SEAWEEDFS_ENDPOINT" // http://127.0.0.1:<port>
   | "S3_SEAWEEDFS_ACCESS_KEY" // the admin identity weed mini was started with
   | "S3_SEAWEEDFS_SECRET_KEY"
-  | "S3_MOTO_ENDPOINT" // http://127.0.0.1:5000 (moto serves S3 and KMS; any credentials)
-  | "KMS_MOTO_ENDPOINT" // http://127.0.0.1:5000
-  | "KMS_LOCAL_ENDPOINT" // http://127.0.0.1:4599 (local-kms, region us-east-1)
-  | "GCS_ENDPOINT" // http://127.0.0.1:4443 (fake-gcs-server)
-  | "GCP_KMS_ENDPOINT" // 127.0.0.1:9010: test/fakes/gcp-kms-fake.ts (the real emulators cannot be installed here)
-  | "AZURE_KV_URL" // https://localhost:8443: test/fakes/azure-kv-fake.ts (lowkey-vault is not on Maven Central)
-  | "VAULT_ADDR" // http://127.0.0.1:8200 (OpenBao dev server, transit enabled)
+  | "S3_MOTO_ENDPOINT" // http://127.0.0.1:<port> (moto serves S3 and KMS; any credentials)
+  | "KMS_MOTO_ENDPOINT" // the same moto endpoint
+  | "KMS_LOCAL_ENDPOINT" // http://127.0.0.1:<port> (local-kms, region us-east-1)
+  | "GCS_ENDPOINT" // http://127.0.0.1:<port> (fake-gcs-server)
+  | "GCP_KMS_ENDPOINT" // 127.0.0.1:<port>: test/fakes/gcp-kms-fake.ts (the real emulators cannot be installed here)
+  | "AZURE_KV_URL" // https://localhost:<port>: test/fakes/azure-kv-fake.ts (lowkey-vault is not on Maven Central)
+  | "VAULT_ADDR" // http://127.0.0.1:<port> (OpenBao dev server, transit enabled)
   | "VAULT_TOKEN"
   | "CLOUD_INIT_BIN" // path of cloud-init 22.4.2 (Debian package): `cloud-init schema -c FILE`
   | "IGNITION_VALIDATE_BIN"; // path of Ignition's validator (github.com/coreos/ignition/v2/validate v2.27.0)
 
 export function peer(name: PeerName): string {
+  if (env.BOOTSEAL_LANE === "unit") {
+    // scripts/test.sh unit runs only files that do not import this module; reaching it means
+    // the lane list is wrong. Fail, even when a peer happens to be up: never pass by accident.
+    throw new Error(
+      `peer ${name} asked for in the unit lane (npm run test:unit): list this test file in test/helpers/peer-tests.txt`,
+    );
+  }
   const value = env[`BOOTSEAL_TEST_${name}`];
   if (!value) {
     throw new Error(
