@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Real peers for the test suite: install (pinned, cached outside the checkout), start on
-# 127.0.0.1, wait until each answers, write .peers/env, stop by PID.
+# 127.0.0.1 on free ports (see "ports" below), wait until each answers, write .peers/env
+# (or $BOOTSEAL_PEERS_RUN/env), stop by PID.
 #
 #   scripts/peers.sh install   install every missing peer into the cache (idempotent)
-#   scripts/peers.sh up        install if missing, stop a previous run, start every peer,
-#                              wait for it, set it up, write .peers/env
+#   scripts/peers.sh up        install if missing, stop a previous run, pick the ports,
+#                              start every peer, wait for it, set it up, write .peers/env
 #   scripts/peers.sh down      stop every peer started by `up` (by PID and process group)
 #   scripts/peers.sh status    installed versions, running peers, env file
 #
@@ -19,7 +20,7 @@ set -euo pipefail
 # (no other peer exports one now): list a peer that would, before azure-kv-fake.
 PEERS=(age gpg sops seaweedfs moto local-kms fake-gcs openbao gcp-kms-fake azure-kv-fake cloud-init ignition-validate)
 # BOOTSEAL_PEERS_ONLY="name ...": only these peers (in PEERS order), e.g. to start some peers in
-# a second run directory (BOOTSEAL_PEERS_RUN) while the full set runs on its own ports.
+# a second run directory (BOOTSEAL_PEERS_RUN) beside a full set in another one.
 if [[ -n "${BOOTSEAL_PEERS_ONLY:-}" ]]; then
   only=()
   for p in "${PEERS[@]}"; do
@@ -74,6 +75,101 @@ for p in "${PEERS[@]}"; do
   # shellcheck source=/dev/null
   source "$REPO/scripts/peers/$p.sh"
 done
+
+# ---------------------------------------------------------------- ports
+# No peer has a fixed port: two checkouts (or two run directories) run side by side. Each
+# server peer names its ports with `<n>_port_keys` (e.g. MOTO; SEAWEEDFS SEAWEEDFS_MASTER …)
+# and reads them as $<KEY>_PORT. `up` gives each key BOOTSEAL_PEER_PORT_<KEY> when set, else a
+# port the kernel reports free on 127.0.0.1 (and on every interface: local-kms binds them
+# all) whose next port is free too (OpenBao's dev server takes port+1 for its cluster
+# listener), and records them in $RUN/ports; the other commands read that file. Tests learn
+# the ports from $RUN/env only.
+PORTS_FILE="$RUN/ports"
+
+port_keys_of() {
+  local f
+  f="$(fn "$1")"
+  if has_fn "${f}_port_keys"; then "${f}_port_keys"; fi
+}
+
+# ports_of PEER : the peer's port numbers (checked before its start, shown by status).
+ports_of() {
+  local k v
+  for k in $(port_keys_of "$1"); do
+    v="${k}_PORT"
+    printf '%s\n' "${!v:-}"
+  done
+}
+
+# free_ports COUNT : COUNT distinct free TCP port numbers, each with its next port free too.
+# The probe sockets stay open until all are chosen, so no two answers overlap.
+free_ports() {
+  python3 - "$1" <<'PY'
+import socket, sys
+want, held, out, taken = int(sys.argv[1]), [], [], set()
+while len(out) < want:
+    a = socket.socket()
+    a.bind(("0.0.0.0", 0))
+    held.append(a)
+    port = a.getsockname()[1]
+    if port + 1 > 65535 or port in taken or port + 1 in taken:
+        continue
+    b = socket.socket()
+    try:
+        b.bind(("0.0.0.0", port + 1))
+    except OSError:
+        b.close()
+        continue
+    held.append(b)
+    taken.update((port, port + 1))
+    out.append(port)
+print(" ".join(map(str, out)))
+PY
+}
+
+# assign_ports : every key of every peer in PEERS gets its port ($<KEY>_PORT), written to
+# $RUN/ports. Ports given by BOOTSEAL_PEER_PORT_<KEY> are taken as they are.
+assign_ports() {
+  local p k keys=() need=() free=() i=0 override
+  for p in "${PEERS[@]}"; do
+    for k in $(port_keys_of "$p"); do keys+=("$k"); done
+  done
+  for k in "${keys[@]}"; do
+    override="BOOTSEAL_PEER_PORT_$k"
+    if [[ -n "${!override:-}" ]]; then
+      [[ "${!override}" =~ ^[0-9]+$ ]] || die "$override=${!override} is not a port number"
+      printf -v "${k}_PORT" '%s' "${!override}"
+    else
+      need+=("$k")
+    fi
+  done
+  if ((${#need[@]})); then
+    read -r -a free <<<"$(free_ports "${#need[@]}")" || true
+    ((${#free[@]} == ${#need[@]})) || die "could not find ${#need[@]} free ports on 127.0.0.1"
+    for k in "${need[@]}"; do
+      printf -v "${k}_PORT" '%s' "${free[$i]}"
+      i=$((i + 1))
+    done
+  fi
+  mkdir -p "$RUN"
+  {
+    printf '# written by scripts/peers.sh up: KEY=PORT (override one with BOOTSEAL_PEER_PORT_KEY)\n'
+    for k in "${keys[@]}"; do
+      local v="${k}_PORT"
+      printf '%s=%s\n' "$k" "${!v}"
+    done
+  } >"$PORTS_FILE.tmp"
+  mv "$PORTS_FILE.tmp" "$PORTS_FILE"
+}
+
+# load_ports : the ports the last `up` recorded in this run directory (for status).
+load_ports() {
+  [[ -f "$PORTS_FILE" ]] || return 0
+  local k v
+  while IFS='=' read -r k v; do
+    [[ "$k" =~ ^[A-Z0-9_]+$ && "$v" =~ ^[0-9]+$ ]] && printf -v "${k}_PORT" '%s' "$v"
+  done <"$PORTS_FILE"
+}
 
 # ---------------------------------------------------------------- helpers for peer files
 
@@ -274,7 +370,7 @@ cmd_down() {
     stop_one "$name" &
   done
   wait
-  rm -f "$RUN/env"
+  rm -f "$RUN/env" "$PORTS_FILE"
 }
 
 # wait_ready NAME : polls NAME_ready until it succeeds, the process dies, or time runs out.
@@ -311,6 +407,7 @@ cmd_up() {
   local t1
   t1=$(now)
   cmd_down
+  assign_ports
   mkdir -p "$LOGS" "$PIDS" "$DATA"
   for p in "${PEERS[@]}"; do
     f="$(fn "$p")"
@@ -320,7 +417,7 @@ cmd_up() {
       continue
     fi
     local busy=""
-    for port in $("${f}_ports"); do
+    for port in $(ports_of "$p"); do
       if port_busy "$port"; then busy="$port"; fi
     done
     if [[ -n "$busy" ]]; then
@@ -350,7 +447,7 @@ cmd_up() {
     fi
   done
   write_env "${failed[@]}"
-  say "up: install check $((t1 - t0))s, start $(($(now) - t1))s; env: $RUN/env (source it: . .peers/env)"
+  say "up: install check $((t1 - t0))s, start $(($(now) - t1))s; env: $RUN/env (source it: . $RUN/env)"
   if ((${#failed[@]})); then
     printf '[peers] ERROR: peers not available: %s\n' "${failed[*]}" >&2
     return 1
@@ -383,7 +480,7 @@ cmd_status() {
     has_fn "${f}_start" || continue
     if alive "$p"; then
       printf '%-10s running (pid %s) ports %s log %s\n' "$p" "$(cut -d' ' -f1 "$PIDS/$p.pid")" \
-        "$("${f}_ports" | tr '\n' ' ')" "$LOGS/$p.log"
+        "$(ports_of "$p" | tr '\n' ' ')" "$LOGS/$p.log"
     else
       printf '%-10s stopped\n' "$p"
     fi
@@ -396,7 +493,10 @@ main() {
   install) cmd_install ;;
   up) cmd_up ;;
   down) cmd_down ;;
-  status) cmd_status ;;
+  status)
+    load_ports
+    cmd_status
+    ;;
   *)
     echo "usage: scripts/peers.sh install|up|down|status" >&2
     return 2

@@ -3,7 +3,6 @@
 # "Fakes"). Runs on the repo's pinned Node 24. TLS with a private CA made by openssl once per run
 # directory ($RUN/tls/azure-kv-fake); clients verify it through NODE_EXTRA_CA_CERTS.
 # Sourced by scripts/peers.sh.
-AZURE_KV_FAKE_PORT=8443
 AZURE_KV_FAKE_NODE="$REPO/node_modules/.bin/node"
 AZURE_KV_FAKE_TLS="$RUN/tls/azure-kv-fake"
 AZURE_KV_FAKE_BUNDLE="$RUN/tls/ca-bundle.pem"
@@ -19,7 +18,7 @@ azure_kv_fake_install() {
   echo "azure-kv-fake needs the repo's node_modules ('npm ci' in $REPO) and openssl (apt-get install openssl)" >&2
   return 1
 }
-azure_kv_fake_ports() { echo "$AZURE_KV_FAKE_PORT"; }
+azure_kv_fake_port_keys() { echo AZURE_KV_FAKE; } # $AZURE_KV_FAKE_PORT (scripts/peers.sh, "ports")
 
 # azure_kv_fake_certs : a CA and a server certificate for localhost and 127.0.0.1 signed by it,
 # made once per run directory (kept while the server certificate is valid for another day).

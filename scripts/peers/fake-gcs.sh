@@ -1,11 +1,10 @@
 # fake-gcs-server: Google Cloud Storage emulator (Go). Sourced by scripts/peers.sh.
 FAKE_GCS_MOD=github.com/fsouza/fake-gcs-server
 FAKE_GCS_VER=v1.55.1
-FAKE_GCS_PORT=4443
 fake_gcs_version() { echo "$FAKE_GCS_MOD $FAKE_GCS_VER"; }
 fake_gcs_installed() { go_has fake-gcs-server "$FAKE_GCS_MOD" "$FAKE_GCS_VER"; }
 fake_gcs_install() { go_install "$FAKE_GCS_MOD" "$FAKE_GCS_VER"; }
-fake_gcs_ports() { echo "$FAKE_GCS_PORT"; }
+fake_gcs_port_keys() { echo FAKE_GCS; } # $FAKE_GCS_PORT (scripts/peers.sh, "ports")
 fake_gcs_start() {
   start_daemon fake-gcs "$C/bin/fake-gcs-server" -scheme http -host 127.0.0.1 -port "$FAKE_GCS_PORT" \
     -backend filesystem -filesystem-root "$DATA/fake-gcs" -external-url "http://127.0.0.1:$FAKE_GCS_PORT" \

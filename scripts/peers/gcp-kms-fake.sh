@@ -2,7 +2,6 @@
 # installs here (fake-cloud-kms is refused by the Go module proxy; docs/development.md, "Fakes").
 # Runs on the repo's pinned Node 24 and its node_modules (@grpc/grpc-js, the .proto files of
 # @google-cloud/kms). Sourced by scripts/peers.sh.
-GCP_KMS_FAKE_PORT=9010
 GCP_KMS_FAKE_NODE="$REPO/node_modules/.bin/node"
 # gcp_kms_fake_pkg NAME : the version of an installed npm package, or "missing".
 gcp_kms_fake_pkg() {
@@ -21,7 +20,7 @@ gcp_kms_fake_install() {
   echo "gcp-kms-fake runs from the repo's node_modules: run 'npm ci' in $REPO" >&2
   return 1
 }
-gcp_kms_fake_ports() { echo "$GCP_KMS_FAKE_PORT"; }
+gcp_kms_fake_port_keys() { echo GCP_KMS_FAKE; } # $GCP_KMS_FAKE_PORT (scripts/peers.sh, "ports")
 gcp_kms_fake_start() {
   start_daemon gcp-kms-fake "$GCP_KMS_FAKE_NODE" "$REPO/test/fakes/gcp-kms-fake.ts" \
     --listen "127.0.0.1:$GCP_KMS_FAKE_PORT"

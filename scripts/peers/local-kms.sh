@@ -2,11 +2,10 @@
 # It has no bind-address setting: it listens on every interface (":PORT").
 LOCAL_KMS_MOD=github.com/nsmithuk/local-kms
 LOCAL_KMS_VER=v0.0.0-20231025161602-e4d9425700fe
-LOCAL_KMS_PORT=4599
 local_kms_version() { echo "$LOCAL_KMS_MOD $LOCAL_KMS_VER"; }
 local_kms_installed() { go_has local-kms "$LOCAL_KMS_MOD" "$LOCAL_KMS_VER"; }
 local_kms_install() { go_install "$LOCAL_KMS_MOD" "$LOCAL_KMS_VER"; }
-local_kms_ports() { echo "$LOCAL_KMS_PORT"; }
+local_kms_port_keys() { echo LOCAL_KMS; } # $LOCAL_KMS_PORT (scripts/peers.sh, "ports")
 local_kms_start() {
   start_daemon local-kms env PORT="$LOCAL_KMS_PORT" KMS_REGION=us-east-1 KMS_ACCOUNT_ID=111122223333 \
     KMS_DATA_PATH="$DATA/local-kms" KMS_SEED_PATH="$DATA/local-kms/no-seed.yaml" "$C/bin/local-kms"

