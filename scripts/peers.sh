@@ -457,7 +457,7 @@ cmd_up() {
 write_env() {
   local p f skip tmp="$RUN/env.tmp"
   {
-    printf '# written by scripts/peers.sh up at %s; source it: . .peers/env\n' "$(date -u +%FT%TZ)"
+    printf '# written by scripts/peers.sh up at %s; source it: . %s\n' "$(date -u +%FT%TZ)" "$RUN/env"
     printf 'export BOOTSEAL_TEST_PEERS_RUN=%q\n' "$RUN"
     for p in "${PEERS[@]}"; do
       skip=""
