@@ -31,7 +31,7 @@ export interface CallOptions {
 export interface MasterKey {
   readonly kind: KeyKind;
   /**
-   * Identity string as sops computes it (sops-format.md section 8, "Key identity strings"):
+   * Identity string as sops computes it (docs/sops-format.md section 8, "Key identity strings"):
    * used for logs, errors, de-duplication, rotate --rm-*, updatekeys diffs. Never secret.
    */
   readonly id: string;

@@ -1,7 +1,7 @@
 /**
  * Master keys named in `.sops.yaml`, turned into metadata entries (`enc: ""`) the way sops's
  * config loader builds its keys (config/config.go and each keysource's constructor), and
- * the sops key identity strings (sops-format.md section 8). Pure: no file system.
+ * the sops key identity strings (docs/sops-format.md section 8). Pure: no file system.
  */
 import type { KeyEntry, KeyFieldValue, KeyKind } from "../../providers/keys/master-key.ts";
 import { BootsealError } from "../errors.ts";

@@ -1,6 +1,6 @@
 /**
  * `.sops.yaml`: finding it, reading its creation rules, and picking the rule for a file,
- * as sops 3.13 does (config/config.go; sops-format.md section 10.4).
+ * as sops 3.13 does (config/config.go; docs/sops-format.md section 10.4).
  *
  * One deliberate difference: the whole file is validated when it is parsed (regexes,
  * key strings, selection fields of every rule), so a broken rule fails at once rather

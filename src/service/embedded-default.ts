@@ -1,5 +1,5 @@
 /**
- * The embedded default (design.md): with no config file the service keeps everything under
+ * The embedded default (docs/configuration.md): with no config file the service keeps everything under
  * one data directory. On first start it generates an age identity (its recipient is the one
  * creation rule) and a controller token with every scope, both files mode 0600. Later starts
  * reuse them. The service keeps only the token's SHA-256 in memory.

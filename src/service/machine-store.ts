@@ -1,5 +1,5 @@
 /**
- * The store layout (design.md) and the compare-and-swap loops over it. Nothing here is cached:
+ * The store layout (docs/api.md) and the compare-and-swap loops over it. Nothing here is cached:
  * every replica reads the store, and every read-modify-write is a conditional put retried on
  * a lost race, so any number of replicas can serve the same machines.
  *

@@ -12,7 +12,7 @@ export const DIGEST_ALGORITHM = "sha-512";
 export const KEY_DERIVATION_ALGORITHM = "pbkdf2";
 
 export const DEFAULT_ITERATIONS = 50_000;
-/** Floor from design.md: fewer iterations are refused on both encrypt and decrypt. */
+/** Floor of docs/envelope-format.md: fewer iterations are refused on both encrypt and decrypt. */
 export const MIN_ITERATIONS = 10_000;
 /** A document is untrusted input: without a cap one field could pin a CPU for hours. */
 export const MAX_ITERATIONS = 10_000_000;
@@ -93,7 +93,7 @@ export function checkProvider(value: unknown): string {
   return value;
 }
 
-/** `<namespace>/<name>`, both DNS-1123 labels, as object keys are (design.md). */
+/** `<namespace>/<name>`, both DNS-1123 labels, as object keys are (docs/api.md). */
 export function checkMachineId(value: string): string {
   const parts = value.split("/");
   if (parts.length !== 2 || !parts.every((p) => DNS_LABEL_RE.test(p))) {

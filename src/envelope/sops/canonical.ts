@@ -1,5 +1,5 @@
 /**
- * Canonical plaintext bytes of a scalar, and back (sops-format.md 2.2).
+ * Canonical plaintext bytes of a scalar, and back (docs/sops-format.md section 2.2).
  *
  * These bytes are both what gets encrypted and what gets hashed into the MAC, so they must
  * be exactly the Go forms sops produces (strconv.Itoa, FormatFloat(v,'f',-1,64), "True"/

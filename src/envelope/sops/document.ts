@@ -4,7 +4,7 @@
  * syntax to and from this tree; walk/encrypt/decrypt/mac know no file syntax.
  */
 
-/** A plain scalar, typed the way sops types it (sops-format.md 2.2). */
+/** A plain scalar, typed the way sops types it (docs/sops-format.md section 2.2). */
 export type Scalar =
   /** Text; the binary codec (and decryption of bytes that are not UTF-8) may hold raw bytes. */
   | { readonly kind: "scalar"; readonly type: "str"; readonly value: string | Uint8Array }

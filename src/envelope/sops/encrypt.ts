@@ -1,5 +1,5 @@
 /**
- * Encrypting a document (sops-format.md 10.1; sops.go Tree.Encrypt): every selected leaf and
+ * Encrypting a document (docs/sops-format.md section 10.1; sops.go Tree.Encrypt): every selected leaf and
  * comment is encrypted and the MAC computed in the same walk, then the data key is wrapped
  * for every master key. Pure orchestration: the only I/O is through MasterKey.
  */

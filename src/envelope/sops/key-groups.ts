@@ -1,5 +1,5 @@
 /**
- * Wrapping the data key for key groups, and getting it back (sops-format.md section 9).
+ * Wrapping the data key for key groups, and getting it back (docs/sops-format.md section 9).
  * OWNER: keys work package (with shamir.ts). Signatures below are the agreed contract.
  */
 import type { KeyEntry, KeyKind, MasterKey } from "../../../providers/keys/master-key.ts";

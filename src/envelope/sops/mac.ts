@@ -1,5 +1,5 @@
 /**
- * The document MAC (sops-format.md 5; sops.go Encrypt/Decrypt, cmd/sops/common DecryptTree):
+ * The document MAC (docs/sops-format.md section 5; sops.go Encrypt/Decrypt, cmd/sops/common DecryptTree):
  * uppercase hex SHA-512 over the canonical plaintext of every leaf in walk order, stored
  * encrypted as a `str` value whose AAD is `lastmodified` re-formatted at second precision.
  */

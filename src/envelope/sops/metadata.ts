@@ -13,7 +13,7 @@ import { BootsealError } from "../../errors.ts";
 import { formatGoFloat, formatRfc3339Seconds, parseGoBool, parseRfc3339 } from "./canonical.ts";
 import type { Entry, Mapping, Scalar, Value } from "./document.ts";
 
-/** Exactly one of the six selection rules (sops-format.md section 4). */
+/** Exactly one of the six selection rules (docs/sops-format.md section 4). */
 export type SelectionRule =
   | { readonly kind: "unencrypted_suffix"; readonly value: string }
   | { readonly kind: "encrypted_suffix"; readonly value: string }

@@ -1,5 +1,5 @@
 /**
- * Shamir secret sharing over GF(2^8), share layout as sops writes it (sops-format.md 9;
+ * Shamir secret sharing over GF(2^8), share layout as sops writes it (docs/sops-format.md section 9;
  * sops `shamir/shamir.go`, a vendored copy of HashiCorp Vault's implementation).
  *
  * Why not the npm `shamir-secret-sharing` package: it uses the same field and the same

@@ -1,5 +1,5 @@
 /**
- * One encrypted value: `ENC[AES256_GCM,data:…,iv:…,tag:…,type:…]` (sops-format.md 2.1,
+ * One encrypted value: `ENC[AES256_GCM,data:…,iv:…,tag:…,type:…]` (docs/sops-format.md section 2.1,
  * sops aes/cipher.go). AES-256-GCM under the document's data key, AAD = the value's path.
  */
 import { createCipheriv, createDecipheriv, createSecretKey, type KeyObject, randomBytes } from "node:crypto";

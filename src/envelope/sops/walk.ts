@@ -1,6 +1,6 @@
 /**
  * The one tree walk shared by encryption, decryption and the MAC (sops.go walkBranch /
- * walkSlice / shouldBeEncrypted; sops-format.md 3 and 4). Encrypt and decrypt both call
+ * walkSlice / shouldBeEncrypted; docs/sops-format.md sections 3 and 4). Encrypt and decrypt both call
  * transformBranches with their own leaf functions, so the order, the AAD and the selection
  * decision cannot diverge between them.
  */

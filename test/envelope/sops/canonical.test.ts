@@ -16,7 +16,7 @@ const utf8 = new TextEncoder();
 const text = (b: Uint8Array | null): string | null => (b === null ? null : new TextDecoder().decode(b));
 
 describe("formatGoFloat: Go FormatFloat(v, 'f', -1, 64)", () => {
-  // Expected strings from sops-format.md 2.2 and Go's strconv documentation.
+  // Expected strings from docs/sops-format.md section 2.2 and Go's strconv documentation.
   const cases: [number, string][] = [
     [1.5, "1.5"],
     [1.0, "1"],

@@ -19,7 +19,7 @@ const sha512Hex = (...parts: string[]): string => {
 };
 
 describe("MAC hashing", () => {
-  test("sops-format.md 5.1 worked example: one leaf `bar`", () => {
+  test("docs/sops-format.md section 5.1 worked example: one leaf `bar`", () => {
     const h = createMacHasher(false);
     h.add(utf8.encode("bar"), true);
     const mac = h.digestHex();

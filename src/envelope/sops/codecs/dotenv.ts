@@ -1,5 +1,5 @@
 /**
- * The dotenv codec (sops stores/dotenv/store.go; sops-format.md 6.4, 7.3).
+ * The dotenv codec (sops stores/dotenv/store.go; docs/sops-format.md sections 6.4, 7.3).
  *
  * Deliberately not a "real" dotenv parser: sops splits lines on `\n`, takes everything before
  * the first `=` as the key (spaces kept, no `export`, no quotes) and turns the two characters

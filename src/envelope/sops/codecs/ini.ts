@@ -1,5 +1,5 @@
 /**
- * The INI codec (sops stores/ini/store.go; sops-format.md 6.5, 7.4). ./ini-syntax.ts is the
+ * The INI codec (sops stores/ini/store.go; docs/sops-format.md sections 6.5, 7.4). ./ini-syntax.ts is the
  * gopkg.in/ini.v1 grammar; this file maps it to the sops tree the way sops's store does:
  *
  * - each section is a top-level key whose value is a mapping of str values; keys outside

@@ -1,7 +1,7 @@
 /**
  * A lossless JSON reader for SOPS documents. `JSON.parse` cannot be used: it reorders
  * integer-like keys, drops duplicate keys and rounds integers beyond 2^53, and each of those
- * changes the walk order or the plaintexts, hence the MAC (sops-format.md 7.2).
+ * changes the walk order or the plaintexts, hence the MAC (docs/sops-format.md section 7.2).
  *
  * It reads the bytes the way sops 3.13.2 does with Go's encoding/json (UseNumber):
  * - numbers: a literal Go's ParseInt accepts (no fraction or exponent, within int64) is an

@@ -3,7 +3,7 @@
  * uses): how a plain scalar resolves (resolve.go), how Go formats floats and timestamps, and
  * which strings go-yaml must quote on output (encode.go stringv + emitterc.go analysis).
  * A YAML 1.2 core-schema library disagrees on octal `017`, underscores, `yes`/`no` quoting and
- * timestamps, and any mismatch changes the MAC sops recomputes (sops-format.md 7.1).
+ * timestamps, and any mismatch changes the MAC sops recomputes (docs/sops-format.md section 7.1).
  */
 import { BootsealError } from "../../../errors.ts";
 import type { Scalar } from "../document.ts";

@@ -3,7 +3,7 @@
  * Reading: ./yaml-parse.ts (go-yaml typing, comment placement). Writing: ./yaml-emit.ts
  * (sops' node building) and ./yaml-emitter.ts (go-yaml's emitter). The metadata is the
  * top-level `sops` key: read from the first document, removed from all, and written into
- * every document on output (sops-format.md 6.3).
+ * every document on output (docs/sops-format.md section 6.3).
  */
 import { BootsealError } from "../../../errors.ts";
 import type { Branch, Entry, Mapping } from "../document.ts";

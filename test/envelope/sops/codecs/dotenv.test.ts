@@ -44,7 +44,7 @@ describe("dotenv vectors", () => {
   it("decrypted format.enc.env prints exactly what sops prints", () => {
     const [branch] = dotenvCodec.parseEncrypted(vector("sops-repo/dotenv/format.enc.env")).branches;
     const expected = JSON.parse(vector("expected/format.enc.env.expected.json").toString("utf8"));
-    // The one leaf's AAD is its key plus ':' (sops-format.md 3.3), so the key is right.
+    // The one leaf's AAD is its key plus ':' (docs/sops-format.md section 3.3), so the key is right.
     assert.equal(expected.leaves_in_mac_order[0].aad, "foo :");
     const plain = mapping([
       entry(itemsOf(branch)[0] as string, str(expected.leaves_in_mac_order[0].plaintext)),

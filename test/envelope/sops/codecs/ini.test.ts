@@ -24,7 +24,7 @@ function roundTripEncrypted(x: Uint8Array): void {
   assert.deepEqual(Buffer.from(out), Buffer.from(x));
 }
 
-/** The AAD of every leaf in walk order, and of every comment (sops-format.md 3.3). */
+/** The AAD of every leaf in walk order, and of every comment (docs/sops-format.md section 3.3). */
 function aads(branch: Branch): { leaves: string[]; comments: string[] } {
   const leaves: string[] = [];
   const comments: string[] = [];
