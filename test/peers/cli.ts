@@ -24,7 +24,8 @@ export function run(
     encoding: "utf8",
     timeout: 60_000,
   });
-  if (r.error) throw r.error;
+  // EPIPE only means the program exited before reading all its input: its status tells why.
+  if (r.error && (r.error as NodeJS.ErrnoException).code !== "EPIPE") throw r.error;
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
