@@ -105,5 +105,6 @@ fi
 
 stage "tests"
 status=0
+unset BOOTSEAL_LANE # every lane: peer() answers from .peers/env
 run "$NODE" --test --test-reporter=spec --test-concurrency=2 "test/**/*.test.ts" || status=$?
 exit "$status"
