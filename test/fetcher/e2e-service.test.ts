@@ -465,13 +465,15 @@ test("the store down for the first attempts, then up: 503 + Retry-After, retried
   const token = await publish("default/flaky", MANIFEST);
   proxy.setDown(true);
   const root = await newRoot();
-  const pending = run(
+  // The store comes back only once the fetcher has seen the 503 and scheduled a retry: a fixed
+  // wait raced the first attempt on a loaded machine.
+  const r = await run(
     fetchArgs(service, "default/flaky", token, root, "--deadline", "60s"),
     machineEnv(machineAws),
+    undefined,
+    60_000,
+    { pattern: /attempt \d+ GET .*retrying in/, onMatch: () => proxy.setDown(false) },
   );
-  await new Promise((r) => setTimeout(r, 2500));
-  proxy.setDown(false);
-  const r = await pending;
   assert.equal(r.code, 0, r.stderr);
   assert.match(r.stderr, /attempt 1 GET .*HTTP 503.*retrying in/);
   assert.match(r.stderr, /attempt \d+ GET .*: ok in/);
@@ -484,7 +486,7 @@ test("s3:// straight from the store, down then up, with the machine's own creden
   await publish("default/direct", MANIFEST);
   proxy.setDown(true);
   const root = await newRoot();
-  const pending = run(
+  const r = await run(
     [
       "fetch",
       "--from",
@@ -501,10 +503,10 @@ test("s3:// straight from the store, down then up, with the machine's own creden
       AWS_SECRET_ACCESS_KEY: peer("S3_SEAWEEDFS_SECRET_KEY"),
       AWS_ENDPOINT_URL_S3: proxy.url,
     }),
+    undefined,
+    60_000,
+    { pattern: /attempt \d+ get s3:.*retrying in/, onMatch: () => proxy.setDown(false) },
   );
-  await new Promise((r) => setTimeout(r, 2000));
-  proxy.setDown(false);
-  const r = await pending;
   assert.equal(r.code, 0, r.stderr);
   assert.match(r.stderr, /attempt 1 get s3:\/\/.*STORE_UNAVAILABLE.*retrying in/);
   await checkHappy(root);

@@ -73,6 +73,8 @@ export function run(
   env: Record<string, string | undefined>,
   command?: string,
   timeoutMs = 60_000,
+  /** Calls `onMatch` once, as soon as the child's stderr matches `pattern` (e.g. "retrying"). */
+  watch?: { readonly pattern: RegExp; readonly onMatch: () => void },
 ): Promise<RunResult> {
   const t0 = performance.now();
   const file = command ?? process.execPath;
@@ -84,8 +86,13 @@ export function run(
     child.stdout.on("data", (c) => {
       stdout += c;
     });
+    let watching = watch;
     child.stderr.on("data", (c) => {
       stderr += c;
+      if (watching?.pattern.test(stderr)) {
+        watching.onMatch();
+        watching = undefined;
+      }
     });
     const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
     child.on("error", reject);
