@@ -105,13 +105,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
 
   const store = metrics.instrumentStore(deps.store);
   const machines = machineStore(store);
-  const storeProbe: ReadinessProbe = {
-    name: "store",
-    // A head of a key that is normally absent: one cheap round trip that needs read access.
-    check: async () => {
-      await store.head("status/.readyz");
-    },
-  };
+  const storeProbe: ReadinessProbe = { name: "store", check: () => machines.probe() };
 
   void app.register(rateLimit, { global: false });
   void app.register(swagger, {
@@ -135,11 +129,13 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     },
   });
   void app.register(async (api) => {
-    const guard = authPlugin(api, {
+    const now = deps.now ?? (() => new Date());
+    authPlugin(api, {
       controllers: deps.controllers,
       mutualTls: deps.https?.ca !== undefined,
       authFailuresPerMinute: deps.authFailuresPerMinute ?? 20,
       machines,
+      now,
     });
     const ctx: ServiceContext = {
       machines,
@@ -154,8 +150,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
       events: eventsBus(deps.eventsBufferSize ?? 1000),
       metrics,
       heartbeatMs: deps.heartbeatMs ?? 15_000,
-      guard,
-      now: deps.now ?? (() => new Date()),
+      now,
     };
     healthRoutes(api, [storeProbe, ...(deps.probes ?? [])], metrics.registry);
     docsRoutes(api);
