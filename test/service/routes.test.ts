@@ -11,8 +11,9 @@ import { parse as parseYaml } from "yaml";
 import { MemoryStore } from "../../providers/stores/memory.ts";
 import { SCOPES } from "../../src/config/service-config.ts";
 import { parseSopsConfig } from "../../src/config/sops-config.ts";
-import { type AppDeps, buildApp } from "../../src/service/app.ts";
+import { type AppConfig, buildApp } from "../../src/service/app.ts";
 import { auditLoggerTo } from "../../src/service/plugins/audit.ts";
+import { appConfig } from "./app-config.ts";
 
 const identity = await generateX25519Identity();
 const recipient = await identityToRecipient(identity);
@@ -20,21 +21,23 @@ const ADMIN = "controller-admin-token-0123456789abcdefghijkl";
 const READER = "controller-reader-token-0123456789abcdefghijk";
 const sha = (s: string) => createHash("sha256").update(s).digest("hex");
 
-function app(extra: Partial<AppDeps> = {}) {
+function app(extra: Partial<AppConfig> = {}) {
   const audit = new PassThrough();
   const lines: string[] = [];
   audit.on("data", (c: Buffer) => lines.push(...c.toString().split("\n").filter(Boolean)));
   const instance = buildApp({
     logger: false,
     store: new MemoryStore(),
-    rules: parseSopsConfig(`creation_rules:\n  - path_regex: ^prod/\n    age: ${recipient}\n`, "t"),
-    controllers: [
-      { name: "admin", tokenSha256: sha(ADMIN), scopes: [...SCOPES] },
-      { name: "reader", tokenSha256: sha(READER), scopes: ["status:read", "configs:read"] },
-    ],
+    config: appConfig({
+      creationRules: parseSopsConfig(`creation_rules:\n  - path_regex: ^prod/\n    age: ${recipient}\n`, "t"),
+      controllers: [
+        { name: "admin", tokenSha256: sha(ADMIN), scopes: [...SCOPES] },
+        { name: "reader", tokenSha256: sha(READER), scopes: ["status:read", "configs:read"] },
+      ],
+      rateLimit: { authFailuresPerMinute: 5 },
+      ...extra,
+    }),
     audit: auditLoggerTo(audit),
-    authFailuresPerMinute: 5,
-    ...extra,
   });
   return { app: instance, audit: lines };
 }
