@@ -5,8 +5,8 @@
  *
  * - Controllers: `Authorization: Bearer <token>`, compared by SHA-256 with
  *   crypto.timingSafeEqual against every configured hash; or, with `tls.clientCa`, a verified
- *   client certificate whose subject CN is a controller's name. Each route names the scope it
- *   needs; `admin` implies every scope. Missing scope: 403 FORBIDDEN.
+ *   client certificate whose subject CN is a controller's name. Each route names the scopes
+ *   it needs; `admin` implies every scope. Missing scope: 403 FORBIDDEN.
  * - Machines: a bootstrap token `bst.<ns>.<name>.<secret>` (tokens.ts), on routes with
  *   `machine: "params"`. A token naming another machine is refused onRequest (403) without a
  *   store read; the hash and expiry are checked against the store in a preHandler, after the
