@@ -317,3 +317,37 @@ test("userdata: cloud-init and ignition without fetcherArtifact are 501, never a
   await a.close();
   await none.close();
 });
+
+test("fetch outcomes are counted once validated: ok, not-modified and a refused token, never a malformed request", async () => {
+  const { app: a } = app();
+  const token = await publishFor(a, "prod/worker-0");
+  const url = "/v1/machines/prod/worker-0/config";
+  const ok = await a.inject({ url, headers: bearer(token) });
+  assert.equal(ok.statusCode, 200);
+  const etag = String(ok.headers.etag);
+  assert.equal(
+    (await a.inject({ url, headers: { ...bearer(READER), "if-none-match": etag } })).statusCode,
+    304,
+  );
+  // A new publish mints a new token: the first one stops working.
+  const again = await a.inject({
+    method: "PUT",
+    url,
+    headers: { ...bearer(ADMIN), "content-type": "text/plain" },
+    payload: "#cloud-config\n",
+  });
+  assert.equal(again.statusCode, 200);
+  assert.equal((await a.inject({ url, headers: bearer(token) })).statusCode, 401);
+  assert.equal(
+    (await a.inject({ url: "/v1/machines/prod/Bad/config", headers: bearer(READER) })).statusCode,
+    400,
+  );
+  const metrics = (await a.inject({ url: "/metrics" })).body;
+  const count = (labels: string) =>
+    Number(new RegExp(`^bootseal_fetches_total\\{${labels}\\} (\\d+)$`, "m").exec(metrics)?.[1] ?? 0);
+  assert.equal(count('who="machine",outcome="ok"'), 1);
+  assert.equal(count('who="controller",outcome="not-modified"'), 1);
+  assert.equal(count('who="machine",outcome="UNAUTHORIZED"'), 1);
+  assert.doesNotMatch(metrics, /bootseal_fetches_total\{[^}]*outcome="BAD_INPUT"/);
+  await a.close();
+});
