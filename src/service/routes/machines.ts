@@ -12,9 +12,8 @@ export function machinesRoutes(parent: FastifyInstance, ctx: ServiceContext): vo
     "/v1/machines",
     { schema: listSchema, config: { auth: { scopes: ["status:read"] } } },
     async (request, reply) => {
-      const q = request.query;
-      // The schema's default fills limit in; the type cannot know that.
-      const page = await listMachines(ctx, { ...q, limit: q.limit ?? 100 }, signalFor(reply));
+      // The schema's default fills `limit` in, and the derived type knows it.
+      const page = await listMachines(ctx, request.query, signalFor(reply));
       return page.next ? { items: page.items, next: page.next } : { items: page.items };
     },
   );
