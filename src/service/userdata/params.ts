@@ -8,7 +8,7 @@
  */
 import { createPublicKey } from "node:crypto";
 import { BootsealError } from "../../errors.ts";
-import { isDnsLabel } from "../../machine/machine-id.ts";
+import { formatMachineId, isDnsLabel } from "../../machine/machine-id.ts";
 
 export type UserdataFormat = "cloud-init" | "ignition" | "powershell";
 
@@ -125,7 +125,7 @@ export function checkParams(params: UserdataParams): CheckedParams {
     serviceUrl,
     namespace,
     name,
-    machine: `${namespace}/${name}`,
+    machine: formatMachineId({ namespace, name }),
     configUrl: `${serviceUrl}/v1/machines/${namespace}/${name}/config`,
     bootstrapToken: token,
     artifactUrl,
