@@ -23,10 +23,8 @@ import { decryptConfig } from "../envelope/encrypted-config/encrypted-config.ts"
 import { FORMATS, type Format } from "../envelope/sops/codecs/codec.ts";
 import { codecFor } from "../envelope/sops/codecs/index.ts";
 import { decryptDocument } from "../envelope/sops/decrypt.ts";
-import type { Metadata } from "../envelope/sops/metadata.ts";
-import { BootsealError, isBootsealError } from "../errors.ts";
-
-export const MACHINE_CONTEXT_KEY = "bootseal-machine";
+import { isBootsealError } from "../errors.ts";
+import { checkMachineBinding } from "../machine/kms-binding.ts";
 
 export interface DecryptPayloadOptions {
   readonly deps: ProviderDeps;
@@ -66,25 +64,6 @@ export function detectFormat(bytes: Uint8Array, contentType?: string): Format {
     branch.items[0]?.kind === "entry" &&
     branch.items[0].key === "data";
   return onlyData ? "binary" : "json";
-}
-
-/** Refuses a document whose KMS context binds it to another machine. */
-export function checkMachineBinding(metadata: Metadata, machine: string | null): void {
-  if (machine === null) return;
-  for (const group of metadata.keyGroups) {
-    for (const entry of group) {
-      if (entry.kind !== "kms") continue;
-      const context = entry.fields.get("context");
-      if (typeof context !== "object" || context === null) continue;
-      const bound = (context as Readonly<Record<string, string>>)[MACHINE_CONTEXT_KEY];
-      if (bound !== undefined && bound !== machine) {
-        throw new BootsealError(
-          "FORBIDDEN",
-          `the document is bound to machine ${JSON.stringify(bound)} (KMS encryption context), this is ${machine}`,
-        );
-      }
-    }
-  }
 }
 
 async function decryptEnvelope(bytes: Uint8Array, options: DecryptPayloadOptions): Promise<Uint8Array> {

@@ -19,6 +19,7 @@ import type { KeyKind } from "../../providers/keys/master-key.ts";
 import type { CliIo } from "../cli/command.ts";
 import type { Format } from "../envelope/sops/codecs/codec.ts";
 import { BootsealError, isBootsealError } from "../errors.ts";
+import { formatMachineId } from "../machine/machine-id.ts";
 import { parseManifest } from "./apply-manifest.ts";
 import { writeResolved } from "./atomic-write.ts";
 import { decryptPayload } from "./decrypt-payload.ts";
@@ -29,14 +30,7 @@ import { type PathPolicy, type ResolvedTarget, resolveTarget, rootDirectory } fr
 import { createReporter, type StatusReport } from "./report.ts";
 import { type BackoffPolicy, withRetry } from "./retry.ts";
 import type { SelinuxLabeler } from "./selinux.ts";
-import {
-  download,
-  machineIdString,
-  parseSource,
-  readTokenFile,
-  type Source,
-  statusUrlFor,
-} from "./source.ts";
+import { download, parseSource, readTokenFile, type Source, statusUrlFor } from "./source.ts";
 
 export const DEFAULT_MARKER = "/var/lib/bootseal/bootstrap.done";
 export const DEFAULT_SENTINEL = "/run/cluster-api/bootstrap-success.complete";
@@ -173,7 +167,7 @@ export async function runFetch(options: FetchOptions, deps: FetchDeps): Promise<
     attempts = doc.attempts;
     payload = await decryptPayload(doc.bytes, {
       deps: { env: io.env },
-      machine: machine ? machineIdString(machine) : null,
+      machine: machine ? formatMachineId(machine) : null,
       ...(options.inputType ? { inputType: options.inputType } : {}),
       ...(options.order ? { order: options.order } : {}),
       ...(doc.contentType ? { contentType: doc.contentType } : {}),
@@ -207,7 +201,7 @@ export async function runFetch(options: FetchOptions, deps: FetchDeps): Promise<
     const record = {
       completedAt: new Date().toISOString(),
       source: source.kind === "service" ? `${source.url.origin}${source.url.pathname}` : source.display,
-      machine: machine ? machineIdString(machine) : null,
+      machine: machine ? formatMachineId(machine) : null,
       sha256: createHash("sha256").update(doc.bytes).digest("hex"),
       ...(doc.etag ? { etag: doc.etag } : {}),
       files: written,

@@ -16,13 +16,10 @@ import { readFile, stat } from "node:fs/promises";
 import { basename, dirname } from "node:path";
 import { openStore, parseStoreUrl } from "../../providers/stores/index.ts";
 import { BootsealError } from "../errors.ts";
+import { formatMachineId, type MachineId, parseMachineId } from "../machine/machine-id.ts";
+import { configKeyMachineText } from "../machine/store-layout.ts";
 import { sendOk } from "./http-client.ts";
 import { type RetryOptions, withRetry } from "./retry.ts";
-
-export interface MachineId {
-  readonly namespace: string;
-  readonly name: string;
-}
 
 export type Source =
   | { readonly kind: "service"; readonly url: URL; readonly machine: MachineId }
@@ -34,24 +31,7 @@ export type Source =
       readonly machine: MachineId | null;
     };
 
-/** Kubernetes DNS-1123 label. */
-const LABEL = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
-
-export function machineIdString(m: MachineId): string {
-  return `${m.namespace}/${m.name}`;
-}
-
-export function parseMachineId(text: string, where = "--machine"): MachineId {
-  const parts = text.split("/");
-  const [namespace, name] = parts;
-  if (parts.length !== 2 || !namespace || !name || !LABEL.test(namespace) || !LABEL.test(name)) {
-    throw new BootsealError("USAGE", `${where} wants NAMESPACE/NAME (DNS-1123 labels), got "${text}"`);
-  }
-  return { namespace, name };
-}
-
 const SERVICE_PATH = /\/v1\/machines\/([^/]+)\/([^/]+)\/config$/;
-const STORE_LAYOUT = /(?:^|\/)configs\/([^/]+)\/([^/]+)$/;
 
 export function parseSource(from: string, machineFlag?: string): Source {
   const flagMachine = machineFlag !== undefined ? parseMachineId(machineFlag) : null;
@@ -74,7 +54,7 @@ export function parseSource(from: string, machineFlag?: string): Source {
       );
     }
     const machine = parseMachineId(`${decodeURIComponent(m[1]!)}/${decodeURIComponent(m[2]!)}`, "--from");
-    if (flagMachine && machineIdString(flagMachine) !== machineIdString(machine)) {
+    if (flagMachine && formatMachineId(flagMachine) !== formatMachineId(machine)) {
       throw new BootsealError("USAGE", "--machine names another machine than --from");
     }
     return { kind: "service", url, machine };
@@ -83,14 +63,13 @@ export function parseSource(from: string, machineFlag?: string): Source {
   if (scheme === "file") {
     const path = from.slice("file://".length);
     if (!path.startsWith("/")) throw new BootsealError("USAGE", "--from file:// wants an absolute path");
-    const layout = STORE_LAYOUT.exec(path);
+    const layout = configKeyMachineText(path, true);
     return {
       kind: "store",
       storeUrl: `file://${dirname(path)}`,
       key: basename(path),
       display: from,
-      machine:
-        flagMachine ?? (layout ? parseMachineId(`${layout[1]}/${layout[2]}`, "the configs/ path") : null),
+      machine: flagMachine ?? (layout ? parseMachineId(layout, "the configs/ path") : null),
     };
   }
   if (scheme === "s3" || scheme === "gs") {
@@ -99,14 +78,13 @@ export function parseSource(from: string, machineFlag?: string): Source {
       throw new BootsealError("USAGE", `--from ${scheme}:// wants a bucket and an object key`);
     }
     const key = loc.prefix.slice(0, -1);
-    const layout = STORE_LAYOUT.exec(key);
+    const layout = configKeyMachineText(key, true);
     return {
       kind: "store",
       storeUrl: `${scheme}://${loc.bucket}`,
       key,
       display: `${scheme}://${loc.bucket}/${key}`,
-      machine:
-        flagMachine ?? (layout ? parseMachineId(`${layout[1]}/${layout[2]}`, "the configs/ key") : null),
+      machine: flagMachine ?? (layout ? parseMachineId(layout, "the configs/ key") : null),
     };
   }
   throw new BootsealError(

@@ -2,6 +2,8 @@
  * buildApp(deps) assembles the Fastify instance and never listens: unit tests call
  * app.inject(), server.ts binds it to a socket. Everything per-machine lives in the store
  * (deps.store); the app itself holds only configuration, metrics and this replica's event ring.
+ * The configuration arrives resolved (src/config applied every default): nothing here has a
+ * default of its own, so a default is changed in one place.
  */
 import rateLimit from "@fastify/rate-limit";
 import swagger from "@fastify/swagger";
@@ -9,8 +11,7 @@ import Fastify, { type FastifyInstance, type FastifyServerOptions } from "fastif
 import { pino } from "pino";
 import type { ProviderDeps } from "../../providers/keys/master-key.ts";
 import type { ObjectStore } from "../../providers/stores/object-store.ts";
-import type { ControllerConfig, FetcherArtifact, OneTimeFetch } from "../config/service-config.ts";
-import type { SopsConfig } from "../config/sops-config.ts";
+import type { ServiceConfig } from "../config/service-config.ts";
 import type { ServiceContext } from "./context.ts";
 import { eventsBus } from "./events-bus.ts";
 import { machineStore } from "./machine-store.ts";
@@ -26,33 +27,39 @@ import { machineStatusRoutes } from "./routes/machine-status.ts";
 import { machinesRoutes } from "./routes/machines.ts";
 import { userdataRoutes } from "./routes/userdata.ts";
 
+/** What the app reads of the resolved service configuration (docs/configuration.md). */
+export type AppConfig = Pick<
+  ServiceConfig,
+  | "creationRules"
+  | "controllers"
+  | "bootstrapToken"
+  | "oneTimeFetch"
+  | "limits"
+  | "rateLimit"
+  | "fetcherArtifact"
+  | "fetcherArtifactWindows"
+  | "publicUrl"
+  | "trustProxy"
+  | "events"
+  | "logLevel"
+>;
+
+/** The configuration, and what the process around the app provides. */
 export interface AppDeps {
+  readonly config: AppConfig;
   readonly store: ObjectStore;
-  /** `.sops.yaml`-shaped creation rules, matched against `<ns>/<name>`. */
-  readonly rules: SopsConfig;
-  readonly controllers: readonly ControllerConfig[];
   readonly keyDeps?: ProviderDeps;
-  readonly bootstrapToken?: { readonly ttlMs: number; readonly uses: number };
-  readonly oneTimeFetch?: OneTimeFetch;
-  readonly bodyLimit?: number;
-  readonly authFailuresPerMinute?: number;
-  /** Linux fetcher: cloud-init and Ignition stubs. */
-  readonly fetcherArtifact?: FetcherArtifact;
-  /** Windows fetcher (bootseal.exe): PowerShell stubs; without it they are 501. */
-  readonly fetcherArtifactWindows?: FetcherArtifact;
-  readonly publicUrl?: string;
-  /** Fastify trustProxy: believe X-Forwarded-For from these proxies (request.ip is the client). */
-  readonly trustProxy?: boolean | readonly string[];
-  /** Where audit lines go; default: nowhere (tests that do not look at them). */
+  /** Where audit lines go; none: nowhere (tests that do not look at them). */
   readonly audit?: AuditLogger;
-  /** false for silence; a level otherwise. The access log never carries bodies or credentials. */
-  readonly logger?: false | { readonly level: string; readonly stream?: NodeJS.WritableStream };
+  /**
+   * false: no access log (tests); otherwise it goes to `stream` (default standard output) at
+   * config.logLevel. The access log never carries bodies or credentials.
+   */
+  readonly logger?: false | { readonly stream?: NodeJS.WritableStream };
   /** More readiness probes; the store probe is always there. */
   readonly probes?: readonly ReadinessProbe[];
-  /** TLS material; `ca` with `mutualTls` verifies optional controller client certificates. */
+  /** TLS material (read from config.tls); `ca` verifies optional controller client certificates. */
   readonly https?: { readonly cert: Buffer; readonly key: Buffer; readonly ca?: Buffer };
-  readonly heartbeatMs?: number;
-  readonly eventsBufferSize?: number;
   readonly now?: () => Date;
 }
 
@@ -67,14 +74,15 @@ export const REDACT_PATHS = [
 function loggerOptions(deps: AppDeps): FastifyServerOptions["logger"] {
   if (deps.logger === false) return false;
   return {
-    level: deps.logger?.level ?? "info",
+    level: deps.config.logLevel,
     redact: { paths: REDACT_PATHS, censor: "[redacted]" },
     ...(deps.logger?.stream ? { stream: deps.logger.stream } : {}),
   };
 }
 
 export function buildApp(deps: AppDeps): FastifyInstance {
-  const bodyLimit = deps.bodyLimit ?? 1024 * 1024;
+  const { config } = deps;
+  const bodyLimit = config.limits.bodyBytes;
   const https = deps.https
     ? {
         cert: deps.https.cert,
@@ -93,7 +101,11 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     // No automatic HEAD twins: a HEAD of a machine's config must not spend a token use.
     exposeHeadRoutes: false,
     trustProxy:
-      typeof deps.trustProxy === "boolean" ? deps.trustProxy : deps.trustProxy ? [...deps.trustProxy] : false,
+      typeof config.trustProxy === "boolean"
+        ? config.trustProxy
+        : config.trustProxy
+          ? [...config.trustProxy]
+          : false,
     ...(https ? { https } : {}),
   }) as unknown as FastifyInstance;
 
@@ -105,13 +117,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
 
   const store = metrics.instrumentStore(deps.store);
   const machines = machineStore(store);
-  const storeProbe: ReadinessProbe = {
-    name: "store",
-    // A head of a key that is normally absent: one cheap round trip that needs read access.
-    check: async () => {
-      await store.head("status/.readyz");
-    },
-  };
+  const storeProbe: ReadinessProbe = { name: "store", check: () => machines.probe() };
 
   void app.register(rateLimit, { global: false });
   void app.register(swagger, {
@@ -135,27 +141,28 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     },
   });
   void app.register(async (api) => {
-    const guard = authPlugin(api, {
-      controllers: deps.controllers,
+    const now = deps.now ?? (() => new Date());
+    authPlugin(api, {
+      controllers: config.controllers,
       mutualTls: deps.https?.ca !== undefined,
-      authFailuresPerMinute: deps.authFailuresPerMinute ?? 20,
+      authFailuresPerMinute: config.rateLimit.authFailuresPerMinute,
       machines,
+      now,
     });
     const ctx: ServiceContext = {
       machines,
-      rules: deps.rules,
+      rules: config.creationRules,
       keyDeps: deps.keyDeps ?? {},
-      bootstrapToken: deps.bootstrapToken ?? { ttlMs: 24 * 3_600_000, uses: 10 },
-      oneTimeFetch: deps.oneTimeFetch ?? "off",
+      bootstrapToken: config.bootstrapToken,
+      oneTimeFetch: config.oneTimeFetch,
       bodyLimit,
-      fetcherArtifact: deps.fetcherArtifact,
-      fetcherArtifactWindows: deps.fetcherArtifactWindows,
-      publicUrl: deps.publicUrl,
-      events: eventsBus(deps.eventsBufferSize ?? 1000),
+      fetcherArtifact: config.fetcherArtifact,
+      fetcherArtifactWindows: config.fetcherArtifactWindows,
+      publicUrl: config.publicUrl,
+      events: eventsBus(config.events.bufferSize),
       metrics,
-      heartbeatMs: deps.heartbeatMs ?? 15_000,
-      guard,
-      now: deps.now ?? (() => new Date()),
+      heartbeatMs: config.events.heartbeatSeconds * 1000,
+      now,
     };
     healthRoutes(api, [storeProbe, ...(deps.probes ?? [])], metrics.registry);
     docsRoutes(api);

@@ -4,7 +4,6 @@ import type { FetcherArtifact, OneTimeFetch } from "../config/service-config.ts"
 import type { SopsConfig } from "../config/sops-config.ts";
 import type { EventsBus } from "./events-bus.ts";
 import type { MachineStore } from "./machine-store.ts";
-import type { AuthGuard } from "./plugins/auth.ts";
 import type { Metrics } from "./plugins/metrics.ts";
 
 export interface ServiceContext {
@@ -23,7 +22,6 @@ export interface ServiceContext {
   readonly events: EventsBus;
   readonly metrics: Metrics;
   readonly heartbeatMs: number;
-  readonly guard: AuthGuard;
   now(): Date;
 }
 

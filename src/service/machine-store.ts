@@ -1,16 +1,27 @@
 /**
- * The store layout (docs/api.md) and the compare-and-swap loops over it. Nothing here is cached:
- * every replica reads the store, and every read-modify-write is a conditional put retried on
- * a lost race, so any number of replicas can serve the same machines.
- *
- *   configs/<ns>/<name>         the encrypted document
- *   tokens/<ns>/<name>.json     bootstrap token record (SHA-256, expiry, uses left)
- *   status/<ns>/<name>.json     current phase, publish counter and history (last 100)
+ * Everything the service reads and writes about a machine, over the store layout of
+ * src/machine/store-layout.ts (the only place that spells a key), and the compare-and-swap
+ * loops over it. Nothing here is cached: every replica reads the store, and every
+ * read-modify-write is a conditional put retried on a lost race, so any number of replicas
+ * can serve the same machines. The status history keeps the last 100 entries.
  */
 import type { CallOptions } from "../../providers/keys/master-key.ts";
-import type { ObjectInfo, ObjectStore } from "../../providers/stores/object-store.ts";
+import type {
+  ObjectInfo,
+  ObjectStore,
+  StoredObject,
+  WriteCondition,
+} from "../../providers/stores/object-store.ts";
 import { BootsealError } from "../errors.ts";
-import { isDnsLabel, type MachineRef, machineId } from "./names.ts";
+import { formatMachineId, type MachineId } from "../machine/machine-id.ts";
+import {
+  configKey,
+  machineFromStatusKey,
+  READINESS_PROBE_KEY,
+  statusKey,
+  statusPrefix,
+  tokenKey,
+} from "../machine/store-layout.ts";
 import { decodeTokenRecord, digestsEqual, encodeTokenRecord, sha256Hex, type TokenRecord } from "./tokens.ts";
 
 export const MACHINE_PHASES = ["fetching", "decrypted", "written", "running", "succeeded", "failed"] as const;
@@ -20,10 +31,6 @@ export type DocumentFormat = "binary" | "json" | "yaml";
 
 export const HISTORY_LIMIT = 100;
 const CAS_ATTEMPTS = 20;
-
-export const configKey = (m: MachineRef): string => `configs/${m.namespace}/${m.name}`;
-export const tokenKey = (m: MachineRef): string => `tokens/${m.namespace}/${m.name}.json`;
-export const statusKey = (m: MachineRef): string => `status/${m.namespace}/${m.name}.json`;
 
 export interface StatusEntry {
   readonly phase: Phase;
@@ -109,35 +116,76 @@ export function appendHistory(history: readonly StatusEntry[], entry: StatusEntr
 }
 
 export interface MachineStore {
-  readonly store: ObjectStore;
-  readStatus(m: MachineRef, options?: CallOptions): Promise<StatusRecord | null>;
+  /** One cheap read of a key that is normally absent: the store answers and lets us read. */
+  probe(options?: CallOptions): Promise<void>;
+  /** The stored document, or null when none is published. */
+  getConfig(m: MachineId, options?: CallOptions): Promise<StoredObject | null>;
+  hasConfig(m: MachineId, options?: CallOptions): Promise<boolean>;
+  putConfig(
+    m: MachineId,
+    bytes: Uint8Array,
+    condition: WriteCondition,
+    contentType: string,
+    options?: CallOptions,
+  ): Promise<ObjectInfo>;
+  /** Deletes the config only if it is still this version; false when another write won. */
+  deleteConfigIfUnchanged(m: MachineId, etag: string, options?: CallOptions): Promise<boolean>;
+  readStatus(m: MachineId, options?: CallOptions): Promise<StatusRecord | null>;
   /** A publish: bumps the version, sets phase `published`. */
   recordPublish(
-    m: MachineRef,
+    m: MachineId,
     config: PublishedConfig,
     by: string,
     now: Date,
     options?: CallOptions,
   ): Promise<StatusRecord>;
   recordPhase(
-    m: MachineRef,
+    m: MachineId,
     entry: Omit<StatusEntry, "version">,
     options?: CallOptions,
   ): Promise<StatusRecord>;
-  recordDeleted(m: MachineRef, now: Date, options?: CallOptions): Promise<void>;
-  readToken(m: MachineRef, options?: CallOptions): Promise<TokenRecord | null>;
-  writeToken(m: MachineRef, record: TokenRecord, options?: CallOptions): Promise<void>;
+  recordDeleted(m: MachineId, now: Date, options?: CallOptions): Promise<void>;
+  readToken(m: MachineId, options?: CallOptions): Promise<TokenRecord | null>;
+  writeToken(m: MachineId, record: TokenRecord, options?: CallOptions): Promise<void>;
   /** Takes one fetch off the token with this hash; TOKEN_EXHAUSTED when none is left. */
-  consumeTokenUse(m: MachineRef, tokenSha256: string, options?: CallOptions): Promise<TokenRecord>;
-  deleteConfigAndToken(m: MachineRef, options?: CallOptions): Promise<boolean>;
-  deleteToken(m: MachineRef, options?: CallOptions): Promise<void>;
-  /** Machines with a status record, in store (key) order. */
-  listMachines(namespace: string | undefined, options?: CallOptions): AsyncIterable<MachineRef>;
+  consumeTokenUse(m: MachineId, tokenSha256: string, options?: CallOptions): Promise<TokenRecord>;
+  deleteConfigAndToken(m: MachineId, options?: CallOptions): Promise<boolean>;
+  deleteToken(m: MachineId, options?: CallOptions): Promise<void>;
+  /**
+   * Machines with a status record, in store (key) order; `after` (`<ns>/<name>`, a page
+   * cursor) skips every machine up to and including it in that order.
+   */
+  listMachines(
+    namespace: string | undefined,
+    after: string | undefined,
+    options?: CallOptions,
+  ): AsyncIterable<MachineId>;
 }
 
 export function machineStore(store: ObjectStore): MachineStore {
   return {
-    store,
+    async probe(options = {}) {
+      await store.head(READINESS_PROBE_KEY, options);
+    },
+
+    getConfig: (m, options = {}) => store.get(configKey(m), options),
+
+    async hasConfig(m, options = {}) {
+      return (await store.head(configKey(m), options)) !== null;
+    },
+
+    putConfig: (m, bytes, condition, contentType, options = {}) =>
+      store.put(configKey(m), bytes, condition, { ...options, contentType }),
+
+    async deleteConfigIfUnchanged(m, etag, options = {}) {
+      try {
+        await store.delete(configKey(m), { ifMatch: etag }, options);
+        return true;
+      } catch (err) {
+        if (isLostRace(err)) return false;
+        throw err;
+      }
+    },
 
     async readStatus(m, options = {}) {
       const obj = await store.get(statusKey(m), options);
@@ -246,26 +294,23 @@ export function machineStore(store: ObjectStore): MachineStore {
       await store.delete(tokenKey(m), undefined, options);
     },
 
-    async *listMachines(namespace, options = {}) {
-      const prefix = namespace ? `status/${namespace}/` : "status/";
-      for await (const info of store.list(prefix, options)) {
-        const ref = machineFromStatusKey(info);
-        if (ref) yield ref;
+    async *listMachines(namespace, after, options = {}) {
+      // The cursor is compared as a store key, the order the listing comes in. It is not
+      // checked as labels: the route's schema bounds it, and any text orders somewhere.
+      const [afterNs = "", afterName = ""] = after?.split("/") ?? [];
+      const afterKey = after === undefined ? undefined : statusKey({ namespace: afterNs, name: afterName });
+      for await (const info of store.list(statusPrefix(namespace), options)) {
+        if (afterKey !== undefined && info.key <= afterKey) continue;
+        const machine = machineFromStatusKey(info.key);
+        if (machine) yield machine;
       }
     },
   };
 }
 
-/** `status/<ns>/<name>.json` -> the machine; null for anything else under status/. */
-export function machineFromStatusKey(info: ObjectInfo): MachineRef | null {
-  const m = /^status\/([^/]+)\/([^/]+)\.json$/.exec(info.key);
-  if (!m || !isDnsLabel(m[1] as string) || !isDnsLabel(m[2] as string)) return null;
-  return { namespace: m[1] as string, name: m[2] as string };
-}
-
 /** A token presented by a machine, checked against its record: hash, then expiry. */
-export function checkToken(record: TokenRecord | null, token: string, m: MachineRef, now: Date): TokenRecord {
-  if (!record || record.machine !== machineId(m) || !digestsEqual(record.sha256, sha256Hex(token))) {
+export function checkToken(record: TokenRecord | null, token: string, m: MachineId, now: Date): TokenRecord {
+  if (!record || record.machine !== formatMachineId(m) || !digestsEqual(record.sha256, sha256Hex(token))) {
     throw new BootsealError("UNAUTHORIZED", "unknown, revoked or replaced bootstrap token");
   }
   if (Date.parse(record.expiresAt) <= now.getTime()) {

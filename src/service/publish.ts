@@ -9,8 +9,8 @@
  *   byte for byte after its structure was checked (codec parse, metadata, a MAC) and it was
  *   found to name at least one master key of the matching rule (sops key identity strings).
  *
- * AWS KMS keys of the rule get the encryption context {"bootseal-machine": "<ns>/<name>"}
- * merged in, so a machine's IAM policy can allow decrypting its own config only. Only
+ * AWS KMS keys of the rule are bound to the machine (src/machine/kms-binding.ts), so a
+ * machine's IAM policy can allow decrypting its own config only. Only
  * `wrap` is ever called: the service needs no decrypt rights.
  */
 import type { KeyEntry, MasterKey, ProviderDeps } from "../../providers/keys/master-key.ts";
@@ -20,12 +20,12 @@ import { codecFor } from "../envelope/sops/codecs/index.ts";
 import { encryptDocument } from "../envelope/sops/encrypt.ts";
 import { metadataFromTree, metadataToTree } from "../envelope/sops/metadata.ts";
 import { BootsealError } from "../errors.ts";
+import { bindKeyGroups } from "../machine/kms-binding.ts";
+import { formatMachineId, type MachineId } from "../machine/machine-id.ts";
 import type { DocumentFormat } from "./machine-store.ts";
-import { type MachineRef, machineId } from "./names.ts";
 
 export const SOPS_JSON = "application/sops+json";
 export const SOPS_YAML = "application/sops+yaml";
-export const MACHINE_CONTEXT_KEY = "bootseal-machine";
 
 /** Where rules are matched: a fixed root, so `path_regex` sees exactly `<ns>/<name>`. */
 const RULE_ROOT = "/bootseal-machines";
@@ -46,7 +46,7 @@ export interface PublishContext {
   readonly instrumentKey?: (key: MasterKey) => MasterKey;
 }
 
-export function ruleFor(rules: SopsConfig, m: MachineRef): CreationRule {
+export function ruleFor(rules: SopsConfig, m: MachineId): CreationRule {
   let rule: CreationRule | null;
   try {
     rule = matchCreationRule(rules, RULE_ROOT, `${RULE_ROOT}/${m.namespace}/${m.name}`);
@@ -54,24 +54,8 @@ export function ruleFor(rules: SopsConfig, m: MachineRef): CreationRule {
     if (err instanceof BootsealError && err.code === "USAGE") rule = null;
     else throw err;
   }
-  if (!rule) throw new BootsealError("BAD_INPUT", `no creation rule matches ${machineId(m)}`);
+  if (!rule) throw new BootsealError("BAD_INPUT", `no creation rule matches ${formatMachineId(m)}`);
   return rule;
-}
-
-/** The rule's entries with the machine's KMS encryption context merged in. */
-export function bindEntries(rule: CreationRule, m: MachineRef): KeyEntry[][] {
-  return rule.keyGroups.map((group) =>
-    group.map((entry) => {
-      if (entry.kind !== "kms") return entry;
-      const fields = new Map(entry.fields);
-      const context = fields.get("context");
-      fields.set("context", {
-        ...(typeof context === "object" ? context : {}),
-        [MACHINE_CONTEXT_KEY]: machineId(m),
-      });
-      return { ...entry, fields };
-    }),
-  );
 }
 
 export function mediaTypeOf(contentType: string | undefined): string {
@@ -82,11 +66,11 @@ export async function prepareDocument(
   body: Uint8Array,
   contentType: string | undefined,
   format: "yaml" | "json" | undefined,
-  m: MachineRef,
+  m: MachineId,
   ctx: PublishContext,
 ): Promise<PreparedDocument> {
   const rule = ruleFor(ctx.rules, m);
-  const groups = bindEntries(rule, m);
+  const groups = bindKeyGroups(rule.keyGroups, m);
   const media = mediaTypeOf(contentType);
   if (media === SOPS_JSON || media === SOPS_YAML) {
     if (format !== undefined) {

@@ -1,20 +1,37 @@
 /**
  * What the plugins learn about a request and hand to each other (auth -> handlers -> audit):
- * who is calling, and the error code the response carried. Decorated onto the request with
- * a null start value (Fastify's decorator rule: never a shared reference).
+ * who is calling, the machine's checked token record, and the error code the response
+ * carried. Decorated onto the request with a null start value (Fastify's decorator rule:
+ * never a shared reference).
  */
 import type { FastifyRequest } from "fastify";
 import type { Scope } from "../config/service-config.ts";
-import type { MachineRef } from "./names.ts";
+import { BootsealError } from "../errors.ts";
+import type { MachineId } from "../machine/machine-id.ts";
+import type { TokenRecord } from "./tokens.ts";
 
 export type Principal =
   | { readonly kind: "controller"; readonly name: string; readonly scopes: readonly Scope[] }
   /** The token is kept to check against the store; it is never logged or returned. */
-  | { readonly kind: "machine"; readonly machine: MachineRef; readonly token: string };
+  | { readonly kind: "machine"; readonly machine: MachineId; readonly token: string };
 
 export interface RequestState {
   principal: Principal | null;
+  /** A machine principal's token record, once the auth plugin checked it against the store. */
+  machineToken: TokenRecord | null;
   errorCode: string | null;
+}
+
+/**
+ * Who may call a route (read by the auth plugin's onRoute hook; undefined: anyone).
+ * - `scopes`: a controller needs every one of these (`admin` implies them all); absent, no
+ *   controller may call the route.
+ * - `machine: "params"`: the machine named by the route's `:ns/:name` may call it with its
+ *   bootstrap token, checked against the store (hash, expiry) before the handler runs.
+ */
+export interface RouteAuth {
+  readonly scopes?: readonly Scope[];
+  readonly machine?: "params";
 }
 
 declare module "fastify" {
@@ -22,15 +39,14 @@ declare module "fastify" {
     bootsealState: RequestState | null;
   }
   interface FastifyContextConfig {
-    /** Who may call the route; undefined: anyone. */
-    auth?: { readonly scope?: Scope; readonly machine?: boolean; readonly controller?: boolean };
+    auth?: RouteAuth;
     /** The audit action recorded for every call of the route. */
     audit?: string;
   }
 }
 
 export function stateOf(request: FastifyRequest): RequestState {
-  request.bootsealState ??= { principal: null, errorCode: null };
+  request.bootsealState ??= { principal: null, machineToken: null, errorCode: null };
   return request.bootsealState;
 }
 
@@ -39,4 +55,12 @@ export function who(principal: Principal | null): string {
   return principal.kind === "controller"
     ? principal.name
     : `machine:${principal.machine.namespace}/${principal.machine.name}`;
+}
+
+/** The machine's checked token when a machine is calling; null for a controller. */
+export function machineTokenOf(request: FastifyRequest): TokenRecord | null {
+  const state = stateOf(request);
+  if (state.principal?.kind !== "machine") return null;
+  if (!state.machineToken) throw new BootsealError("INTERNAL", "a machine route ran without its token check");
+  return state.machineToken;
 }

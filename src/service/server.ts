@@ -38,23 +38,11 @@ export async function startServer(config: ServiceConfig): Promise<RunningServer>
   const audit = createAuditLogger(config.audit.path);
   const https = await readTls(config);
   const app = buildApp({
+    config,
     store,
-    rules: config.creationRules,
-    controllers: config.controllers,
     keyDeps: { env: process.env },
-    bootstrapToken: config.bootstrapToken,
-    oneTimeFetch: config.oneTimeFetch,
-    bodyLimit: config.limits.bodyBytes,
-    authFailuresPerMinute: config.rateLimit.authFailuresPerMinute,
-    ...(config.fetcherArtifact ? { fetcherArtifact: config.fetcherArtifact } : {}),
-    ...(config.fetcherArtifactWindows ? { fetcherArtifactWindows: config.fetcherArtifactWindows } : {}),
-    ...(config.publicUrl ? { publicUrl: config.publicUrl } : {}),
-    ...(config.trustProxy !== undefined ? { trustProxy: config.trustProxy } : {}),
     audit: audit.logger,
-    logger: { level: config.logLevel },
-    ...(https ? { https } : {}),
-    heartbeatMs: config.events.heartbeatSeconds * 1000,
-    eventsBufferSize: config.events.bufferSize,
+    https,
   });
   app.addHook("onClose", async () => audit.close());
   const { host, port } = config.listen;

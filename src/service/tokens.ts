@@ -9,7 +9,7 @@
  */
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import { BootsealError } from "../errors.ts";
-import { isDnsLabel, type MachineRef, machineId } from "./names.ts";
+import { formatMachineId, isDnsLabel, type MachineId } from "../machine/machine-id.ts";
 
 const PREFIX = "bst";
 const SECRET_BYTES = 32;
@@ -29,7 +29,7 @@ export function sha256Hex(text: string | Uint8Array): string {
 }
 
 export function mintToken(
-  machine: MachineRef,
+  machine: MachineId,
   ttlMs: number,
   uses: number,
   now: Date,
@@ -39,7 +39,7 @@ export function mintToken(
   return {
     token,
     record: {
-      machine: machineId(machine),
+      machine: formatMachineId(machine),
       sha256: sha256Hex(token),
       issuedAt: now.toISOString(),
       expiresAt: new Date(now.getTime() + ttlMs).toISOString(),
@@ -54,7 +54,7 @@ export function looksLikeBootstrapToken(text: string): boolean {
 }
 
 /** The machine a token names, or null when it is not a well-formed bootstrap token. */
-export function parseBootstrapToken(text: string): MachineRef | null {
+export function parseBootstrapToken(text: string): MachineId | null {
   const parts = text.split(".");
   if (parts.length !== 4 || parts[0] !== PREFIX) return null;
   const [, namespace, name, secret] = parts as [string, string, string, string];

@@ -3,6 +3,7 @@ import { test } from "node:test";
 import { MemoryStore } from "../../providers/stores/memory.ts";
 import { parseSopsConfig } from "../../src/config/sops-config.ts";
 import { buildApp } from "../../src/service/app.ts";
+import { appConfig } from "./app-config.ts";
 
 const rules = parseSopsConfig(
   "creation_rules:\n  - age: age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p\n",
@@ -13,8 +14,7 @@ test("readyz answers 503 with Retry-After and names the failing check", async ()
   const app = buildApp({
     logger: false,
     store: new MemoryStore(),
-    rules,
-    controllers: [],
+    config: appConfig({ creationRules: rules, controllers: [] }),
     probes: [
       {
         name: "kms",
@@ -33,7 +33,11 @@ test("readyz answers 503 with Retry-After and names the failing check", async ()
 });
 
 test("unknown routes get the {code, message} error shape", async () => {
-  const app = buildApp({ logger: false, store: new MemoryStore(), rules, controllers: [] });
+  const app = buildApp({
+    logger: false,
+    store: new MemoryStore(),
+    config: appConfig({ creationRules: rules, controllers: [] }),
+  });
   const res = await app.inject({ method: "POST", url: "/v1/x" });
   assert.equal(res.statusCode, 404);
   assert.deepEqual(res.json(), { code: "NOT_FOUND", message: "no such route" });

@@ -11,8 +11,9 @@ import { parse as parseYaml } from "yaml";
 import { MemoryStore } from "../../providers/stores/memory.ts";
 import { SCOPES } from "../../src/config/service-config.ts";
 import { parseSopsConfig } from "../../src/config/sops-config.ts";
-import { type AppDeps, buildApp } from "../../src/service/app.ts";
+import { type AppConfig, buildApp } from "../../src/service/app.ts";
 import { auditLoggerTo } from "../../src/service/plugins/audit.ts";
+import { appConfig } from "./app-config.ts";
 
 const identity = await generateX25519Identity();
 const recipient = await identityToRecipient(identity);
@@ -20,21 +21,23 @@ const ADMIN = "controller-admin-token-0123456789abcdefghijkl";
 const READER = "controller-reader-token-0123456789abcdefghijk";
 const sha = (s: string) => createHash("sha256").update(s).digest("hex");
 
-function app(extra: Partial<AppDeps> = {}) {
+function app(extra: Partial<AppConfig> = {}) {
   const audit = new PassThrough();
   const lines: string[] = [];
   audit.on("data", (c: Buffer) => lines.push(...c.toString().split("\n").filter(Boolean)));
   const instance = buildApp({
     logger: false,
     store: new MemoryStore(),
-    rules: parseSopsConfig(`creation_rules:\n  - path_regex: ^prod/\n    age: ${recipient}\n`, "t"),
-    controllers: [
-      { name: "admin", tokenSha256: sha(ADMIN), scopes: [...SCOPES] },
-      { name: "reader", tokenSha256: sha(READER), scopes: ["status:read", "configs:read"] },
-    ],
+    config: appConfig({
+      creationRules: parseSopsConfig(`creation_rules:\n  - path_regex: ^prod/\n    age: ${recipient}\n`, "t"),
+      controllers: [
+        { name: "admin", tokenSha256: sha(ADMIN), scopes: [...SCOPES] },
+        { name: "reader", tokenSha256: sha(READER), scopes: ["status:read", "configs:read"] },
+      ],
+      rateLimit: { authFailuresPerMinute: 5 },
+      ...extra,
+    }),
     audit: auditLoggerTo(audit),
-    authFailuresPerMinute: 5,
-    ...extra,
   });
   return { app: instance, audit: lines };
 }
@@ -313,4 +316,38 @@ test("userdata: cloud-init and ignition without fetcherArtifact are 501, never a
   }
   await a.close();
   await none.close();
+});
+
+test("fetch outcomes are counted once validated: ok, not-modified and a refused token, never a malformed request", async () => {
+  const { app: a } = app();
+  const token = await publishFor(a, "prod/worker-0");
+  const url = "/v1/machines/prod/worker-0/config";
+  const ok = await a.inject({ url, headers: bearer(token) });
+  assert.equal(ok.statusCode, 200);
+  const etag = String(ok.headers.etag);
+  assert.equal(
+    (await a.inject({ url, headers: { ...bearer(READER), "if-none-match": etag } })).statusCode,
+    304,
+  );
+  // A new publish mints a new token: the first one stops working.
+  const again = await a.inject({
+    method: "PUT",
+    url,
+    headers: { ...bearer(ADMIN), "content-type": "text/plain" },
+    payload: "#cloud-config\n",
+  });
+  assert.equal(again.statusCode, 200);
+  assert.equal((await a.inject({ url, headers: bearer(token) })).statusCode, 401);
+  assert.equal(
+    (await a.inject({ url: "/v1/machines/prod/Bad/config", headers: bearer(READER) })).statusCode,
+    400,
+  );
+  const metrics = (await a.inject({ url: "/metrics" })).body;
+  const count = (labels: string) =>
+    Number(new RegExp(`^bootseal_fetches_total\\{${labels}\\} (\\d+)$`, "m").exec(metrics)?.[1] ?? 0);
+  assert.equal(count('who="machine",outcome="ok"'), 1);
+  assert.equal(count('who="controller",outcome="not-modified"'), 1);
+  assert.equal(count('who="machine",outcome="UNAUTHORIZED"'), 1);
+  assert.doesNotMatch(metrics, /bootseal_fetches_total\{[^}]*outcome="BAD_INPUT"/);
+  await a.close();
 });

@@ -2,7 +2,7 @@ import { parseArgs } from "node:util";
 import { BootsealError } from "../../errors.ts";
 import { writeFileAtomic } from "../../fetcher/atomic-write.ts";
 import { CLIENT_OPTIONS, call, clientSettings, serviceUrl } from "../../fetcher/service-client.ts";
-import { parseMachineId } from "../../fetcher/source.ts";
+import { parseMachineId } from "../../machine/machine-id.ts";
 import type { Command } from "../command.ts";
 import { readInput } from "../file-io.ts";
 

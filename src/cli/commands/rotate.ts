@@ -11,7 +11,8 @@ import { parseArgs } from "node:util";
 import type { ProviderDeps } from "../../../providers/keys/master-key.ts";
 import { openStore } from "../../../providers/stores/index.ts";
 import { BootsealError } from "../../errors.ts";
-import { MACHINE_CONTEXT_KEY } from "../../fetcher/decrypt-payload.ts";
+import { bindContext } from "../../machine/kms-binding.ts";
+import { CONFIGS_PREFIX, configKeyMachineText } from "../../machine/store-layout.ts";
 import type { CliIo, Command } from "../command.ts";
 import { EXIT_CODES, EXIT_OK } from "../exit-codes.ts";
 import { readInput, writeOutput } from "../file-io.ts";
@@ -23,11 +24,9 @@ import { FORMAT_OPTIONS, parseDecryptionOrder, pickFormats, providerDeps } from 
 
 const FILE_ONLY = ["output", "in-place", "ignore-mac", ...Object.keys(FORMAT_OPTIONS)] as const;
 const STORE_ONLY = ["prefix", "concurrency", "dry-run"] as const;
-const DEFAULT_PREFIX = "configs/";
+const DEFAULT_PREFIX = CONFIGS_PREFIX;
 const DEFAULT_CONCURRENCY = 4;
 const MAX_CONCURRENCY = 64;
-/** `configs/<ns>/<name>` (relative to the store URL's prefix), as the service lays it out. */
-const MACHINE_OBJECT = /^configs\/([^/]+)\/([^/]+)$/;
 
 type Values = Record<string, string | boolean | undefined>;
 
@@ -52,9 +51,10 @@ function changesPerObject(
   if (typeof values["add-kms"] !== "string" && typeof values["rm-kms"] !== "string") return () => base;
   const context = parseEncryptionContext(values["encryption-context"] as string | undefined) ?? {};
   return (key) => {
-    const m = MACHINE_OBJECT.exec(key);
-    if (!m) return base;
-    const bound = { ...context, [MACHINE_CONTEXT_KEY]: `${m[1]}/${m[2]}` };
+    // Keys are relative to the store URL's prefix: the layout starts the key.
+    const machine = configKeyMachineText(key);
+    if (!machine) return base;
+    const bound = bindContext(context, machine);
     const text = Object.entries(bound)
       .map(([k, v]) => `${k}:${v}`)
       .join(",");

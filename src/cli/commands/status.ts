@@ -1,7 +1,7 @@
 import { parseArgs } from "node:util";
 import { BootsealError } from "../../errors.ts";
 import { CLIENT_OPTIONS, call, clientSettings, serviceUrl } from "../../fetcher/service-client.ts";
-import { parseMachineId } from "../../fetcher/source.ts";
+import { parseMachineId } from "../../machine/machine-id.ts";
 import type { Command } from "../command.ts";
 
 export const statusCommand: Command = {

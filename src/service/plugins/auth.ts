@@ -1,51 +1,43 @@
 /**
- * Authentication and authorisation, as an onRequest hook driven by each route's
- * `config.auth`, so handlers never repeat it and unauthenticated bodies are never parsed.
+ * Authentication and authorisation, attached by an onRoute hook to every route that declares
+ * `config.auth` (request-state.ts RouteAuth), as @fastify/rate-limit attaches its per-route
+ * checks: handlers never call it, and unauthenticated bodies are never parsed.
  *
  * - Controllers: `Authorization: Bearer <token>`, compared by SHA-256 with
  *   crypto.timingSafeEqual against every configured hash; or, with `tls.clientCa`, a verified
- *   client certificate whose subject CN is a controller's name. Each route names the scope it
- *   needs; `admin` implies every scope. Missing scope: 403 FORBIDDEN.
- * - Machines: a bootstrap token `bst.<ns>.<name>.<secret>` (tokens.ts). A token naming another
- *   machine is refused here (403) without a store read; the hash, expiry and uses are checked
- *   against the store by the route (checkMachine), after the params were validated.
- * - Failed authentications are counted per source address with @fastify/rate-limit; past
+ *   client certificate whose subject CN is a controller's name. Each route names the scopes
+ *   it needs; `admin` implies every scope. Missing scope: 403 FORBIDDEN.
+ * - Machines: a bootstrap token `bst.<ns>.<name>.<secret>` (tokens.ts), on routes with
+ *   `machine: "params"`. A token naming another machine is refused onRequest (403) without a
+ *   store read; the hash and expiry are checked against the store in a preHandler, after the
+ *   params and body were validated, and the record is left on the request state for the
+ *   handler (which spends a use where the route does).
+ * - Failed authentications are counted per source address with @fastify/rate-limit, those
+ *   a machine route's handler finds too (a token revoked or used up meanwhile); past
  *   `rateLimit.authFailuresPerMinute` every authenticated route answers 429 with Retry-After
  *   for that address until the minute is over.
  */
 import type { TLSSocket } from "node:tls";
-import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from "fastify";
 import type { ControllerConfig } from "../../config/service-config.ts";
 import { BootsealError } from "../../errors.ts";
+import { type MachineId, sameMachine } from "../../machine/machine-id.ts";
 import type { MachineStore } from "../machine-store.ts";
 import { checkToken } from "../machine-store.ts";
-import type { MachineRef } from "../names.ts";
-import { type Principal, stateOf } from "../request-state.ts";
-import {
-  digestsEqual,
-  looksLikeBootstrapToken,
-  parseBootstrapToken,
-  sha256Hex,
-  type TokenRecord,
-} from "../tokens.ts";
+import { type Principal, type RouteAuth, stateOf } from "../request-state.ts";
+import { digestsEqual, looksLikeBootstrapToken, parseBootstrapToken, sha256Hex } from "../tokens.ts";
 
 type Limiter = (
   request: FastifyRequest,
   options?: { increment?: boolean },
 ) => Promise<{ isAllowed: boolean; remaining?: number; ttlInSeconds?: number; isExceeded?: boolean }>;
 
-export interface AuthGuard {
-  /** A machine principal's token checked against its stored record (hash, machine, expiry). */
-  checkMachine(request: FastifyRequest, reply: FastifyReply, now: Date): Promise<TokenRecord>;
-  /** Counts an authentication failure found by a route; rethrows it, or RATE_LIMITED. */
-  fail(request: FastifyRequest, reply: FastifyReply, err: BootsealError): Promise<never>;
-}
-
 export interface AuthOptions {
   readonly controllers: readonly ControllerConfig[];
   readonly mutualTls: boolean;
   readonly authFailuresPerMinute: number;
   readonly machines: MachineStore;
+  readonly now: () => Date;
 }
 
 const AUTH_FAILURE_CODES = new Set(["UNAUTHORIZED", "TOKEN_EXPIRED", "TOKEN_EXHAUSTED"]);
@@ -72,12 +64,24 @@ function certificateController(request: FastifyRequest, controllers: readonly Co
   return name ? controllers.find((c) => c.name === name) : undefined;
 }
 
-function routeMachine(request: FastifyRequest): MachineRef | null {
+function routeMachine(request: FastifyRequest): MachineId | null {
   const p = request.params as { ns?: string; name?: string } | undefined;
   return p?.ns && p.name ? { namespace: p.ns, name: p.name } : null;
 }
 
-export function authPlugin(app: FastifyInstance, options: AuthOptions): AuthGuard {
+function isAuthFailure(err: unknown): err is BootsealError {
+  return err instanceof BootsealError && AUTH_FAILURE_CODES.has(err.code);
+}
+
+type Hook = (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
+
+/** A route's hooks of one kind, with ours last (after the route's own, as declared). */
+function withHook(existing: unknown, hook: Hook): Hook[] {
+  const list = existing === undefined ? [] : Array.isArray(existing) ? existing : [existing];
+  return [...(list as Hook[]), hook];
+}
+
+export function authPlugin(app: FastifyInstance, options: AuthOptions): void {
   const limiter = (app as unknown as { createRateLimit(o: object): Limiter }).createRateLimit({
     max: options.authFailuresPerMinute,
     timeWindow: 60_000,
@@ -121,9 +125,8 @@ export function authPlugin(app: FastifyInstance, options: AuthOptions): AuthGuar
     );
   }
 
-  app.addHook("onRequest", async (request, reply) => {
-    const auth = request.routeOptions.config?.auth;
-    if (!auth) return;
+  /** onRequest: who is calling, and may they call this route at all (no store access). */
+  async function authorize(auth: RouteAuth, request: FastifyRequest, reply: FastifyReply): Promise<void> {
     const peek = await limiter(request, { increment: false });
     if (!peek.isAllowed && peek.remaining === 0 && (peek.ttlInSeconds ?? 0) > 0) {
       void reply.header("retry-after", String(peek.ttlInSeconds));
@@ -132,39 +135,57 @@ export function authPlugin(app: FastifyInstance, options: AuthOptions): AuthGuar
     const principal = await authenticate(request, reply);
     stateOf(request).principal = principal;
     if (principal.kind === "machine") {
-      if (!auth.machine) throw new BootsealError("FORBIDDEN", "a bootstrap token cannot call this route");
+      if (auth.machine !== "params")
+        throw new BootsealError("FORBIDDEN", "a bootstrap token cannot call this route");
       const target = routeMachine(request);
-      if (
-        !target ||
-        target.namespace !== principal.machine.namespace ||
-        target.name !== principal.machine.name
-      ) {
+      if (!target || !sameMachine(target, principal.machine)) {
         throw new BootsealError("FORBIDDEN", "this bootstrap token belongs to another machine");
       }
       return;
     }
-    if (auth.controller === false)
+    if (auth.scopes === undefined)
       throw new BootsealError("FORBIDDEN", "only the machine itself can call this route");
-    if (auth.scope && !principal.scopes.includes(auth.scope) && !principal.scopes.includes("admin")) {
-      throw new BootsealError("FORBIDDEN", `controller ${principal.name} lacks the ${auth.scope} scope`);
-    }
-  });
+    const missing = principal.scopes.includes("admin")
+      ? undefined
+      : auth.scopes.find((scope) => !principal.scopes.includes(scope));
+    if (missing)
+      throw new BootsealError("FORBIDDEN", `controller ${principal.name} lacks the ${missing} scope`);
+  }
 
-  return {
-    fail,
-    async checkMachine(request, reply, now) {
-      const principal = stateOf(request).principal;
-      if (principal?.kind !== "machine") throw new BootsealError("INTERNAL", "no machine principal");
-      const record = await options.machines.readToken(principal.machine, { signal: signalFor(reply) });
+  /** preHandler: a machine's token against its stored record (hash, machine, expiry). */
+  async function checkMachineToken(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+    const state = stateOf(request);
+    if (state.principal?.kind !== "machine") return;
+    const { machine, token } = state.principal;
+    const record = await options.machines.readToken(machine, { signal: signalFor(reply) });
+    try {
+      state.machineToken = checkToken(record, token, machine, options.now());
+    } catch (err) {
+      if (isAuthFailure(err)) return fail(request, reply, err);
+      throw err;
+    }
+  }
+
+  app.addHook("onRoute", (route: RouteOptions) => {
+    const auth = route.config?.auth;
+    if (!auth) return;
+    route.onRequest = withHook(route.onRequest, (request, reply) => authorize(auth, request, reply));
+    if (auth.machine !== "params") return;
+    route.preHandler = withHook(route.preHandler, checkMachineToken);
+    // A token can be revoked or used up between the check and the handler's use of it: those
+    // failures count towards the same limit as the ones found above.
+    const handler = route.handler;
+    route.handler = async function (this: FastifyInstance, request, reply) {
       try {
-        return checkToken(record, principal.token, principal.machine, now);
+        return await handler.call(this, request, reply);
       } catch (err) {
-        if (err instanceof BootsealError && AUTH_FAILURE_CODES.has(err.code))
+        if (stateOf(request).principal?.kind === "machine" && isAuthFailure(err)) {
           return fail(request, reply, err);
+        }
         throw err;
       }
-    },
-  };
+    };
+  });
 }
 
 /**

@@ -9,13 +9,15 @@ import type { FastifyInstance } from "fastify";
 import type { ServiceContext } from "../context.ts";
 import type { StatusEvent } from "../events-bus.ts";
 import { eventsSchema } from "../schemas/status.ts";
+import type { RequestTypeProvider } from "../schemas/type-provider.ts";
 
 function frame(event: StatusEvent): string {
   const { id, ...data } = event;
   return `id: ${id}\nevent: status\ndata: ${JSON.stringify(data)}\n\n`;
 }
 
-export function eventsRoutes(app: FastifyInstance, ctx: ServiceContext): void {
+export function eventsRoutes(parent: FastifyInstance, ctx: ServiceContext): void {
+  const app = parent.withTypeProvider<RequestTypeProvider>();
   const open = new Set<ServerResponse>();
   app.addHook("preClose", async () => {
     for (const res of open) res.end();
@@ -24,9 +26,9 @@ export function eventsRoutes(app: FastifyInstance, ctx: ServiceContext): void {
 
   app.get(
     "/v1/events",
-    { schema: eventsSchema, config: { auth: { scope: "status:read" } } },
+    { schema: eventsSchema, config: { auth: { scopes: ["status:read"] } } },
     (request, reply) => {
-      const { namespace } = request.query as { namespace?: string };
+      const { namespace } = request.query;
       const lastHeader = request.headers["last-event-id"];
       const lastId = Number(Array.isArray(lastHeader) ? lastHeader[0] : lastHeader);
       const wanted = (e: StatusEvent) => !namespace || e.namespace === namespace;

@@ -2,26 +2,20 @@
  * PUT/GET/DELETE /v1/machines/:ns/:name/config. The bodies are raw bytes of any content type
  * (a plaintext payload or a SOPS document), so this group replaces Fastify's parsers with one
  * catch-all buffer parser; it is registered in its own encapsulated context so the JSON
- * parser of the other routes stays as it is.
+ * parser of the other routes stays as it is. Who may call each route is its `config.auth`
+ * (plugins/auth.ts); the work is in ../machines/.
  */
-import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { FastifyInstance, FastifyRequest } from "fastify";
 import type { WriteCondition } from "../../../providers/stores/object-store.ts";
 import { BootsealError } from "../../errors.ts";
-import { etagMatches, quoteEtag, type ServiceContext } from "../context.ts";
-import { configKey } from "../machine-store.ts";
-import type { MachineRef } from "../names.ts";
+import type { ServiceContext } from "../context.ts";
+import { deleteConfig } from "../machines/delete.ts";
+import { fetchConfig } from "../machines/fetch.ts";
+import { publishConfig } from "../machines/publish.ts";
 import { signalFor } from "../plugins/auth.ts";
-import { contentTypeOf, prepareDocument, sniffFormat } from "../publish.ts";
-import { stateOf, who } from "../request-state.ts";
+import { machineTokenOf, stateOf, who } from "../request-state.ts";
 import { deleteSchema, fetchSchema, publishSchema } from "../schemas/config.ts";
-import { mintToken, sha256Hex } from "../tokens.ts";
-
-type MachineParams = { ns: string; name: string };
-
-function machineOf(request: FastifyRequest): MachineRef {
-  const p = request.params as MachineParams;
-  return { namespace: p.ns, name: p.name };
-}
+import type { RequestTypeProvider } from "../schemas/type-provider.ts";
 
 function header(request: FastifyRequest, name: string): string | undefined {
   const v = request.headers[name];
@@ -46,10 +40,14 @@ function writeCondition(request: FastifyRequest): WriteCondition {
   return { unconditional: true };
 }
 
-export function machineConfigRoutes(app: FastifyInstance, ctx: ServiceContext): void {
-  const { machines } = ctx;
-  const store = machines.store;
+/**
+ * Fetch outcomes are counted for every request that got past validation (the token check
+ * included), whatever answered it: marked in the route's first preHandler, counted onResponse.
+ */
+const fetchCounted = new WeakSet<FastifyRequest>();
 
+export function machineConfigRoutes(parent: FastifyInstance, ctx: ServiceContext): void {
+  const app = parent.withTypeProvider<RequestTypeProvider>();
   app.removeAllContentTypeParsers();
   app.addContentTypeParser("*", { parseAs: "buffer", bodyLimit: ctx.bodyLimit }, (_req, body, done) => {
     done(null, body);
@@ -60,64 +58,28 @@ export function machineConfigRoutes(app: FastifyInstance, ctx: ServiceContext): 
     {
       schema: publishSchema,
       bodyLimit: ctx.bodyLimit,
-      config: { auth: { scope: "configs:write" }, audit: "publish" },
+      config: { auth: { scopes: ["configs:write"] }, audit: "publish" },
     },
     async (request, reply) => {
-      const m = machineOf(request);
       const condition = writeCondition(request);
-      const now = ctx.now();
-      const body = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
-      try {
-        const prepared = await prepareDocument(
-          body,
-          request.headers["content-type"],
-          (request.query as { format?: "yaml" | "json" }).format,
-          m,
-          {
-            rules: ctx.rules,
-            keyDeps: ctx.keyDeps,
-            now,
-            signal: signalFor(reply),
-            instrumentKey: ctx.metrics.instrumentKey,
-          },
-        );
-        // 201 when the machine had no config; a create-only write knows it, otherwise ask first.
-        const created =
-          "ifNoneMatch" in condition
-            ? true
-            : "ifMatch" in condition
-              ? false
-              : (await store.head(configKey(m))) === null;
-        const info = await store.put(configKey(m), prepared.bytes, condition, {
-          contentType: contentTypeOf(prepared.format),
-        });
-        const { token, record } = mintToken(m, ctx.bootstrapToken.ttlMs, ctx.bootstrapToken.uses, now);
-        await machines.writeToken(m, record);
-        const sha256 = sha256Hex(prepared.bytes);
-        const etag = quoteEtag(info.etag);
-        const status = await machines.recordPublish(
-          m,
-          { etag, sha256, publishedAt: now.toISOString(), format: prepared.format },
-          who(stateOf(request).principal),
-          now,
-        );
-        ctx.events.publish({ ...m, phase: "published", version: status.version, at: status.updatedAt });
-        ctx.metrics.publishes.inc({ outcome: "ok" });
-        void reply
-          .code(created ? 201 : 200)
-          .header("etag", etag)
-          .header("cache-control", "no-store");
-        return {
-          version: status.version,
-          etag,
-          sha256,
-          bootstrapToken: token,
-          tokenExpiresAt: record.expiresAt,
-        };
-      } catch (err) {
-        ctx.metrics.publishes.inc({ outcome: err instanceof BootsealError ? err.code : "INTERNAL" });
-        throw err;
-      }
+      const result = await publishConfig(
+        ctx,
+        { namespace: request.params.ns, name: request.params.name },
+        {
+          body: Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0),
+          contentType: request.headers["content-type"],
+          format: request.query.format,
+          condition,
+          by: who(stateOf(request).principal),
+          signal: signalFor(reply),
+        },
+      );
+      const { created, ...body } = result;
+      return reply
+        .code(created ? 201 : 200)
+        .header("etag", result.etag)
+        .header("cache-control", "no-store")
+        .send(body);
     },
   );
 
@@ -125,96 +87,50 @@ export function machineConfigRoutes(app: FastifyInstance, ctx: ServiceContext): 
     "/v1/machines/:ns/:name/config",
     {
       schema: fetchSchema,
-      config: { auth: { scope: "configs:read", machine: true }, audit: "fetch" },
+      config: { auth: { scopes: ["configs:read"], machine: "params" }, audit: "fetch" },
+      preHandler: async (request) => {
+        fetchCounted.add(request);
+      },
+      onResponse: async (request, reply) => {
+        if (!fetchCounted.has(request)) return;
+        const errorCode = stateOf(request).errorCode;
+        ctx.metrics.fetches.inc({
+          who: stateOf(request).principal?.kind === "machine" ? "machine" : "controller",
+          outcome: reply.statusCode === 304 ? "not-modified" : (errorCode ?? "ok"),
+        });
+      },
     },
-    async (request, reply) => fetchConfig(ctx, request, reply),
+    async (request, reply) => {
+      const result = await fetchConfig(
+        ctx,
+        { namespace: request.params.ns, name: request.params.name },
+        {
+          token: machineTokenOf(request),
+          ifNoneMatch: header(request, "if-none-match"),
+          signal: signalFor(reply),
+        },
+      );
+      if (result.kind === "not-modified") return reply.code(304).header("etag", result.etag).send();
+      return reply
+        .code(200)
+        .header("content-type", result.contentType)
+        .header("x-bootseal-format", result.format)
+        .header("etag", result.etag)
+        .header("cache-control", "no-store")
+        .send(Buffer.from(result.body));
+    },
   );
 
   app.delete(
     "/v1/machines/:ns/:name/config",
     {
       schema: deleteSchema,
-      config: { auth: { scope: "configs:write", machine: true }, audit: "delete" },
+      config: { auth: { scopes: ["configs:write"], machine: "params" }, audit: "delete" },
     },
     async (request, reply) => {
-      const m = machineOf(request);
-      const now = ctx.now();
-      if (stateOf(request).principal?.kind === "machine") {
-        await ctx.guard.checkMachine(request, reply, now);
-        if (ctx.oneTimeFetch === "off") {
-          throw new BootsealError(
-            "FORBIDDEN",
-            "a machine may delete its config only when one-time fetch is on",
-          );
-        }
-        const status = await machines.readStatus(m);
-        if (status?.phase !== "succeeded") {
-          throw new BootsealError(
-            "FORBIDDEN",
-            "a machine may delete its config only after reporting succeeded",
-          );
-        }
-      }
-      const existed = await machines.deleteConfigAndToken(m);
-      if (!existed)
-        throw new BootsealError("NOT_FOUND", `no config is published for ${m.namespace}/${m.name}`);
-      await machines.recordDeleted(m, now);
+      const byMachine = stateOf(request).principal?.kind === "machine";
+      await deleteConfig(ctx, { namespace: request.params.ns, name: request.params.name }, byMachine);
       return reply.code(204).send();
     },
   );
-}
-
-async function fetchConfig(ctx: ServiceContext, request: FastifyRequest, reply: FastifyReply) {
-  const { machines } = ctx;
-  const m = machineOf(request);
-  const principal = stateOf(request).principal;
-  const now = ctx.now();
-  const whoLabel = principal?.kind === "machine" ? "machine" : "controller";
-  try {
-    const token = principal?.kind === "machine" ? await ctx.guard.checkMachine(request, reply, now) : null;
-    const obj = await machines.store.get(configKey(m), { signal: signalFor(reply) });
-    if (!obj) throw new BootsealError("NOT_FOUND", `no config is published for ${m.namespace}/${m.name}`);
-    const etag = quoteEtag(obj.etag);
-    if (etagMatches(header(request, "if-none-match"), etag)) {
-      ctx.metrics.fetches.inc({ who: whoLabel, outcome: "not-modified" });
-      return reply.code(304).header("etag", etag).send();
-    }
-    if (token) {
-      try {
-        await machines.consumeTokenUse(m, token.sha256);
-      } catch (err) {
-        if (err instanceof BootsealError && (err.code === "TOKEN_EXHAUSTED" || err.code === "UNAUTHORIZED")) {
-          return ctx.guard.fail(request, reply, err);
-        }
-        throw err;
-      }
-      if (ctx.oneTimeFetch === "after-first-fetch") await deliveredOnce(ctx, m, obj.etag, now);
-    }
-    const format = sniffFormat(obj.body);
-    ctx.metrics.fetches.inc({ who: whoLabel, outcome: "ok" });
-    return reply
-      .code(200)
-      .header("content-type", contentTypeOf(format))
-      .header("x-bootseal-format", format)
-      .header("etag", etag)
-      .header("cache-control", "no-store")
-      .send(Buffer.from(obj.body));
-  } catch (err) {
-    ctx.metrics.fetches.inc({ who: whoLabel, outcome: err instanceof BootsealError ? err.code : "INTERNAL" });
-    throw err;
-  }
-}
-
-/**
- * One-time fetch, `after-first-fetch`: the config is deleted once a machine has fetched it.
- * Conditional on the fetched version, so a publish that raced in is never deleted. The token
- * record stays (it can fetch nothing any more) so the machine can still report its phases.
- */
-async function deliveredOnce(ctx: ServiceContext, m: MachineRef, etag: string, now: Date): Promise<void> {
-  try {
-    await ctx.machines.store.delete(configKey(m), { ifMatch: etag });
-    await ctx.machines.recordDeleted(m, now);
-  } catch (err) {
-    if (!(err instanceof BootsealError && err.code === "PRECONDITION_FAILED")) throw err;
-  }
 }

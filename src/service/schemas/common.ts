@@ -1,5 +1,5 @@
 /** JSON Schemas shared by the routes and the OpenAPI document. */
-import { DNS_LABEL_MAX, DNS_LABEL_PATTERN } from "../names.ts";
+import { DNS_LABEL_MAX, DNS_LABEL_PATTERN } from "../../machine/machine-id.ts";
 
 const dnsLabel = (what: string) =>
   ({

@@ -8,6 +8,7 @@
  */
 import { createPublicKey } from "node:crypto";
 import { BootsealError } from "../../errors.ts";
+import { formatMachineId, isDnsLabel } from "../../machine/machine-id.ts";
 
 export type UserdataFormat = "cloud-init" | "ignition" | "powershell";
 
@@ -41,7 +42,6 @@ const MAX_URL = 2048;
 // RFC 3986 unreserved + reserved + '%', less the single quote: every value can then be put
 // between single quotes in a systemd environment file, and nothing in it needs a shell.
 const URL_CHARS = /^[A-Za-z0-9\-._~:/?[\]@!$&()*+,;=%]+$/;
-const DNS1123_LABEL = /^[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?$/;
 const SHA256_HEX = /^[0-9a-fA-F]{64}$/;
 const TOKEN = /^[A-Za-z0-9._-]{16,1024}$/;
 const PEM = /^-----BEGIN PUBLIC KEY-----\n(?:[A-Za-z0-9+/=]{1,76}\n){1,20}-----END PUBLIC KEY-----\n?$/;
@@ -73,7 +73,7 @@ function checkUrl(what: string, value: unknown, allowQuery: boolean): string {
 }
 
 function checkLabel(what: string, value: unknown): string {
-  if (typeof value !== "string" || !DNS1123_LABEL.test(value)) {
+  if (typeof value !== "string" || !isDnsLabel(value)) {
     bad(`${what}: expected a DNS-1123 label (lower-case letters, digits and '-', at most 63)`);
   }
   return value;
@@ -125,7 +125,7 @@ export function checkParams(params: UserdataParams): CheckedParams {
     serviceUrl,
     namespace,
     name,
-    machine: `${namespace}/${name}`,
+    machine: formatMachineId({ namespace, name }),
     configUrl: `${serviceUrl}/v1/machines/${namespace}/${name}/config`,
     bootstrapToken: token,
     artifactUrl,

@@ -1,0 +1,76 @@
+/**
+ * The machine list: status records in store order, filtered by namespace and phase, one page
+ * at a time. `after` is the last `<ns>/<name>` of the previous page; the store listing is
+ * walked from the start and skipped up to it (the ObjectStore interface hides paging), then
+ * status records are read a few at a time.
+ */
+import { formatMachineId, type MachineId } from "../../machine/machine-id.ts";
+import type { ServiceContext } from "../context.ts";
+import type { Phase, StatusRecord } from "../machine-store.ts";
+
+const READ_CONCURRENCY = 8;
+
+export interface ListQuery {
+  readonly namespace?: string | undefined;
+  readonly phase?: Phase | undefined;
+  readonly limit: number;
+  readonly after?: string | undefined;
+}
+
+export interface MachineSummary {
+  readonly namespace: string;
+  readonly name: string;
+  readonly phase: Phase;
+  readonly version: number;
+  readonly updatedAt: string;
+  readonly published: boolean;
+}
+
+export interface MachinePage {
+  readonly items: MachineSummary[];
+  /** The cursor of the next page; undefined on the last one. */
+  readonly next: string | undefined;
+}
+
+export function summary(r: StatusRecord): MachineSummary {
+  return {
+    namespace: r.namespace,
+    name: r.name,
+    phase: r.phase,
+    version: r.version,
+    updatedAt: r.updatedAt,
+    published: r.config !== null,
+  };
+}
+
+export async function listMachines(
+  ctx: ServiceContext,
+  q: ListQuery,
+  signal: AbortSignal,
+): Promise<MachinePage> {
+  const items: MachineSummary[] = [];
+  let batch: MachineId[] = [];
+  let more = false;
+
+  const flush = async (): Promise<void> => {
+    const records = await Promise.all(batch.map((m) => ctx.machines.readStatus(m, { signal })));
+    batch = [];
+    for (const r of records) {
+      if (!r || (q.phase && r.phase !== q.phase)) continue;
+      if (items.length < q.limit) items.push(summary(r));
+      else more = true;
+    }
+  };
+
+  for await (const m of ctx.machines.listMachines(q.namespace, q.after, { signal })) {
+    if (items.length >= q.limit) {
+      more = true;
+      break;
+    }
+    batch.push(m);
+    if (batch.length >= READ_CONCURRENCY) await flush();
+  }
+  await flush();
+  const last = items[items.length - 1];
+  return { items, next: more && last ? formatMachineId(last) : undefined };
+}

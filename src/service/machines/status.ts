@@ -1,0 +1,45 @@
+/**
+ * A machine's bootstrap phases: reported by the machine (its token checked by the auth
+ * plugin), read by controllers. With one-time fetch `after-success`, the secret is not kept
+ * once the machine says it is bootstrapped.
+ */
+import { BootsealError } from "../../errors.ts";
+import { formatMachineId, type MachineId } from "../../machine/machine-id.ts";
+import type { ServiceContext } from "../context.ts";
+import type { MACHINE_PHASES, StatusEntry, StatusRecord } from "../machine-store.ts";
+
+export interface PhaseReport {
+  readonly phase: (typeof MACHINE_PHASES)[number];
+  readonly message?: string;
+  readonly attempt?: number;
+  readonly exitCode?: number;
+  readonly output?: string;
+}
+
+export async function reportPhase(
+  ctx: ServiceContext,
+  m: MachineId,
+  report: PhaseReport,
+): Promise<StatusRecord> {
+  const { machines } = ctx;
+  const now = ctx.now();
+  const { phase, ...details } = report;
+  const entry: Omit<StatusEntry, "version"> = { phase, at: now.toISOString(), by: "machine", ...details };
+  const record = await machines.recordPhase(m, entry);
+  ctx.metrics.statusPosts.inc({ phase: report.phase });
+  ctx.events.publish({ ...m, phase: report.phase, version: record.version, at: record.updatedAt });
+  if (report.phase === "succeeded" && ctx.oneTimeFetch === "after-success") {
+    if (await machines.deleteConfigAndToken(m)) await machines.recordDeleted(m, now);
+  }
+  return record;
+}
+
+export async function readStatus(
+  ctx: ServiceContext,
+  m: MachineId,
+  signal: AbortSignal,
+): Promise<StatusRecord> {
+  const record = await ctx.machines.readStatus(m, { signal });
+  if (!record) throw new BootsealError("NOT_FOUND", `no status for ${formatMachineId(m)}`);
+  return record;
+}
