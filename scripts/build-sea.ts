@@ -24,7 +24,7 @@ import { env } from "node:process";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { build } from "esbuild";
-import { loadPrivateKey, sha256Hex, signArtifact } from "../src/fetcher/artifact.ts";
+import { loadPrivateKey, sha256Hex, signArtifact } from "../src/artifact/signing.ts";
 
 const REPO = fileURLToPath(new URL("../", import.meta.url));
 const SEA_FUSE = "NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2";

@@ -6,7 +6,7 @@
  */
 import { readFile } from "node:fs/promises";
 import { BootsealError } from "../errors.ts";
-import { type HttpResponse, sendOk } from "./http-client.ts";
+import { type HttpResponse, sendOk } from "../http/client.ts";
 import { withRetry } from "./retry.ts";
 import { readTokenFile } from "./source.ts";
 

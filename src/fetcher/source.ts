@@ -16,7 +16,7 @@ import { readFile, stat } from "node:fs/promises";
 import { basename, dirname } from "node:path";
 import { openStore, parseStoreUrl } from "../../providers/stores/index.ts";
 import { BootsealError } from "../errors.ts";
-import { sendOk } from "./http-client.ts";
+import { sendOk } from "../http/client.ts";
 import { type RetryOptions, withRetry } from "./retry.ts";
 
 export interface MachineId {

@@ -1,8 +1,8 @@
 import { parseArgs } from "node:util";
 import { BootsealError } from "../../errors.ts";
-import { writeFileAtomic } from "../../fetcher/atomic-write.ts";
 import { CLIENT_OPTIONS, call, clientSettings, serviceUrl } from "../../fetcher/service-client.ts";
 import { parseMachineId } from "../../fetcher/source.ts";
+import { writeFileAtomic } from "../../files/atomic-write.ts";
 import type { Command } from "../command.ts";
 
 const FORMATS = ["cloud-init", "ignition", "powershell"];
