@@ -18,13 +18,10 @@
  */
 import type { KeyKind, ProviderDeps } from "../../providers/keys/master-key.ts";
 import type { ObjectStore } from "../../providers/stores/object-store.ts";
-import type { Format } from "../envelope/sops/codecs/codec.ts";
+import { contentTypeOf, type StoredFormat, sniffFormat } from "../envelope/document.ts";
 import { BootsealError, type ErrorCode, isBootsealError } from "../errors.ts";
-import { detectFormat } from "../fetcher/decrypt-payload.ts";
+import { describeBytes, MAX_DOCUMENT_BYTES } from "../limits.ts";
 import { type KeyChanges, rotateDocument } from "./rotate-document.ts";
-
-/** The largest object rotate reads (the CLI's input limit). */
-const MAX_OBJECT_BYTES = 64 * 1024 * 1024;
 
 export interface RotateStoreOptions {
   readonly store: ObjectStore;
@@ -54,11 +51,6 @@ type Outcome =
   | { readonly kind: "skipped"; readonly reason: string }
   | { readonly kind: "failed"; readonly code: ErrorCode };
 
-/** The content type the service stores a document of this format with (publish.ts). */
-function contentTypeOf(format: Format): string {
-  return format === "yaml" ? "application/sops+yaml" : "application/sops+json";
-}
-
 function oneLine(text: string): string {
   return text.replace(/\s+/g, " ").trim();
 }
@@ -79,8 +71,8 @@ async function rotateOne(key: string, size: number, options: RotateStoreOptions)
     report(`skipped ${key}: ${reason}`);
     return { kind: "skipped", reason };
   };
-  if (size > MAX_OBJECT_BYTES) {
-    return fail(new BootsealError("TOO_LARGE", "larger than 64 MiB"));
+  if (size > MAX_DOCUMENT_BYTES) {
+    return fail(new BootsealError("TOO_LARGE", `larger than ${describeBytes(MAX_DOCUMENT_BYTES)}`));
   }
   let object: Awaited<ReturnType<ObjectStore["get"]>>;
   try {
@@ -90,10 +82,10 @@ async function rotateOne(key: string, size: number, options: RotateStoreOptions)
   }
   if (object === null) return skip("deleted since it was listed");
 
-  let format: Format;
+  let format: StoredFormat;
   let rotated: Awaited<ReturnType<typeof rotateDocument>>;
   try {
-    format = detectFormat(object.body);
+    format = sniffFormat(object.body);
     rotated = await rotateDocument(object.body, format, options.changesFor(key), {
       deps: options.deps,
       verify: true,

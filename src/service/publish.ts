@@ -16,6 +16,7 @@
 import type { KeyEntry, MasterKey, ProviderDeps } from "../../providers/keys/master-key.ts";
 import { newKeyFromEntry } from "../config/rule-keys.ts";
 import { type CreationRule, keyIdentity, matchCreationRule, type SopsConfig } from "../config/sops-config.ts";
+import { mediaTypeOf, SOPS_JSON, SOPS_YAML } from "../envelope/document.ts";
 import { codecFor } from "../envelope/sops/codecs/index.ts";
 import { encryptDocument } from "../envelope/sops/encrypt.ts";
 import { metadataFromTree, metadataToTree } from "../envelope/sops/metadata.ts";
@@ -23,8 +24,6 @@ import { BootsealError } from "../errors.ts";
 import type { DocumentFormat } from "./machine-store.ts";
 import { type MachineRef, machineId } from "./names.ts";
 
-export const SOPS_JSON = "application/sops+json";
-export const SOPS_YAML = "application/sops+yaml";
 export const MACHINE_CONTEXT_KEY = "bootseal-machine";
 
 /** Where rules are matched: a fixed root, so `path_regex` sees exactly `<ns>/<name>`. */
@@ -72,10 +71,6 @@ export function bindEntries(rule: CreationRule, m: MachineRef): KeyEntry[][] {
       return { ...entry, fields };
     }),
   );
-}
-
-export function mediaTypeOf(contentType: string | undefined): string {
-  return (contentType ?? "").split(";")[0]?.trim().toLowerCase() ?? "";
 }
 
 export async function prepareDocument(
@@ -142,20 +137,4 @@ function checkUpload(
       "the document names none of the master keys of the creation rule for this machine",
     );
   }
-}
-
-/** The format of a stored document: JSON documents start with `{`; `{data, sops}` is binary. */
-export function sniffFormat(bytes: Uint8Array): DocumentFormat {
-  const text = Buffer.from(bytes).toString("utf8");
-  if (!text.trimStart().startsWith("{")) return "yaml";
-  try {
-    const keys = Object.keys(JSON.parse(text) as object).sort();
-    return keys.length === 2 && keys[0] === "data" && keys[1] === "sops" ? "binary" : "json";
-  } catch {
-    return "json";
-  }
-}
-
-export function contentTypeOf(format: DocumentFormat): string {
-  return format === "yaml" ? SOPS_YAML : SOPS_JSON;
 }

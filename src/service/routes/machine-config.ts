@@ -6,12 +6,13 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { WriteCondition } from "../../../providers/stores/object-store.ts";
+import { contentTypeOf, sniffFormat } from "../../envelope/document.ts";
 import { BootsealError } from "../../errors.ts";
 import { etagMatches, quoteEtag, type ServiceContext } from "../context.ts";
 import { configKey } from "../machine-store.ts";
 import type { MachineRef } from "../names.ts";
 import { signalFor } from "../plugins/auth.ts";
-import { contentTypeOf, prepareDocument, sniffFormat } from "../publish.ts";
+import { prepareDocument } from "../publish.ts";
 import { stateOf, who } from "../request-state.ts";
 import { deleteSchema, fetchSchema, publishSchema } from "../schemas/config.ts";
 import { mintToken, sha256Hex } from "../tokens.ts";
