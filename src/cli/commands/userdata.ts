@@ -1,9 +1,9 @@
 import { parseArgs } from "node:util";
 import { BootsealError } from "../../errors.ts";
-import { CLIENT_OPTIONS, call, clientSettings, serviceUrl } from "../../fetcher/service-client.ts";
 import { parseMachineId } from "../../fetcher/source.ts";
 import { writeFileAtomic } from "../../files/atomic-write.ts";
 import type { Command } from "../command.ts";
+import { CLIENT_OPTIONS, call, clientSettings, serviceUrl } from "../service-client.ts";
 
 const FORMATS = ["cloud-init", "ignition", "powershell"];
 
