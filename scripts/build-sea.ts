@@ -12,7 +12,7 @@
  * 3. The pinned Node 24 binary from node_modules/node (no download) is copied and the blob
  *    injected with postject under the SEA sentinel fuse.
  * 4. sea/bootseal.sha256 is written; with --key KEY.pem (or BOOTSEAL_SIGNING_KEY) also the
- *    Ed25519 signature sea/bootseal.sig (see src/fetcher/artifact.ts).
+ *    Ed25519 signature sea/bootseal.sig (see src/artifact/signing.ts).
  *
  * Usage: node scripts/build-sea.ts [--out DIR] [--key KEY.pem] [--no-code-cache]
  */
