@@ -76,7 +76,7 @@ async function rotateOne(key: string, size: number, options: RotateStoreOptions)
   }
   let object: Awaited<ReturnType<ObjectStore["get"]>>;
   try {
-    object = await store.get(key, options.signal ? { signal: options.signal } : {});
+    object = await store.get(key, { signal: options.signal });
   } catch (err) {
     return fail(err);
   }
@@ -89,8 +89,8 @@ async function rotateOne(key: string, size: number, options: RotateStoreOptions)
     rotated = await rotateDocument(object.body, format, options.changesFor(key), {
       deps: options.deps,
       verify: true,
-      ...(options.order ? { order: options.order } : {}),
-      ...(options.signal ? { signal: options.signal } : {}),
+      order: options.order,
+      signal: options.signal,
     });
   } catch (err) {
     return fail(err);
@@ -112,7 +112,7 @@ async function rotateOne(key: string, size: number, options: RotateStoreOptions)
       { ifMatch: object.etag },
       {
         contentType: contentTypeOf(format),
-        ...(options.signal ? { signal: options.signal } : {}),
+        signal: options.signal,
       },
     );
   } catch (err) {
@@ -126,10 +126,7 @@ async function rotateOne(key: string, size: number, options: RotateStoreOptions)
 /** Lists `prefix` (fully, before any write), then rotates with `concurrency` workers. */
 export async function rotateStore(options: RotateStoreOptions): Promise<RotateStoreResult> {
   const listed: { key: string; size: number }[] = [];
-  for await (const info of options.store.list(
-    options.prefix,
-    options.signal ? { signal: options.signal } : {},
-  )) {
+  for await (const info of options.store.list(options.prefix, { signal: options.signal })) {
     listed.push({ key: info.key, size: info.size });
   }
   listed.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
@@ -158,5 +155,5 @@ export async function rotateStore(options: RotateStoreOptions): Promise<RotateSt
       firstFailure ??= outcome.code;
     }
   }
-  return { rotated, unchanged: 0, skipped, failed, ...(firstFailure ? { firstFailure } : {}) };
+  return { rotated, unchanged: 0, skipped, failed, firstFailure };
 }

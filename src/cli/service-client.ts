@@ -71,8 +71,8 @@ export async function call(
         url,
         headers,
         signal,
-        ...(options.body ? { body: options.body } : {}),
-        ...(settings.ca ? { ca: settings.ca } : {}),
+        body: options.body,
+        ca: settings.ca,
       }),
     {
       what: `${method} ${url.origin}${url.pathname}`,

@@ -66,16 +66,15 @@ async function decryptEnvelope(bytes: Uint8Array, options: DecryptPayloadOptions
       return null;
     }
   };
-  const signal = options.signal ? { signal: options.signal } : {};
   if (options.machine !== null) {
     try {
-      return await decryptConfig(bytes, { resolve, machineId: options.machine, ...signal });
+      return await decryptConfig(bytes, { resolve, machineId: options.machine, signal: options.signal });
     } catch (err) {
       // An unbound document fails the bound check; one bound to another machine fails both.
       if (!isBootsealError(err) || err.code !== "MAC_MISMATCH") throw err;
     }
   }
-  return await decryptConfig(bytes, { resolve, ...signal });
+  return await decryptConfig(bytes, { resolve, signal: options.signal });
 }
 
 export async function decryptPayload(bytes: Uint8Array, options: DecryptPayloadOptions): Promise<Uint8Array> {
@@ -87,8 +86,8 @@ export async function decryptPayload(bytes: Uint8Array, options: DecryptPayloadO
   checkMachineBinding(doc.metadata, options.machine);
   const branches = await decryptDocument(doc.branches, doc.metadata, {
     resolve: resolverFor(options.deps),
-    ...(options.order ? { order: options.order } : {}),
-    ...(options.signal ? { signal: options.signal } : {}),
+    order: options.order,
+    signal: options.signal,
   });
   return doc.codec.emitPlain(branches, {});
 }

@@ -111,8 +111,9 @@ export function send(req: HttpRequest): Promise<HttpResponse> {
     const options = {
       method: req.method,
       headers,
-      ...(req.signal ? { signal: req.signal } : {}),
-      ...(isHttps && req.ca ? { ca: req.ca } : {}),
+      signal: req.signal,
+      // The private CA is for this request only (never the global agent's).
+      ca: isHttps ? req.ca : undefined,
     };
     const onResponse = (res: import("node:http").IncomingMessage): void => {
       const chunks: Buffer[] = [];
