@@ -10,8 +10,9 @@
  * is the real directory it was: a link swapped in meanwhile fails the write instead of
  * redirecting it.
  *
- * This is the one temp-fsync-rename in bootseal: the fetcher's files, the CLI's -i/--output,
- * and everything else that replaces a file goes through writeFileAtomic.
+ * The fetcher's files, the CLI's -i/--output and everything else above the providers that
+ * replaces a file goes through writeFileAtomic. The file object store keeps its own (its
+ * temporary names are reserved store segments, and layer 2 cannot import this one).
  */
 import { randomBytes } from "node:crypto";
 import { constants } from "node:fs";
