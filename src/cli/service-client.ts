@@ -7,7 +7,7 @@
 import { readFile } from "node:fs/promises";
 import { BootsealError } from "../errors.ts";
 import { withRetry } from "../fetcher/retry.ts";
-import { readTokenFile } from "../fetcher/source.ts";
+import { readTokenFile } from "../files/token-file.ts";
 import { type HttpResponse, sendOk } from "../http/client.ts";
 
 export interface ClientSettings {

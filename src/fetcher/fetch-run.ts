@@ -19,6 +19,7 @@ import type { KeyKind } from "../../providers/keys/master-key.ts";
 import type { Format } from "../envelope/sops/codecs/codec.ts";
 import { BootsealError, isBootsealError } from "../errors.ts";
 import { writeResolved } from "../files/atomic-write.ts";
+import { readTokenFile } from "../files/token-file.ts";
 import { sendOk } from "../http/client.ts";
 import { parseManifest } from "./apply-manifest.ts";
 import { decryptPayload } from "./decrypt-payload.ts";
@@ -28,14 +29,7 @@ import { type PathPolicy, type ResolvedTarget, resolveTarget, rootDirectory } fr
 import { createReporter, type StatusReport } from "./report.ts";
 import { type BackoffPolicy, withRetry } from "./retry.ts";
 import type { SelinuxLabeler } from "./selinux.ts";
-import {
-  download,
-  machineIdString,
-  parseSource,
-  readTokenFile,
-  type Source,
-  statusUrlFor,
-} from "./source.ts";
+import { download, machineIdString, parseSource, type Source, statusUrlFor } from "./source.ts";
 
 export const DEFAULT_MARKER = "/var/lib/bootseal/bootstrap.done";
 export const DEFAULT_SENTINEL = "/run/cluster-api/bootstrap-success.complete";
