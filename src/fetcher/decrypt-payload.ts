@@ -5,10 +5,9 @@
  *
  * Which SOPS store format: --input-type, else src/envelope/document.ts's detectFormat (the
  * service's x-bootseal-format, the content type, then the bytes). The payload of a binary
- * document is its bytes; of a YAML or JSON document, the
- * plaintext document in the same format. An EncryptedConfig (the `envelope` format) is
- * decrypted with the machine id bound as additional data where the document was bound to
- * one.
+ * document is its bytes; of a YAML or JSON document, the plaintext document in the same
+ * format. An EncryptedConfig (the `envelope` format) is decrypted with the machine id bound
+ * as additional data where the document was bound to one.
  *
  * Machine binding: when the machine id is known (from the service URL, the store key or
  * --machine), a document whose AWS KMS entry carries another machine's
