@@ -12,7 +12,7 @@
  * 3. The pinned Node 24 binary from node_modules/node (no download) is copied and the blob
  *    injected with postject under the SEA sentinel fuse.
  * 4. sea/bootseal.sha256 is written; with --key KEY.pem (or BOOTSEAL_SIGNING_KEY) also the
- *    Ed25519 signature sea/bootseal.sig (see src/fetcher/artifact.ts).
+ *    Ed25519 signature sea/bootseal.sig (see src/artifact/signing.ts).
  *
  * Usage: node scripts/build-sea.ts [--out DIR] [--key KEY.pem] [--no-code-cache]
  */
@@ -24,7 +24,7 @@ import { env } from "node:process";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { build } from "esbuild";
-import { loadPrivateKey, sha256Hex, signArtifact } from "../src/fetcher/artifact.ts";
+import { loadPrivateKey, sha256Hex, signArtifact } from "../src/artifact/signing.ts";
 
 const REPO = fileURLToPath(new URL("../", import.meta.url));
 const SEA_FUSE = "NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2";

@@ -14,6 +14,7 @@
 import { createHash } from "node:crypto";
 import { resolverFor } from "../../providers/keys/index.ts";
 import type { KeyEntry, KeyKind, MasterKey, ProviderDeps } from "../../providers/keys/master-key.ts";
+import { emitEncrypted, loadEncrypted } from "../envelope/document.ts";
 import type { EmitOptions, Format } from "../envelope/sops/codecs/codec.ts";
 import { codecFor } from "../envelope/sops/codecs/index.ts";
 import { decryptDocument } from "../envelope/sops/decrypt.ts";
@@ -21,7 +22,6 @@ import { encryptDocument } from "../envelope/sops/encrypt.ts";
 import type { Metadata } from "../envelope/sops/metadata.ts";
 import { BootsealError, isBootsealError } from "../errors.ts";
 import { masterKeyFromEntry } from "./key-setup.ts";
-import { emitEncrypted, loadEncrypted } from "./sops-file.ts";
 
 export interface KeyChanges {
   /** Added to the first key group unless a key with the same identity is already there. */

@@ -18,13 +18,10 @@
  */
 import type { KeyKind, ProviderDeps } from "../../providers/keys/master-key.ts";
 import type { ObjectStore } from "../../providers/stores/object-store.ts";
-import type { Format } from "../envelope/sops/codecs/codec.ts";
+import { contentTypeOf, type StoredFormat, sniffFormat } from "../envelope/document.ts";
 import { BootsealError, type ErrorCode, isBootsealError } from "../errors.ts";
-import { detectFormat } from "../fetcher/decrypt-payload.ts";
+import { describeBytes, MAX_DOCUMENT_BYTES } from "../limits.ts";
 import { type KeyChanges, rotateDocument } from "./rotate-document.ts";
-
-/** The largest object rotate reads (the CLI's input limit). */
-const MAX_OBJECT_BYTES = 64 * 1024 * 1024;
 
 export interface RotateStoreOptions {
   readonly store: ObjectStore;
@@ -54,11 +51,6 @@ type Outcome =
   | { readonly kind: "skipped"; readonly reason: string }
   | { readonly kind: "failed"; readonly code: ErrorCode };
 
-/** The content type the service stores a document of this format with (publish.ts). */
-function contentTypeOf(format: Format): string {
-  return format === "yaml" ? "application/sops+yaml" : "application/sops+json";
-}
-
 function oneLine(text: string): string {
   return text.replace(/\s+/g, " ").trim();
 }
@@ -79,26 +71,26 @@ async function rotateOne(key: string, size: number, options: RotateStoreOptions)
     report(`skipped ${key}: ${reason}`);
     return { kind: "skipped", reason };
   };
-  if (size > MAX_OBJECT_BYTES) {
-    return fail(new BootsealError("TOO_LARGE", "larger than 64 MiB"));
+  if (size > MAX_DOCUMENT_BYTES) {
+    return fail(new BootsealError("TOO_LARGE", `larger than ${describeBytes(MAX_DOCUMENT_BYTES)}`));
   }
   let object: Awaited<ReturnType<ObjectStore["get"]>>;
   try {
-    object = await store.get(key, options.signal ? { signal: options.signal } : {});
+    object = await store.get(key, { signal: options.signal });
   } catch (err) {
     return fail(err);
   }
   if (object === null) return skip("deleted since it was listed");
 
-  let format: Format;
+  let format: StoredFormat;
   let rotated: Awaited<ReturnType<typeof rotateDocument>>;
   try {
-    format = detectFormat(object.body);
+    format = sniffFormat(object.body);
     rotated = await rotateDocument(object.body, format, options.changesFor(key), {
       deps: options.deps,
       verify: true,
-      ...(options.order ? { order: options.order } : {}),
-      ...(options.signal ? { signal: options.signal } : {}),
+      order: options.order,
+      signal: options.signal,
     });
   } catch (err) {
     return fail(err);
@@ -120,7 +112,7 @@ async function rotateOne(key: string, size: number, options: RotateStoreOptions)
       { ifMatch: object.etag },
       {
         contentType: contentTypeOf(format),
-        ...(options.signal ? { signal: options.signal } : {}),
+        signal: options.signal,
       },
     );
   } catch (err) {
@@ -134,10 +126,7 @@ async function rotateOne(key: string, size: number, options: RotateStoreOptions)
 /** Lists `prefix` (fully, before any write), then rotates with `concurrency` workers. */
 export async function rotateStore(options: RotateStoreOptions): Promise<RotateStoreResult> {
   const listed: { key: string; size: number }[] = [];
-  for await (const info of options.store.list(
-    options.prefix,
-    options.signal ? { signal: options.signal } : {},
-  )) {
+  for await (const info of options.store.list(options.prefix, { signal: options.signal })) {
     listed.push({ key: info.key, size: info.size });
   }
   listed.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
@@ -166,5 +155,5 @@ export async function rotateStore(options: RotateStoreOptions): Promise<RotateSt
       firstFailure ??= outcome.code;
     }
   }
-  return { rotated, unchanged: 0, skipped, failed, ...(firstFailure ? { firstFailure } : {}) };
+  return { rotated, unchanged: 0, skipped, failed, firstFailure };
 }

@@ -1,15 +1,14 @@
 /**
- * The steps every sops-style command shares: pick the formats, load an encrypted document
- * into branches + typed metadata, emit one, and build master keys from flags or entries.
+ * The flag handling every sops-style command shares: pick the formats, the emit options, the
+ * decryption order. Loading and emitting documents is src/envelope/document.ts.
  */
 
 import type { KeyKind, ProviderDeps } from "../../providers/keys/master-key.ts";
 import { KEY_KINDS } from "../../providers/keys/master-key.ts";
-import type { Codec, EmitOptions, Format } from "../envelope/sops/codecs/codec.ts";
+import { isFormat } from "../envelope/document.ts";
+import type { EmitOptions, Format } from "../envelope/sops/codecs/codec.ts";
 import { FORMATS } from "../envelope/sops/codecs/codec.ts";
-import { codecFor, formatFromPath } from "../envelope/sops/codecs/index.ts";
-import type { Branch } from "../envelope/sops/document.ts";
-import { type Metadata, metadataFromTree, metadataToTree } from "../envelope/sops/metadata.ts";
+import { formatFromPath } from "../envelope/sops/codecs/index.ts";
 import { BootsealError } from "../errors.ts";
 
 export const FORMAT_OPTIONS = {
@@ -20,7 +19,7 @@ export const FORMAT_OPTIONS = {
 } as const;
 
 function parseFormat(text: string, flag: string): Format {
-  if ((FORMATS as readonly string[]).includes(text)) return text as Format;
+  if (isFormat(text)) return text;
   throw new BootsealError("USAGE", `--${flag} must be one of ${FORMATS.join(", ")}, got "${text}"`);
 }
 
@@ -48,27 +47,6 @@ export function emitOptions(indent: string | undefined): EmitOptions {
   if (!Number.isInteger(n) || n < 0 || n > 16)
     throw new BootsealError("USAGE", "--indent wants a number from 0 to 16");
   return { indent: n };
-}
-
-export interface LoadedDocument {
-  readonly codec: Codec;
-  readonly branches: Branch[];
-  readonly metadata: Metadata;
-}
-
-export function loadEncrypted(bytes: Uint8Array, format: Format): LoadedDocument {
-  const codec = codecFor(format);
-  const { branches, metadata } = codec.parseEncrypted(bytes);
-  return { codec, branches, metadata: metadataFromTree(metadata) };
-}
-
-export function emitEncrypted(
-  format: Format,
-  branches: readonly Branch[],
-  metadata: Metadata,
-  options: EmitOptions = {},
-): Uint8Array {
-  return codecFor(format).emitEncrypted(branches, metadataToTree(metadata), options);
 }
 
 export function providerDeps(env: Readonly<Record<string, string | undefined>>): ProviderDeps {

@@ -3,12 +3,11 @@
  * loadEncrypted + decryptDocument + resolverFor as `bootseal decrypt` (the MAC is verified
  * inside decryptDocument, so nothing leaves here unless it verified).
  *
- * Which SOPS store format: JSON when the document starts with `{` (a `binary` document when
- * its only value is `data`, as sops writes binary files), YAML otherwise; --input-type
- * overrides. The payload of a binary document is its bytes; of a YAML or JSON document, the
- * plaintext document in the same format. An EncryptedConfig (the `envelope` format) is
- * decrypted with the machine id bound as additional data where the document was bound to
- * one.
+ * Which SOPS store format: --input-type, else src/envelope/document.ts's detectFormat (the
+ * service's x-bootseal-format, the content type, then the bytes). The payload of a binary
+ * document is its bytes; of a YAML or JSON document, the plaintext document in the same
+ * format. An EncryptedConfig (the `envelope` format) is decrypted with the machine id bound
+ * as additional data where the document was bound to one.
  *
  * Machine binding: when the machine id is known (from the service URL, the store key or
  * --machine), a document whose AWS KMS entry carries another machine's
@@ -18,10 +17,9 @@
  */
 import { keysFromUserInput, resolverFor } from "../../providers/keys/index.ts";
 import type { KeyKind, ProviderDeps } from "../../providers/keys/master-key.ts";
-import { loadEncrypted } from "../cli/sops-file.ts";
+import { detectFormat, isEncryptedConfig, loadEncrypted } from "../envelope/document.ts";
 import { decryptConfig } from "../envelope/encrypted-config/encrypted-config.ts";
-import { FORMATS, type Format } from "../envelope/sops/codecs/codec.ts";
-import { codecFor } from "../envelope/sops/codecs/index.ts";
+import type { Format } from "../envelope/sops/codecs/codec.ts";
 import { decryptDocument } from "../envelope/sops/decrypt.ts";
 import { isBootsealError } from "../errors.ts";
 import { checkMachineBinding } from "../machine/kms-binding.ts";
@@ -38,34 +36,6 @@ export interface DecryptPayloadOptions {
   readonly signal?: AbortSignal;
 }
 
-function firstByte(bytes: Uint8Array): string {
-  for (const b of bytes) {
-    if (b !== 0x20 && b !== 0x09 && b !== 0x0a && b !== 0x0d && b !== 0xef && b !== 0xbb && b !== 0xbf) {
-      return String.fromCharCode(b);
-    }
-  }
-  return "";
-}
-
-function isEncryptedConfig(bytes: Uint8Array): boolean {
-  const head = new TextDecoder().decode(bytes.subarray(0, 4096));
-  return /^\s*\{/.test(head) && /"kind"\s*:\s*"EncryptedConfig"/.test(head);
-}
-
-/** The document's format, as described above. */
-export function detectFormat(bytes: Uint8Array, contentType?: string): Format {
-  const json = firstByte(bytes) === "{" || /\+json\b/.test(contentType ?? "");
-  if (!json) return "yaml";
-  const { branches } = codecFor("json").parseEncrypted(bytes);
-  const [branch] = branches;
-  const onlyData =
-    branches.length === 1 &&
-    branch?.items.length === 1 &&
-    branch.items[0]?.kind === "entry" &&
-    branch.items[0].key === "data";
-  return onlyData ? "binary" : "json";
-}
-
 async function decryptEnvelope(bytes: Uint8Array, options: DecryptPayloadOptions): Promise<Uint8Array> {
   const resolve = (kind: KeyKind, keyId: string) => {
     try {
@@ -74,31 +44,28 @@ async function decryptEnvelope(bytes: Uint8Array, options: DecryptPayloadOptions
       return null;
     }
   };
-  const signal = options.signal ? { signal: options.signal } : {};
   if (options.machine !== null) {
     try {
-      return await decryptConfig(bytes, { resolve, machineId: options.machine, ...signal });
+      return await decryptConfig(bytes, { resolve, machineId: options.machine, signal: options.signal });
     } catch (err) {
       // An unbound document fails the bound check; one bound to another machine fails both.
       if (!isBootsealError(err) || err.code !== "MAC_MISMATCH") throw err;
     }
   }
-  return await decryptConfig(bytes, { resolve, ...signal });
+  return await decryptConfig(bytes, { resolve, signal: options.signal });
 }
 
 export async function decryptPayload(bytes: Uint8Array, options: DecryptPayloadOptions): Promise<Uint8Array> {
   if (options.inputType === undefined && isEncryptedConfig(bytes)) return decryptEnvelope(bytes, options);
-  const hint = options.formatHint;
   const format =
     options.inputType ??
-    (hint !== undefined && (FORMATS as readonly string[]).includes(hint) ? (hint as Format) : undefined) ??
-    detectFormat(bytes, options.contentType);
+    detectFormat(bytes, { format: options.formatHint, contentType: options.contentType });
   const doc = loadEncrypted(bytes, format);
   checkMachineBinding(doc.metadata, options.machine);
   const branches = await decryptDocument(doc.branches, doc.metadata, {
     resolve: resolverFor(options.deps),
-    ...(options.order ? { order: options.order } : {}),
-    ...(options.signal ? { signal: options.signal } : {}),
+    order: options.order,
+    signal: options.signal,
   });
   return doc.codec.emitPlain(branches, {});
 }

@@ -16,21 +16,21 @@
 import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import type { KeyKind } from "../../providers/keys/master-key.ts";
-import type { CliIo } from "../cli/command.ts";
 import type { Format } from "../envelope/sops/codecs/codec.ts";
 import { BootsealError, isBootsealError } from "../errors.ts";
+import { writeResolved } from "../files/atomic-write.ts";
+import { readTokenFile } from "../files/token-file.ts";
+import { sendOk } from "../http/client.ts";
 import { formatMachineId } from "../machine/machine-id.ts";
 import { parseManifest } from "./apply-manifest.ts";
-import { writeResolved } from "./atomic-write.ts";
 import { decryptPayload } from "./decrypt-payload.ts";
 import { type ExecResult, runCommand } from "./exec.ts";
-import { sendOk } from "./http-client.ts";
 import { loadAccounts, resolveOwnership } from "./owners.ts";
 import { type PathPolicy, type ResolvedTarget, resolveTarget, rootDirectory } from "./paths.ts";
 import { createReporter, type StatusReport } from "./report.ts";
 import { type BackoffPolicy, withRetry } from "./retry.ts";
 import type { SelinuxLabeler } from "./selinux.ts";
-import { download, parseSource, readTokenFile, type Source, statusUrlFor } from "./source.ts";
+import { download, parseSource, type Source, statusUrlFor } from "./source.ts";
 
 export const DEFAULT_MARKER = "/var/lib/bootseal/bootstrap.done";
 export const DEFAULT_SENTINEL = "/run/cluster-api/bootstrap-success.complete";
@@ -60,8 +60,18 @@ export interface FetchOptions {
   readonly order?: readonly KeyKind[];
 }
 
+/**
+ * The process streams and environment the fetch runs with: the fetcher's own type (the CLI's
+ * CliIo fits it), so the fetcher never imports the CLI that drives it.
+ */
+export interface FetchIo {
+  readonly stdout: NodeJS.WritableStream;
+  readonly stderr: NodeJS.WritableStream;
+  readonly env: Readonly<Record<string, string | undefined>>;
+}
+
 export interface FetchDeps {
-  readonly io: CliIo;
+  readonly io: FetchIo;
   readonly labeler: SelinuxLabeler | null;
   readonly backoff?: BackoffPolicy;
 }

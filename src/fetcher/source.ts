@@ -12,13 +12,12 @@
  * honoured) and unavailable stores; never another 4xx, a missing object or a refused
  * credential. The token never appears in a URL, a log line or an error.
  */
-import { readFile, stat } from "node:fs/promises";
 import { basename, dirname } from "node:path";
 import { openStore, parseStoreUrl } from "../../providers/stores/index.ts";
 import { BootsealError } from "../errors.ts";
+import { sendOk } from "../http/client.ts";
 import { formatMachineId, type MachineId, parseMachineId } from "../machine/machine-id.ts";
 import { configKeyMachineText } from "../machine/store-layout.ts";
-import { sendOk } from "./http-client.ts";
 import { type RetryOptions, withRetry } from "./retry.ts";
 
 export type Source =
@@ -157,30 +156,4 @@ export async function download(source: Source, options: DownloadOptions): Promis
     { ...options.retry, what: `get ${source.display}` },
   );
   return { bytes: value.body, etag: value.etag, attempts };
-}
-
-/**
- * Reads the bootstrap token. The file must be a regular file that neither group nor others
- * can read (like an SSH private key): a token another local user could read is a token
- * anyone on the machine can use to fetch the config first.
- */
-export async function readTokenFile(path: string): Promise<string> {
-  let info: Awaited<ReturnType<typeof stat>>;
-  try {
-    info = await stat(path);
-  } catch (err) {
-    throw new BootsealError("USAGE", `--token-file ${path} cannot be read`, { cause: err });
-  }
-  if (!info.isFile()) throw new BootsealError("USAGE", `--token-file ${path} is not a regular file`);
-  if ((info.mode & 0o077) !== 0) {
-    throw new BootsealError(
-      "USAGE",
-      `--token-file ${path} is readable by group or others (mode ${(info.mode & 0o777).toString(8).padStart(4, "0")}): chmod 600 it`,
-    );
-  }
-  const token = (await readFile(path, "utf8")).trim();
-  if (token === "" || /\s/.test(token)) {
-    throw new BootsealError("USAGE", `--token-file ${path} must hold one token on one line`);
-  }
-  return token;
 }

@@ -16,6 +16,7 @@
 import type { KeyEntry, MasterKey, ProviderDeps } from "../../providers/keys/master-key.ts";
 import { newKeyFromEntry } from "../config/rule-keys.ts";
 import { type CreationRule, keyIdentity, matchCreationRule, type SopsConfig } from "../config/sops-config.ts";
+import { mediaTypeOf, SOPS_JSON, SOPS_YAML } from "../envelope/document.ts";
 import { codecFor } from "../envelope/sops/codecs/index.ts";
 import { encryptDocument } from "../envelope/sops/encrypt.ts";
 import { metadataFromTree, metadataToTree } from "../envelope/sops/metadata.ts";
@@ -23,9 +24,6 @@ import { BootsealError } from "../errors.ts";
 import { bindKeyGroups } from "../machine/kms-binding.ts";
 import { formatMachineId, type MachineId } from "../machine/machine-id.ts";
 import type { DocumentFormat } from "./machine-store.ts";
-
-export const SOPS_JSON = "application/sops+json";
-export const SOPS_YAML = "application/sops+yaml";
 
 /** Where rules are matched: a fixed root, so `path_regex` sees exactly `<ns>/<name>`. */
 const RULE_ROOT = "/bootseal-machines";
@@ -56,10 +54,6 @@ export function ruleFor(rules: SopsConfig, m: MachineId): CreationRule {
   }
   if (!rule) throw new BootsealError("BAD_INPUT", `no creation rule matches ${formatMachineId(m)}`);
   return rule;
-}
-
-export function mediaTypeOf(contentType: string | undefined): string {
-  return (contentType ?? "").split(";")[0]?.trim().toLowerCase() ?? "";
 }
 
 export async function prepareDocument(
@@ -126,20 +120,4 @@ function checkUpload(
       "the document names none of the master keys of the creation rule for this machine",
     );
   }
-}
-
-/** The format of a stored document: JSON documents start with `{`; `{data, sops}` is binary. */
-export function sniffFormat(bytes: Uint8Array): DocumentFormat {
-  const text = Buffer.from(bytes).toString("utf8");
-  if (!text.trimStart().startsWith("{")) return "yaml";
-  try {
-    const keys = Object.keys(JSON.parse(text) as object).sort();
-    return keys.length === 2 && keys[0] === "data" && keys[1] === "sops" ? "binary" : "json";
-  } catch {
-    return "json";
-  }
-}
-
-export function contentTypeOf(format: DocumentFormat): string {
-  return format === "yaml" ? SOPS_YAML : SOPS_JSON;
 }

@@ -3,8 +3,8 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { after, before, test } from "node:test";
 import { BootsealError } from "../../src/errors.ts";
-import { parseRetryAfter, sendOk } from "../../src/fetcher/http-client.ts";
 import { backoffDelay, parseDuration, withRetry } from "../../src/fetcher/retry.ts";
+import { parseRetryAfter, sendOk } from "../../src/http/client.ts";
 
 test("full jitter: uniform below min(cap, base * 2^(n-1))", () => {
   const policy = { baseMs: 100, capMs: 1000 };

@@ -4,7 +4,6 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, test } from "node:test";
 import { parseManifest, parseMode } from "../../src/fetcher/apply-manifest.ts";
-import { writeFileAtomic, writeResolved } from "../../src/fetcher/atomic-write.ts";
 import { loadAccounts, resolveOwnership } from "../../src/fetcher/owners.ts";
 import {
   DEFAULT_ALLOWED_ROOTS,
@@ -14,6 +13,7 @@ import {
   rootDirectory,
 } from "../../src/fetcher/paths.ts";
 import { commandLabeler } from "../../src/fetcher/selinux.ts";
+import { writeFileAtomic, writeResolved } from "../../src/files/atomic-write.ts";
 
 const temps: string[] = [];
 after(async () => {

@@ -1,6 +1,7 @@
 import { parseArgs } from "node:util";
 import { keysFromUserInput, resolverFor } from "../../../providers/keys/index.ts";
 import type { KeyKind, ProviderDeps } from "../../../providers/keys/master-key.ts";
+import { isEncryptedConfig, loadEncrypted } from "../../envelope/document.ts";
 import { decryptConfig } from "../../envelope/encrypted-config/encrypted-config.ts";
 import { codecFor } from "../../envelope/sops/codecs/index.ts";
 import { decryptDocument } from "../../envelope/sops/decrypt.ts";
@@ -11,17 +12,10 @@ import { readInput, writeOutput } from "../file-io.ts";
 import {
   emitOptions,
   FORMAT_OPTIONS,
-  loadEncrypted,
   parseDecryptionOrder,
   pickFormats,
   providerDeps,
 } from "../sops-file.ts";
-
-/** An EncryptedConfig is a JSON object whose kind says so; a SOPS document never does. */
-function isEncryptedConfig(bytes: Uint8Array): boolean {
-  const head = new TextDecoder().decode(bytes.subarray(0, 4096));
-  return /^\s*\{/.test(head) && /"kind"\s*:\s*"EncryptedConfig"/.test(head);
-}
 
 function envelopeResolver(deps: ProviderDeps) {
   return (kind: KeyKind, keyId: string) => {

@@ -1,4 +1,5 @@
 import { parseArgs } from "node:util";
+import { emitEncrypted } from "../../envelope/document.ts";
 import { encryptConfig } from "../../envelope/encrypted-config/encrypted-config.ts";
 import { codecFor } from "../../envelope/sops/codecs/index.ts";
 import { encryptDocument } from "../../envelope/sops/encrypt.ts";
@@ -7,7 +8,7 @@ import type { Command } from "../command.ts";
 import { readInput, writeOutput } from "../file-io.ts";
 import { keyFlagOptions, ruleFlagOptions } from "../key-flags.ts";
 import { keySetup } from "../key-setup.ts";
-import { emitEncrypted, emitOptions, FORMAT_OPTIONS, pickFormats, providerDeps } from "../sops-file.ts";
+import { emitOptions, FORMAT_OPTIONS, pickFormats, providerDeps } from "../sops-file.ts";
 
 export const encryptCommand: Command = {
   name: "encrypt",

@@ -1,10 +1,10 @@
 import { parseArgs } from "node:util";
 import { BootsealError } from "../../errors.ts";
-import { writeFileAtomic } from "../../fetcher/atomic-write.ts";
-import { CLIENT_OPTIONS, call, clientSettings, serviceUrl } from "../../fetcher/service-client.ts";
+import { writeFileAtomic } from "../../files/atomic-write.ts";
 import { parseMachineId } from "../../machine/machine-id.ts";
 import type { Command } from "../command.ts";
 import { readInput } from "../file-io.ts";
+import { CLIENT_OPTIONS, call, clientSettings, serviceUrl } from "../service-client.ts";
 
 /** A SOPS document already: JSON or YAML with a top-level `sops` key holding a `mac`. */
 function encryptedType(bytes: Uint8Array): string | null {

@@ -1,15 +1,15 @@
 import { readFile } from "node:fs/promises";
 import { basename } from "node:path";
 import { parseArgs } from "node:util";
-import { BootsealError } from "../../errors.ts";
 import {
   generateSigningKey,
   loadPrivateKey,
   readArtifact,
   sha256Hex,
   signArtifact,
-} from "../../fetcher/artifact.ts";
-import { writeFileAtomic } from "../../fetcher/atomic-write.ts";
+} from "../../artifact/signing.ts";
+import { BootsealError } from "../../errors.ts";
+import { writeFileAtomic } from "../../files/atomic-write.ts";
 import type { Command } from "../command.ts";
 
 export const signArtifactCommand: Command = {

@@ -1,8 +1,8 @@
 import { parseArgs } from "node:util";
 import { BootsealError } from "../../errors.ts";
-import { CLIENT_OPTIONS, call, clientSettings, serviceUrl } from "../../fetcher/service-client.ts";
 import { parseMachineId } from "../../machine/machine-id.ts";
 import type { Command } from "../command.ts";
+import { CLIENT_OPTIONS, call, clientSettings, serviceUrl } from "../service-client.ts";
 
 export const statusCommand: Command = {
   name: "status",

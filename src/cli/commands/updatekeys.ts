@@ -6,18 +6,14 @@
 import { createInterface } from "node:readline/promises";
 import { parseArgs } from "node:util";
 import { resolverFor } from "../../../providers/keys/index.ts";
+import { emitEncrypted, loadEncrypted } from "../../envelope/document.ts";
 import { unwrapDataKey, wrapDataKey } from "../../envelope/sops/key-groups.ts";
 import { BootsealError } from "../../errors.ts";
+import { replaceFile } from "../../files/atomic-write.ts";
 import type { Command } from "../command.ts";
-import { readInput, writeFileAtomic } from "../file-io.ts";
+import { readInput } from "../file-io.ts";
 import { masterKeyFromEntry, setupFromConfig } from "../key-setup.ts";
-import {
-  emitEncrypted,
-  loadEncrypted,
-  parseDecryptionOrder,
-  pickFormats,
-  providerDeps,
-} from "../sops-file.ts";
+import { parseDecryptionOrder, pickFormats, providerDeps } from "../sops-file.ts";
 
 export const updatekeysCommand: Command = {
   name: "updatekeys",
@@ -87,7 +83,7 @@ export const updatekeysCommand: Command = {
         shamirThreshold:
           setup.groups.length > 1 ? threshold || setup.groups.length : doc.metadata.shamirThreshold,
       };
-      await writeFileAtomic(file, emitEncrypted(formats.input, doc.branches, metadata));
+      await replaceFile(file, emitEncrypted(formats.input, doc.branches, metadata));
     } finally {
       dataKey.fill(0);
     }

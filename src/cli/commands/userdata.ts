@@ -1,9 +1,9 @@
 import { parseArgs } from "node:util";
 import { BootsealError } from "../../errors.ts";
-import { writeFileAtomic } from "../../fetcher/atomic-write.ts";
-import { CLIENT_OPTIONS, call, clientSettings, serviceUrl } from "../../fetcher/service-client.ts";
+import { writeFileAtomic } from "../../files/atomic-write.ts";
 import { parseMachineId } from "../../machine/machine-id.ts";
 import type { Command } from "../command.ts";
+import { CLIENT_OPTIONS, call, clientSettings, serviceUrl } from "../service-client.ts";
 
 const FORMATS = ["cloud-init", "ignition", "powershell"];
 

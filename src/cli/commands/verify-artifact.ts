@@ -1,14 +1,14 @@
 import { readFile } from "node:fs/promises";
 import { basename } from "node:path";
 import { parseArgs } from "node:util";
-import { BootsealError } from "../../errors.ts";
 import {
   loadPublicKey,
   readArtifact,
   readDigest,
   readSignature,
   verifyArtifact,
-} from "../../fetcher/artifact.ts";
+} from "../../artifact/signing.ts";
+import { BootsealError } from "../../errors.ts";
 import type { Command } from "../command.ts";
 
 async function readSmall(path: string, flag: string): Promise<Buffer> {

@@ -3,11 +3,12 @@
  * store by the auth plugin) spends one of the token's fetches; a controller spends nothing.
  * With one-time fetch `after-first-fetch`, the config is deleted once a machine has it.
  */
+
+import { contentTypeOf, sniffFormat } from "../../envelope/document.ts";
 import { BootsealError } from "../../errors.ts";
 import { formatMachineId, type MachineId } from "../../machine/machine-id.ts";
 import { etagMatches, quoteEtag, type ServiceContext } from "../context.ts";
 import type { DocumentFormat } from "../machine-store.ts";
-import { contentTypeOf, sniffFormat } from "../publish.ts";
 import type { TokenRecord } from "../tokens.ts";
 
 export interface FetchRequest {

@@ -4,10 +4,11 @@
  * minted (the previous one stops working), and the publish is recorded in the status.
  */
 import type { WriteCondition } from "../../../providers/stores/object-store.ts";
+import { contentTypeOf } from "../../envelope/document.ts";
 import { BootsealError } from "../../errors.ts";
 import type { MachineId } from "../../machine/machine-id.ts";
 import { quoteEtag, type ServiceContext } from "../context.ts";
-import { contentTypeOf, prepareDocument } from "../publish.ts";
+import { prepareDocument } from "../publish.ts";
 import { mintToken, sha256Hex } from "../tokens.ts";
 
 export interface PublishRequest {

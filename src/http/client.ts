@@ -9,9 +9,7 @@
 import { request as httpRequest, type IncomingHttpHeaders } from "node:http";
 import { request as httpsRequest } from "node:https";
 import { BootsealError, ERROR_CODES, type ErrorCode } from "../errors.ts";
-
-/** 64 MiB, like every other input bootseal reads. */
-export const MAX_RESPONSE_BYTES = 64 * 1024 * 1024;
+import { describeBytes, MAX_DOCUMENT_BYTES } from "../limits.ts";
 
 export interface HttpRequest {
   readonly method: "GET" | "POST" | "PUT" | "DELETE";
@@ -100,7 +98,7 @@ function connectionError(err: unknown, what: string): BootsealError {
   return new BootsealError("SERVICE_UNAVAILABLE", `${what}: no answer (${why})`, { cause: err });
 }
 
-/** Sends the request and reads the whole answer (at most 64 MiB). Never throws on a status. */
+/** Sends the request and reads the whole answer (at most MAX_DOCUMENT_BYTES). Never throws on a status. */
 export function send(req: HttpRequest): Promise<HttpResponse> {
   const what = `${req.method} ${req.url.origin}${req.url.pathname}`;
   const isHttps = req.url.protocol === "https:";
@@ -113,17 +111,23 @@ export function send(req: HttpRequest): Promise<HttpResponse> {
     const options = {
       method: req.method,
       headers,
-      ...(req.signal ? { signal: req.signal } : {}),
-      ...(isHttps && req.ca ? { ca: req.ca } : {}),
+      signal: req.signal,
+      // The private CA is for this request only (never the global agent's).
+      ca: isHttps ? req.ca : undefined,
     };
     const onResponse = (res: import("node:http").IncomingMessage): void => {
       const chunks: Buffer[] = [];
       let size = 0;
       res.on("data", (chunk: Buffer) => {
         size += chunk.length;
-        if (size > MAX_RESPONSE_BYTES) {
+        if (size > MAX_DOCUMENT_BYTES) {
           res.destroy();
-          reject(new BootsealError("TOO_LARGE", `${what}: answer larger than 64 MiB`));
+          reject(
+            new BootsealError(
+              "TOO_LARGE",
+              `${what}: answer larger than ${describeBytes(MAX_DOCUMENT_BYTES)}`,
+            ),
+          );
           return;
         }
         chunks.push(chunk);

@@ -6,9 +6,9 @@
  */
 import { readFile } from "node:fs/promises";
 import { BootsealError } from "../errors.ts";
-import { type HttpResponse, sendOk } from "./http-client.ts";
-import { withRetry } from "./retry.ts";
-import { readTokenFile } from "./source.ts";
+import { withRetry } from "../fetcher/retry.ts";
+import { readTokenFile } from "../files/token-file.ts";
+import { type HttpResponse, sendOk } from "../http/client.ts";
 
 export interface ClientSettings {
   readonly server: URL;
@@ -71,8 +71,8 @@ export async function call(
         url,
         headers,
         signal,
-        ...(options.body ? { body: options.body } : {}),
-        ...(settings.ca ? { ca: settings.ca } : {}),
+        body: options.body,
+        ca: settings.ca,
       }),
     {
       what: `${method} ${url.origin}${url.pathname}`,

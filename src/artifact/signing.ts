@@ -18,31 +18,17 @@ import {
   sign,
   verify,
 } from "node:crypto";
-import { readFile, stat } from "node:fs/promises";
 import { BootsealError } from "../errors.ts";
+import { readFileBounded } from "../files/read-bounded.ts";
 
 export const SIGNATURE_BYTES = 64;
 
 /** Ed25519 signs the whole message at once; 1 GiB is far above a 130 MiB executable. */
 const MAX_ARTIFACT_BYTES = 1024 * 1024 * 1024;
 
-export async function readArtifact(path: string): Promise<Uint8Array> {
-  try {
-    const info = await stat(path);
-    if (!info.isFile()) throw new BootsealError("BAD_INPUT", `${path} is not a regular file`);
-    if (info.size > MAX_ARTIFACT_BYTES) throw new BootsealError("TOO_LARGE", `${path} is larger than 1 GiB`);
-    return new Uint8Array(await readFile(path));
-  } catch (err) {
-    if (err instanceof BootsealError) throw err;
-    const code = (err as NodeJS.ErrnoException).code;
-    throw new BootsealError(
-      code === "ENOENT" ? "BAD_INPUT" : "IO_ERROR",
-      `cannot read ${path} (${code ?? "error"})`,
-      {
-        cause: err,
-      },
-    );
-  }
+/** The artifact's bytes; it is not a document, so its cap is its own (not MAX_DOCUMENT_BYTES). */
+export function readArtifact(path: string): Promise<Uint8Array> {
+  return readFileBounded(path, { maxBytes: MAX_ARTIFACT_BYTES });
 }
 
 export function sha256Hex(data: Uint8Array): string {

@@ -5,17 +5,35 @@
  * (after chown, which may clear set-id bits), fsync, SELinux label, then rename over the
  * target and fsync the directory so the rename itself survives a power cut.
  *
- * `writeResolved` takes a target from paths.ts (allowed roots checked, links resolved) and
- * re-checks, right before the rename, that the directory still is the real directory it
- * was: a link swapped in meanwhile fails the write instead of redirecting it.
+ * `writeResolved` takes a target the caller resolved (the fetcher's paths.ts: allowed roots
+ * checked, links resolved) and re-checks, right before the rename, that the directory still
+ * is the real directory it was: a link swapped in meanwhile fails the write instead of
+ * redirecting it.
+ *
+ * The fetcher's files, the CLI's -i/--output and everything else above the providers that
+ * replaces a file goes through writeFileAtomic. The file object store keeps its own (its
+ * temporary names are reserved store segments, and layer 2 cannot import this one).
  */
 import { randomBytes } from "node:crypto";
 import { constants } from "node:fs";
-import { lstat, mkdir, open, realpath, rename, unlink } from "node:fs/promises";
+import { lstat, mkdir, open, realpath, rename, stat, unlink } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 import { BootsealError } from "../errors.ts";
-import type { ResolvedTarget } from "./paths.ts";
-import type { SelinuxLabeler } from "./selinux.ts";
+
+/** Gives a file the security label (SELinux context) of a reference file; the fetcher's selinux.ts. */
+export interface FileLabeler {
+  label(file: string, reference: string): Promise<void>;
+}
+
+/** Where a resolved write goes (the fetcher's ResolvedTarget carries these and more). */
+export interface WriteTarget {
+  /** Host path of the target file. */
+  readonly hostPath: string;
+  /** Host path of the directory it goes in, as realpath gave it when resolved. */
+  readonly hostDir: string;
+  /** Host paths of directories to create first, outermost first. */
+  readonly missingDirs: readonly string[];
+}
 
 export interface AtomicWriteOptions {
   /** Permission bits (default 0600). */
@@ -23,7 +41,7 @@ export interface AtomicWriteOptions {
   readonly uid?: number;
   readonly gid?: number;
   /** Labels the temporary file like the file it replaces, or its directory. */
-  readonly labeler?: SelinuxLabeler | null;
+  readonly labeler?: FileLabeler | null;
   /** Refuse the rename unless realpath(dirname) is still this. */
   readonly expectDir?: string;
 }
@@ -105,12 +123,24 @@ export async function makeDirectories(missing: readonly string[]): Promise<void>
   }
 }
 
-/** Writes a target resolved by paths.ts. */
+/** Writes a resolved target, creating its missing directories first. */
 export async function writeResolved(
-  target: ResolvedTarget,
+  target: WriteTarget,
   data: Uint8Array,
   options: Omit<AtomicWriteOptions, "expectDir"> = {},
 ): Promise<void> {
   await makeDirectories(target.missingDirs);
   await writeFileAtomic(target.hostPath, data, { ...options, expectDir: target.hostDir });
+}
+
+/**
+ * Replaces `path` atomically for the CLI (-i, --output, updatekeys): an existing file keeps
+ * its mode, as sops -i does; a new one gets 0600 because it may hold plaintext.
+ */
+export async function replaceFile(path: string, data: Uint8Array): Promise<void> {
+  const mode = await stat(path).then(
+    (info) => info.mode & 0o777,
+    () => 0o600,
+  );
+  await writeFileAtomic(path, data, { mode });
 }

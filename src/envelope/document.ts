@@ -1,0 +1,117 @@
+/**
+ * The document façade: what the CLI, the fetcher and the service need to know about an
+ * encrypted document's bytes, in one place. Pure (no I/O): bytes in, tree + typed metadata
+ * out, and back; which SOPS format some bytes are; which content type a stored format
+ * travels with; whether they are an EncryptedConfig instead.
+ *
+ * Format detection is one algorithm, strongest evidence first:
+ *   1. a format the sender named (the service's x-bootseal-format), when it is a known one;
+ *   2. the content type: `+yaml` is YAML, `+json` is JSON (or binary, see 4);
+ *   3. the file name, by sops' suffix rule (formatFromPath);
+ *   4. the content: JSON when the first byte (after whitespace and a BOM) is `{`, YAML
+ *      otherwise. A JSON document whose only keys are `data` and `sops` is the `binary`
+ *      store, as sops writes binary files.
+ * Stored documents (store objects, service answers) only ever are yaml, json or binary.
+ */
+import type { Codec, EmitOptions, Format } from "./sops/codecs/codec.ts";
+import { FORMATS } from "./sops/codecs/codec.ts";
+import { codecFor, formatFromPath } from "./sops/codecs/index.ts";
+import type { Branch } from "./sops/document.ts";
+import { type Metadata, metadataFromTree, metadataToTree } from "./sops/metadata.ts";
+
+export const SOPS_JSON = "application/sops+json";
+export const SOPS_YAML = "application/sops+yaml";
+
+/** The formats a document is stored and served in. */
+export type StoredFormat = "yaml" | "json" | "binary";
+
+export interface LoadedDocument {
+  readonly codec: Codec;
+  readonly branches: Branch[];
+  readonly metadata: Metadata;
+}
+
+/** An encrypted document's branches and typed metadata (the MAC is checked on decrypt, not here). */
+export function loadEncrypted(bytes: Uint8Array, format: Format): LoadedDocument {
+  const codec = codecFor(format);
+  const { branches, metadata } = codec.parseEncrypted(bytes);
+  return { codec, branches, metadata: metadataFromTree(metadata) };
+}
+
+/** The encrypted document's bytes, exactly as sops writes this format. */
+export function emitEncrypted(
+  format: Format,
+  branches: readonly Branch[],
+  metadata: Metadata,
+  options: EmitOptions = {},
+): Uint8Array {
+  return codecFor(format).emitEncrypted(branches, metadataToTree(metadata), options);
+}
+
+/** A format name from outside (a flag, a header); USAGE-free: callers word their own errors. */
+export function isFormat(text: string | undefined): text is Format {
+  return text !== undefined && (FORMATS as readonly string[]).includes(text);
+}
+
+export function contentTypeOf(format: StoredFormat): string {
+  return format === "yaml" ? SOPS_YAML : SOPS_JSON;
+}
+
+/** "application/sops+json; charset=utf-8" -> "application/sops+json". */
+export function mediaTypeOf(contentType: string | undefined): string {
+  return (contentType ?? "").split(";")[0]?.trim().toLowerCase() ?? "";
+}
+
+const WHITESPACE_OR_BOM = new Set([0x20, 0x09, 0x0a, 0x0d, 0xef, 0xbb, 0xbf]);
+
+function startsWithBrace(bytes: Uint8Array): boolean {
+  for (const b of bytes) {
+    if (!WHITESPACE_OR_BOM.has(b)) return b === 0x7b;
+  }
+  return false;
+}
+
+/**
+ * JSON or binary, from the top-level keys. Unparseable JSON is "json", so the JSON codec
+ * reports what is wrong with it (with a line number) when the document is loaded.
+ */
+function jsonOrBinary(bytes: Uint8Array): "json" | "binary" {
+  let parsed: unknown;
+  try {
+    // TextDecoder drops a leading BOM, which JSON.parse would refuse.
+    parsed = JSON.parse(new TextDecoder().decode(bytes));
+  } catch {
+    return "json";
+  }
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) return "json";
+  const keys = Object.keys(parsed).sort();
+  return keys.length === 2 && keys[0] === "data" && keys[1] === "sops" ? "binary" : "json";
+}
+
+/** Step 4 alone: the format of stored bytes that came with no trustworthy label. */
+export function sniffFormat(bytes: Uint8Array): StoredFormat {
+  return startsWithBrace(bytes) ? jsonOrBinary(bytes) : "yaml";
+}
+
+export interface FormatHints {
+  /** A format the sender named; ignored unless it is a known format. */
+  readonly format?: string;
+  readonly contentType?: string;
+  readonly fileName?: string;
+}
+
+/** The document's format by the algorithm above. */
+export function detectFormat(bytes: Uint8Array, hints: FormatHints = {}): Format {
+  if (isFormat(hints.format)) return hints.format;
+  const media = mediaTypeOf(hints.contentType);
+  if (media.endsWith("+yaml")) return "yaml";
+  if (media.endsWith("+json")) return jsonOrBinary(bytes);
+  if (hints.fileName !== undefined && hints.fileName !== "") return formatFromPath(hints.fileName);
+  return sniffFormat(bytes);
+}
+
+/** An EncryptedConfig is a JSON object whose kind says so; a SOPS document never does. */
+export function isEncryptedConfig(bytes: Uint8Array): boolean {
+  const head = new TextDecoder().decode(bytes.subarray(0, 4096));
+  return /^\s*\{/.test(head) && /"kind"\s*:\s*"EncryptedConfig"/.test(head);
+}
