@@ -15,16 +15,9 @@ import { readFile } from "node:fs/promises";
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { BootsealError, type ErrorCode } from "../../src/errors.ts";
+import { type RetryPolicy, retryCall, retryPolicy } from "../../src/retry.ts";
+import { checkCreatedAt, formatCreatedAt, stringField } from "./entry-fields.ts";
 import type { CallOptions, KeyEntry, MasterKey, MasterKeyType, ProviderDeps } from "./master-key.ts";
-import {
-  attemptSignal,
-  checkCreatedAt,
-  formatCreatedAt,
-  type RetryPolicy,
-  retryPolicy,
-  stringField,
-  withRetry,
-} from "./retry.ts";
 
 // The global, not `node:process`: importing that module as ESM evaluates its lazy getters
 // (process.stdin among them), which costs every CLI run start-up time.
@@ -153,44 +146,50 @@ function vaultKey(s: VaultSettings, deps: ProviderDeps): MasterKey {
     checkAllowlist(s.address, env);
     const url = `${s.address}/v1/${[s.enginePath, op, s.keyName].filter(Boolean).join("/")}`;
     const payload = JSON.stringify(body);
-    return withRetry(policy, signal, async () => {
-      let res: Response;
-      try {
-        res = await fetch(url, {
-          method: "POST",
-          headers: { "X-Vault-Token": token, "Content-Type": "application/json" },
-          body: payload,
-          signal: attemptSignal(policy, signal),
-        });
-      } catch (cause) {
-        signal?.throwIfAborted();
-        const why = (cause as { cause?: { code?: string } }).cause?.code ?? (cause as Error).name;
-        throw new BootsealError("KEY_UNAVAILABLE", `hc_vault: ${op} with ${id}: unreachable (${why})`, {
-          cause,
-        });
-      }
-      const text = await res.text();
-      if (!res.ok) {
-        // Vault's `errors` name the problem (permission denied, key not found): safe to show.
-        let detail = "";
+    return retryCall(
+      policy,
+      `hc_vault: ${op} with ${id}`,
+      "KEY_UNAVAILABLE",
+      signal,
+      async (attemptSignal) => {
+        let res: Response;
         try {
-          detail = ((JSON.parse(text) as { errors?: string[] }).errors ?? []).join("; ").slice(0, 200);
+          res = await fetch(url, {
+            method: "POST",
+            headers: { "X-Vault-Token": token, "Content-Type": "application/json" },
+            body: payload,
+            signal: attemptSignal,
+          });
+        } catch (cause) {
+          signal?.throwIfAborted();
+          const why = (cause as { cause?: { code?: string } }).cause?.code ?? (cause as Error).name;
+          throw new BootsealError("KEY_UNAVAILABLE", `hc_vault: ${op} with ${id}: unreachable (${why})`, {
+            cause,
+          });
+        }
+        const text = await res.text();
+        if (!res.ok) {
+          // Vault's `errors` name the problem (permission denied, key not found): safe to show.
+          let detail = "";
+          try {
+            detail = ((JSON.parse(text) as { errors?: string[] }).errors ?? []).join("; ").slice(0, 200);
+          } catch {}
+          const code = codeForStatus(res.status, detail);
+          throw new BootsealError(
+            code,
+            `hc_vault: ${op} with ${id}: ${CAUSE[code as keyof typeof CAUSE] ?? "refused"} (HTTP ${res.status}${detail ? `: ${detail}` : ""})`,
+          );
+        }
+        try {
+          const data = (JSON.parse(text) as { data?: Record<string, unknown> }).data;
+          if (data && typeof data === "object") return data;
         } catch {}
-        const code = codeForStatus(res.status, detail);
         throw new BootsealError(
-          code,
-          `hc_vault: ${op} with ${id}: ${CAUSE[code as keyof typeof CAUSE] ?? "refused"} (HTTP ${res.status}${detail ? `: ${detail}` : ""})`,
+          "BAD_INPUT",
+          `hc_vault: ${op} with ${id}: the transit backend answered no data`,
         );
-      }
-      try {
-        const data = (JSON.parse(text) as { data?: Record<string, unknown> }).data;
-        if (data && typeof data === "object") return data;
-      } catch {}
-      throw new BootsealError(
-        "BAD_INPUT",
-        `hc_vault: ${op} with ${id}: the transit backend answered no data`,
-      );
-    });
+      },
+    );
   }
 
   return {

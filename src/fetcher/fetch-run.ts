@@ -19,6 +19,7 @@ import type { KeyKind } from "../../providers/keys/master-key.ts";
 import type { CliIo } from "../cli/command.ts";
 import type { Format } from "../envelope/sops/codecs/codec.ts";
 import { BootsealError, isBootsealError } from "../errors.ts";
+import { type BackoffPolicy, withRetry } from "../retry.ts";
 import { parseManifest } from "./apply-manifest.ts";
 import { writeResolved } from "./atomic-write.ts";
 import { decryptPayload } from "./decrypt-payload.ts";
@@ -27,7 +28,6 @@ import { sendOk } from "./http-client.ts";
 import { loadAccounts, resolveOwnership } from "./owners.ts";
 import { type PathPolicy, type ResolvedTarget, resolveTarget, rootDirectory } from "./paths.ts";
 import { createReporter, type StatusReport } from "./report.ts";
-import { type BackoffPolicy, withRetry } from "./retry.ts";
 import type { SelinuxLabeler } from "./selinux.ts";
 import {
   download,

@@ -9,8 +9,8 @@
  * request in flight, so a dead service costs the machine seconds, not its boot.
  */
 import { BootsealError, isBootsealError } from "../errors.ts";
+import { withRetry } from "../retry.ts";
 import { sendOk } from "./http-client.ts";
-import { withRetry } from "./retry.ts";
 
 export const PHASES = ["fetching", "decrypted", "written", "running", "succeeded", "failed"] as const;
 export type Phase = (typeof PHASES)[number];

@@ -6,8 +6,8 @@
  */
 import { readFile } from "node:fs/promises";
 import { BootsealError } from "../errors.ts";
+import { withRetry } from "../retry.ts";
 import { type HttpResponse, sendOk } from "./http-client.ts";
-import { withRetry } from "./retry.ts";
 import { readTokenFile } from "./source.ts";
 
 export interface ClientSettings {

@@ -8,7 +8,7 @@
  *   `file:///DIR/FILE`. The machine id comes from a key ending in `configs/<ns>/<name>`
  *   (the store layout) or from --machine.
  *
- * Every download is retried (retry.ts): connection failures, 5xx and 429 (Retry-After
+ * Every download is retried (src/retry.ts): connection failures, 5xx and 429 (Retry-After
  * honoured) and unavailable stores; never another 4xx, a missing object or a refused
  * credential. The token never appears in a URL, a log line or an error.
  */
@@ -16,8 +16,8 @@ import { readFile, stat } from "node:fs/promises";
 import { basename, dirname } from "node:path";
 import { openStore, parseStoreUrl } from "../../providers/stores/index.ts";
 import { BootsealError } from "../errors.ts";
+import { type RetryOptions, withRetry } from "../retry.ts";
 import { sendOk } from "./http-client.ts";
-import { type RetryOptions, withRetry } from "./retry.ts";
 
 export interface MachineId {
   readonly namespace: string;
