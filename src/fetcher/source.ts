@@ -169,7 +169,12 @@ export async function download(source: Source, options: DownloadOptions): Promis
       ...(contentType ? { contentType } : {}),
     };
   }
-  const store = openStore(source.storeUrl, { env: options.env });
+  // One attempt per store call: the loop here is the fetcher's only retry layer.
+  const store = openStore(source.storeUrl, {
+    env: options.env,
+    s3: { maxAttempts: 1 },
+    gcs: { maxRetries: 0 },
+  });
   const { value, attempts } = await withRetry(
     async ({ signal }) => {
       const object = await store.get(source.key, { signal });
