@@ -1,5 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
+import { createMemoryStore } from "../providers/stores/memory.ts";
+import { retryingStore } from "../providers/stores/retrying.ts";
 import { BootsealError } from "../src/errors.ts";
 import { DEFAULT_RETRY, retryCall, retryPolicy, withRetry } from "../src/retry.ts";
 
@@ -192,4 +194,50 @@ test("the log lines carry the operation and the failure, never more", async () =
   );
   assert.equal(lines[0], "attempt 1 GET https://svc/v1/x: RATE_LIMITED: slow down; retrying in 0.00s");
   assert.match(lines[1] ?? "", /^attempt 2 GET https:\/\/svc\/v1\/x: ok in /);
+});
+
+test("retryingStore: unavailable store calls get more attempts, lost races and refusals none", async () => {
+  const inner = createMemoryStore("retrying");
+  const failures: string[] = [];
+  let failNext = 0;
+  // The memory store with a fault injector in front: the next `failNext` calls are unavailable.
+  const flaky = new Proxy(inner, {
+    get(target, prop, receiver) {
+      const value = Reflect.get(target, prop, receiver);
+      if (typeof value !== "function") return value;
+      return (...args: unknown[]) => {
+        if (failNext > 0) {
+          failNext--;
+          failures.push(String(prop));
+          const err = new BootsealError("STORE_UNAVAILABLE", "S3 is unavailable (503)");
+          if (prop === "list") {
+            return (async function* () {
+              yield* [];
+              throw err;
+            })();
+          }
+          return Promise.reject(err);
+        }
+        return value.apply(target, args);
+      };
+    },
+  });
+  const store = retryingStore(flaky, { attempts: 3, baseDelayMs: 1, maxDelayMs: 2 });
+  failNext = 2;
+  await store.put("a", new TextEncoder().encode("1"), { ifNoneMatch: "*" });
+  assert.deepEqual(failures, ["put", "put"]);
+  failNext = 2;
+  assert.equal(new TextDecoder().decode((await store.get("a"))?.body), "1");
+  failNext = 1;
+  const listed: string[] = [];
+  for await (const info of store.list("")) listed.push(info.key);
+  assert.deepEqual(listed, ["a"]);
+  failNext = 3;
+  await assert.rejects(store.head("a"), { code: "STORE_UNAVAILABLE", message: "S3 is unavailable (503)" });
+  // A lost race is final: one call, the store's own error.
+  failures.length = 0;
+  await assert.rejects(store.put("a", new TextEncoder().encode("2"), { ifNoneMatch: "*" }), {
+    code: "PRECONDITION_FAILED",
+  });
+  assert.equal(retryingStore(inner, { attempts: 1 }), inner, "one attempt: the store itself");
 });
