@@ -9,17 +9,15 @@
  */
 import { readFileSync } from "node:fs";
 import { isAbsolute, resolve } from "node:path";
-import { Ajv, type ErrorObject } from "ajv";
 import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
 import { parseDuration } from "../duration.ts";
 import { BootsealError } from "../errors.ts";
+import { schemaChecker } from "./schema-check.ts";
 import {
-  ANNOTATIONS,
   configLeaves,
   type LOG_LEVELS,
   type ONE_TIME_MODES,
   type SCOPES,
-  type SchemaNode,
   SERVICE_CONFIG_SCHEMA,
 } from "./service-config-schema.ts";
 import { parseSopsConfig, type SopsConfig } from "./sops-config.ts";
@@ -148,111 +146,14 @@ export function applyEnv(raw: Raw, env: Env): Raw {
 
 export { setPath as setConfigPath };
 
-const TRUE_WORDS = ["1", "true", "yes", "on"];
-const FALSE_WORDS = ["0", "false", "no", "off"];
-
-function types(node: SchemaNode): readonly string[] {
-  return typeof node.type === "string" ? [node.type] : (node.type ?? []);
-}
-
-/**
- * What the schema's types cannot say about text from variables and YAML, done by type before
- * Ajv sees the value: null is absent, strings are trimmed, "42" is a number where an integer
- * is wanted and yes/no/on/off/1/0 a boolean where a boolean is. A copy; the input is kept.
- */
-function normalize(value: unknown, node: SchemaNode): unknown {
-  const t = types(node);
-  if (Array.isArray(value))
-    return node.items ? value.map((v) => normalize(v, node.items as SchemaNode)) : value;
-  if (isMapping(value)) {
-    if (!node.properties) return value;
-    const out: Raw = {};
-    for (const [key, v] of Object.entries(value)) {
-      if (v === null || v === undefined) continue;
-      const child = node.properties[key];
-      out[key] = child ? normalize(v, child) : v;
-    }
-    return out;
-  }
-  if (typeof value !== "string") return value;
-  const s = value.trim();
-  if (t.includes("integer") && /^\d+$/.test(s)) return Number(s);
-  if (t.includes("boolean")) {
-    if (TRUE_WORDS.includes(s.toLowerCase())) return true;
-    if (FALSE_WORDS.includes(s.toLowerCase())) return false;
-  }
-  return t.includes("string") ? s : value;
-}
-
-const ajv = new Ajv({ useDefaults: true, allowUnionTypes: true, verbose: true, allErrors: false });
-ajv.addVocabulary([...ANNOTATIONS]);
-const validateSchema = ajv.compile(SERVICE_CONFIG_SCHEMA as object);
-
-/** "/controllers/0/scopes/1" -> "controllers[0].scopes[1]". */
-function keyPath(pointer: string, extra?: string): string {
-  const parts = pointer
-    .split("/")
-    .slice(1)
-    .map((p) => p.replace(/~1/g, "/").replace(/~0/g, "~"));
-  if (extra !== undefined) parts.push(extra);
-  return (
-    parts.reduce((out, p) => (/^\d+$/.test(p) ? `${out}[${p}]` : out ? `${out}.${p}` : p), "") || "config"
-  );
-}
-
-/** One Ajv error as the operator reads it: the key's path, then what is wrong with it. */
-function describeError(e: ErrorObject): BootsealError {
-  const node = (e.parentSchema ?? {}) as SchemaNode;
-  const t = types(node);
-  const custom = node["x-message"]?.replace("{value}", JSON.stringify(e.data));
-  switch (e.keyword) {
-    case "additionalProperties": {
-      const allowed = Object.keys(node.properties ?? {}).join(", ");
-      const key = (e.params as { additionalProperty: string }).additionalProperty;
-      return usage(keyPath(e.instancePath, key), `unknown key (allowed: ${allowed})`);
-    }
-    case "required": {
-      const key = (e.params as { missingProperty: string }).missingProperty;
-      const child = node.properties?.[key];
-      // A missing list reads as an empty one: say what it needs.
-      const message = child?.minItems && child["x-message"] ? child["x-message"] : "is required";
-      return usage(keyPath(e.instancePath, key), message);
-    }
-    case "type":
-    case "minimum":
-    case "maximum":
-    case "minLength":
-    case "minItems":
-    case "enum":
-    case "pattern":
-      break;
-    default:
-      return usage(keyPath(e.instancePath), e.message ?? "is not valid");
-  }
-  const where = keyPath(e.instancePath);
-  if (t.includes("integer"))
-    return usage(where, `must be an integer from ${node.minimum} to ${node.maximum}`);
-  // x-message words the key's rule; a wrong type of a one-type key or an empty string is generic.
-  if (
-    custom &&
-    (["pattern", "enum", "minItems"].includes(e.keyword) || t.length > 1 || t.includes("array"))
-  ) {
-    return usage(where, custom);
-  }
-  if (node.enum) return usage(where, `must be one of ${node.enum.join(", ")}`);
-  if (t.includes("boolean")) return usage(where, "must be true or false");
-  if (t.includes("object")) return usage(where, "must be a mapping");
-  if (t.includes("array")) return usage(where, "must be a list");
-  if (t.includes("string")) return usage(where, "must be a non-empty string");
-  return usage(where, e.message ?? "is not valid");
-}
-
 export function parseListenAddress(text: string, where = "listen"): { host: string; port: number } {
   const match = /^(?:\[([^\]]+)\]|([^:]+)):(\d{1,5})$/.exec(text);
   const port = match ? Number(match[3]) : Number.NaN;
   if (!match || port < 0 || port > 65535) throw usage(where, `wants HOST:PORT, got "${text}"`);
   return { host: (match[1] ?? match[2]) as string, port };
 }
+
+const checkSchema = schemaChecker(SERVICE_CONFIG_SCHEMA);
 
 /** What the schema checked, as Ajv left it (defaults filled). */
 interface Checked {
@@ -353,11 +254,9 @@ function parseTrustProxy(value: Checked["trustProxy"]): boolean | string[] {
 /** Validates a raw configuration (file + variables + flags merged) into a ServiceConfig. */
 export function validateServiceConfig(rawInput: Raw, cwd: string = process.cwd()): ServiceConfig {
   if (!isMapping(rawInput)) throw usage("config", "must be a mapping");
-  const raw = normalize(rawInput, SERVICE_CONFIG_SCHEMA) as Raw;
   // YAML reads `oneTimeFetch: off` as a string but `oneTimeFetch: false` as a boolean: both mean off.
-  if (raw.oneTimeFetch === false) raw.oneTimeFetch = "off";
-  if (!validateSchema(raw)) throw describeError(validateSchema.errors?.[0] as ErrorObject);
-  const c = raw as unknown as Checked;
+  const raw = rawInput.oneTimeFetch === false ? { ...rawInput, oneTimeFetch: "off" } : rawInput;
+  const c = checkSchema(raw) as Checked;
   const tls = c.tls && {
     cert: resolve(cwd, c.tls.cert),
     key: resolve(cwd, c.tls.key),
