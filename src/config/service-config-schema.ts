@@ -278,3 +278,10 @@ export function configLeaves(node: SchemaNode = SERVICE_CONFIG_SCHEMA, path: str
   }
   return [{ path, env: envName(path), yaml: node.type === "array", schema: node }];
 }
+
+/** The schema's default of one key (e.g. ["dataDir"] -> "./data"), for code that needs it before validation. */
+export function schemaDefault(path: readonly string[]): unknown {
+  let node: SchemaNode | undefined = SERVICE_CONFIG_SCHEMA;
+  for (const key of path) node = node?.properties?.[key];
+  return node?.default;
+}

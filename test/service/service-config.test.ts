@@ -12,7 +12,7 @@ import {
   readServiceConfigFile,
   validateServiceConfig,
 } from "../../src/config/service-config.ts";
-import { configLeaves } from "../../src/config/service-config-schema.ts";
+import { configLeaves, schemaDefault } from "../../src/config/service-config-schema.ts";
 import { parseDuration } from "../../src/duration.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "bootseal-config-"));
@@ -354,6 +354,9 @@ test("the schema's defaults fill a minimal configuration, file values and variab
   assert.deepEqual(c.rateLimit, { authFailuresPerMinute: 20 });
   assert.deepEqual(c.events, { heartbeatSeconds: 15, bufferSize: 1000 });
   assert.equal(c.dataDir, join(dir, "data"));
+  assert.equal(schemaDefault(["dataDir"]), "./data");
+  assert.equal(schemaDefault(["bootstrapToken", "ttl"]), "24h");
+  assert.equal(schemaDefault(["store"]), undefined);
   assert.equal(c.logLevel, "info");
   assert.deepEqual(c.s3, {});
   const coerced = validateServiceConfig(
