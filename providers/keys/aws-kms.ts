@@ -259,7 +259,8 @@ function kmsKey(s: KmsSettings, deps: ProviderDeps): MasterKey {
     signal: AbortSignal | undefined,
     run: (abortSignal: AbortSignal) => Promise<T>,
   ) {
-    return retryCall(policy, `kms: ${op} with ${id}`, "KEY_UNAVAILABLE", signal, async (attemptSignal) => {
+    const what = `kms: ${op} with ${id}`;
+    return retryCall(policy, what, "KEY_UNAVAILABLE", signal, async (attemptSignal) => {
       try {
         return await run(attemptSignal);
       } catch (err) {
@@ -396,26 +397,21 @@ export async function generateDataKey(
   const { GenerateDataKeyCommand } = await loadKmsSdk();
   const client = await newClient(s, deps);
   try {
-    const out = await retryCall(
-      policy,
-      `kms: generate data key with ${id}`,
-      "KEY_UNAVAILABLE",
-      options.signal,
-      async (attemptSignal) => {
-        try {
-          return await client.send(
-            new GenerateDataKeyCommand({
-              KeyId: s.arn,
-              KeySpec: "AES_256",
-              ...(context && Object.keys(context).length > 0 ? { EncryptionContext: { ...context } } : {}),
-            }),
-            { abortSignal: attemptSignal },
-          );
-        } catch (err) {
-          throw mapKmsError(err, id, "generate data key");
-        }
-      },
-    );
+    const what = `kms: generate data key with ${id}`;
+    const out = await retryCall(policy, what, "KEY_UNAVAILABLE", options.signal, async (attemptSignal) => {
+      try {
+        return await client.send(
+          new GenerateDataKeyCommand({
+            KeyId: s.arn,
+            KeySpec: "AES_256",
+            ...(context && Object.keys(context).length > 0 ? { EncryptionContext: { ...context } } : {}),
+          }),
+          { abortSignal: attemptSignal },
+        );
+      } catch (err) {
+        throw mapKmsError(err, id, "generate data key");
+      }
+    });
     const plaintext = out.Plaintext;
     try {
       if (plaintext?.length !== 32 || !out.CiphertextBlob?.length) {

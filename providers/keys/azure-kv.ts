@@ -118,20 +118,15 @@ function azureKey(s: AzureSettings, deps: ProviderDeps): MasterKey {
     signal: AbortSignal | undefined,
     run: (o: object) => Promise<T>,
   ): Promise<T> {
-    return retryCall(
-      policy,
-      `azure_kv: ${op} with ${currentId()}`,
-      "KEY_UNAVAILABLE",
-      signal,
-      async (attemptSignal) => {
-        try {
-          const abortSignal = attemptSignal;
-          return await run({ abortSignal, requestOptions: { timeout: policy.timeoutMs } });
-        } catch (err) {
-          throw mapAzureError(err, currentId(), op);
-        }
-      },
-    );
+    const what = `azure_kv: ${op} with ${currentId()}`;
+    return retryCall(policy, what, "KEY_UNAVAILABLE", signal, async (attemptSignal) => {
+      try {
+        const abortSignal = attemptSignal;
+        return await run({ abortSignal, requestOptions: { timeout: policy.timeoutMs } });
+      } catch (err) {
+        throw mapAzureError(err, currentId(), op);
+      }
+    });
   }
 
   /** sops ensureKeyHasVersion: the key's current version, looked up once. */

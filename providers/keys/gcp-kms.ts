@@ -181,30 +181,25 @@ function gcpKey(resourceId: string, deps: ProviderDeps): MasterKey {
     run: (c: KeyManagementServiceClient) => Promise<T>,
   ) {
     const sdk = await loadGcpSdk();
-    return retryCall(
-      policy,
-      `gcp_kms: ${op} with ${id}`,
-      "KEY_UNAVAILABLE",
-      signal,
-      async (attemptSignal) => {
-        const client = newClient(deps, sdk);
-        // gax takes no AbortSignal: cancel the call (caller's abort or attempt timeout) by closing the client.
-        const onAbort = () => void client.close().catch(() => {});
-        attemptSignal.addEventListener("abort", onAbort, { once: true });
-        try {
-          // Resolve credentials first, in our own try: left to gax, a machine without any
-          // Google credentials gets an unhandled rejection from its eager background stubs.
-          if (!insecureFor(deps)) await client.auth.getClient();
-          return await run(client);
-        } catch (err) {
-          signal?.throwIfAborted();
-          throw mapGcpError(err, id, op);
-        } finally {
-          attemptSignal.removeEventListener("abort", onAbort);
-          await client.close().catch(() => {});
-        }
-      },
-    );
+    const what = `gcp_kms: ${op} with ${id}`;
+    return retryCall(policy, what, "KEY_UNAVAILABLE", signal, async (attemptSignal) => {
+      const client = newClient(deps, sdk);
+      // gax takes no AbortSignal: cancel the call (aborted or timed out) by closing the client.
+      const onAbort = () => void client.close().catch(() => {});
+      attemptSignal.addEventListener("abort", onAbort, { once: true });
+      try {
+        // Resolve credentials first, in our own try: left to gax, a machine without any
+        // Google credentials gets an unhandled rejection from its eager background stubs.
+        if (!insecureFor(deps)) await client.auth.getClient();
+        return await run(client);
+      } catch (err) {
+        signal?.throwIfAborted();
+        throw mapGcpError(err, id, op);
+      } finally {
+        attemptSignal.removeEventListener("abort", onAbort);
+        await client.close().catch(() => {});
+      }
+    });
   }
   // gax's own retry loop is off (maxRetries 0): src/retry.ts is the only one.
   const gaxOptions = { timeout: policy.timeoutMs, maxRetries: 0 };

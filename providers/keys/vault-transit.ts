@@ -146,50 +146,45 @@ function vaultKey(s: VaultSettings, deps: ProviderDeps): MasterKey {
     checkAllowlist(s.address, env);
     const url = `${s.address}/v1/${[s.enginePath, op, s.keyName].filter(Boolean).join("/")}`;
     const payload = JSON.stringify(body);
-    return retryCall(
-      policy,
-      `hc_vault: ${op} with ${id}`,
-      "KEY_UNAVAILABLE",
-      signal,
-      async (attemptSignal) => {
-        let res: Response;
+    const what = `hc_vault: ${op} with ${id}`;
+    return retryCall(policy, what, "KEY_UNAVAILABLE", signal, async (attemptSignal) => {
+      let res: Response;
+      try {
+        res = await fetch(url, {
+          method: "POST",
+          headers: { "X-Vault-Token": token, "Content-Type": "application/json" },
+          body: payload,
+          signal: attemptSignal,
+        });
+      } catch (cause) {
+        signal?.throwIfAborted();
+        const why = (cause as { cause?: { code?: string } }).cause?.code ?? (cause as Error).name;
+        throw new BootsealError("KEY_UNAVAILABLE", `hc_vault: ${op} with ${id}: unreachable (${why})`, {
+          cause,
+        });
+      }
+      const text = await res.text();
+      if (!res.ok) {
+        // Vault's `errors` name the problem (permission denied, key not found): safe to show.
+        let detail = "";
         try {
-          res = await fetch(url, {
-            method: "POST",
-            headers: { "X-Vault-Token": token, "Content-Type": "application/json" },
-            body: payload,
-            signal: attemptSignal,
-          });
-        } catch (cause) {
-          signal?.throwIfAborted();
-          const why = (cause as { cause?: { code?: string } }).cause?.code ?? (cause as Error).name;
-          throw new BootsealError("KEY_UNAVAILABLE", `hc_vault: ${op} with ${id}: unreachable (${why})`, {
-            cause,
-          });
-        }
-        const text = await res.text();
-        if (!res.ok) {
-          // Vault's `errors` name the problem (permission denied, key not found): safe to show.
-          let detail = "";
-          try {
-            detail = ((JSON.parse(text) as { errors?: string[] }).errors ?? []).join("; ").slice(0, 200);
-          } catch {}
-          const code = codeForStatus(res.status, detail);
-          throw new BootsealError(
-            code,
-            `hc_vault: ${op} with ${id}: ${CAUSE[code as keyof typeof CAUSE] ?? "refused"} (HTTP ${res.status}${detail ? `: ${detail}` : ""})`,
-          );
-        }
-        try {
-          const data = (JSON.parse(text) as { data?: Record<string, unknown> }).data;
-          if (data && typeof data === "object") return data;
+          detail = ((JSON.parse(text) as { errors?: string[] }).errors ?? []).join("; ").slice(0, 200);
         } catch {}
+        const code = codeForStatus(res.status, detail);
         throw new BootsealError(
-          "BAD_INPUT",
-          `hc_vault: ${op} with ${id}: the transit backend answered no data`,
+          code,
+          `hc_vault: ${op} with ${id}: ${CAUSE[code as keyof typeof CAUSE] ?? "refused"} (HTTP ${res.status}${detail ? `: ${detail}` : ""})`,
         );
-      },
-    );
+      }
+      try {
+        const data = (JSON.parse(text) as { data?: Record<string, unknown> }).data;
+        if (data && typeof data === "object") return data;
+      } catch {}
+      throw new BootsealError(
+        "BAD_INPUT",
+        `hc_vault: ${op} with ${id}: the transit backend answered no data`,
+      );
+    });
   }
 
   return {
