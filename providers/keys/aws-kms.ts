@@ -12,13 +12,15 @@
  * KEY_NOT_FOUND; InvalidCiphertext (wrong encryption context or damaged enc) and
  * IncorrectKey (enc made by another key) -> BAD_INPUT, because the entry does not fit the
  * key and no credential or retry can change that; throttling, 5xx and connection failures
- * -> KEY_UNAVAILABLE, retried (retry.ts). An ARN that does not match sops's ARN pattern is
+ * -> KEY_UNAVAILABLE, retried (src/retry.ts). An ARN that does not match sops's ARN pattern is
  * refused when the key is configured (BAD_INPUT), as the interface asks of fromMetadata.
  */
 import { hostname } from "node:os";
 import type { DecryptCommandOutput, KMSClient, KMSClientConfig } from "@aws-sdk/client-kms";
 import { BootsealError } from "../../src/errors.ts";
+import { type RetryPolicy, retryCall, retryPolicy } from "../../src/retry.ts";
 import { lazyModule } from "../lazy-module.ts";
+import { checkCreatedAt, decodeStdBase64, formatCreatedAt, stringField } from "./entry-fields.ts";
 import type {
   CallOptions,
   KeyEntry,
@@ -27,16 +29,6 @@ import type {
   MasterKeyType,
   ProviderDeps,
 } from "./master-key.ts";
-import {
-  attemptSignal,
-  checkCreatedAt,
-  decodeStdBase64,
-  formatCreatedAt,
-  type RetryPolicy,
-  retryPolicy,
-  stringField,
-  withRetry,
-} from "./retry.ts";
 
 // The global, not `node:process`: importing that module as ESM evaluates its lazy getters
 // (process.stdin among them), which costs every CLI run start-up time.
@@ -226,7 +218,7 @@ async function newClient(s: KmsSettings, deps: ProviderDeps): Promise<KMSClient>
     : extras.credentials;
   return new KMSClient({
     region,
-    // retry.ts is the only retry loop, so the bound is known.
+    // src/retry.ts is the only retry loop, so the bound is known.
     maxAttempts: 1,
     requestHandler: { connectionTimeout: extras.connectTimeoutMs ?? 2_000 },
     ...(endpoint ? { endpoint } : {}),
@@ -267,9 +259,10 @@ function kmsKey(s: KmsSettings, deps: ProviderDeps): MasterKey {
     signal: AbortSignal | undefined,
     run: (abortSignal: AbortSignal) => Promise<T>,
   ) {
-    return withRetry(policy, signal, async () => {
+    const what = `kms: ${op} with ${id}`;
+    return retryCall(policy, what, "KEY_UNAVAILABLE", signal, async (attemptSignal) => {
       try {
-        return await run(attemptSignal(policy, signal));
+        return await run(attemptSignal);
       } catch (err) {
         throw mapKmsError(err, id, op);
       }
@@ -404,7 +397,8 @@ export async function generateDataKey(
   const { GenerateDataKeyCommand } = await loadKmsSdk();
   const client = await newClient(s, deps);
   try {
-    const out = await withRetry(policy, options.signal, async () => {
+    const what = `kms: generate data key with ${id}`;
+    const out = await retryCall(policy, what, "KEY_UNAVAILABLE", options.signal, async (attemptSignal) => {
       try {
         return await client.send(
           new GenerateDataKeyCommand({
@@ -412,7 +406,7 @@ export async function generateDataKey(
             KeySpec: "AES_256",
             ...(context && Object.keys(context).length > 0 ? { EncryptionContext: { ...context } } : {}),
           }),
-          { abortSignal: attemptSignal(policy, options.signal) },
+          { abortSignal: attemptSignal },
         );
       } catch (err) {
         throw mapKmsError(err, id, "generate data key");

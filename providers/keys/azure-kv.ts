@@ -16,17 +16,10 @@
 import type { TokenCredential } from "@azure/identity";
 import type { CryptographyClient } from "@azure/keyvault-keys";
 import { BootsealError } from "../../src/errors.ts";
+import { type RetryPolicy, retryCall, retryPolicy } from "../../src/retry.ts";
 import { lazyModule } from "../lazy-module.ts";
+import { checkCreatedAt, formatCreatedAt, stringField } from "./entry-fields.ts";
 import type { CallOptions, KeyEntry, MasterKey, MasterKeyType, ProviderDeps } from "./master-key.ts";
-import {
-  attemptSignal,
-  checkCreatedAt,
-  formatCreatedAt,
-  type RetryPolicy,
-  retryPolicy,
-  stringField,
-  withRetry,
-} from "./retry.ts";
 
 /** `extras.azure_kv` in ProviderDeps. */
 export interface AzureKvExtras {
@@ -107,7 +100,7 @@ function azureKey(s: AzureSettings, deps: ProviderDeps): MasterKey {
   let credential: Promise<TokenCredential> | undefined;
   const currentId = () => `${s.vaultUrl}/keys/${s.name}${version ? `/${version}` : ""}`;
   const clientOptions = {
-    // retry.ts is the only retry loop.
+    // src/retry.ts is the only retry loop.
     retryOptions: { maxRetries: 0 },
     ...(extras.disableChallengeResourceVerification ? { disableChallengeResourceVerification: true } : {}),
   };
@@ -125,9 +118,10 @@ function azureKey(s: AzureSettings, deps: ProviderDeps): MasterKey {
     signal: AbortSignal | undefined,
     run: (o: object) => Promise<T>,
   ): Promise<T> {
-    return withRetry(policy, signal, async () => {
+    const what = `azure_kv: ${op} with ${currentId()}`;
+    return retryCall(policy, what, "KEY_UNAVAILABLE", signal, async (attemptSignal) => {
       try {
-        const abortSignal = attemptSignal(policy, signal);
+        const abortSignal = attemptSignal;
         return await run({ abortSignal, requestOptions: { timeout: policy.timeoutMs } });
       } catch (err) {
         throw mapAzureError(err, currentId(), op);

@@ -15,17 +15,10 @@
  */
 import type { KeyManagementServiceClient, protos } from "@google-cloud/kms";
 import { BootsealError } from "../../src/errors.ts";
+import { type RetryPolicy, retryCall, retryPolicy } from "../../src/retry.ts";
 import { lazyModule } from "../lazy-module.ts";
+import { checkCreatedAt, decodeStdBase64, formatCreatedAt, stringField } from "./entry-fields.ts";
 import type { CallOptions, KeyEntry, MasterKey, MasterKeyType, ProviderDeps } from "./master-key.ts";
-import {
-  checkCreatedAt,
-  decodeStdBase64,
-  formatCreatedAt,
-  type RetryPolicy,
-  retryPolicy,
-  stringField,
-  withRetry,
-} from "./retry.ts";
 
 // The global, not `node:process`: importing that module as ESM evaluates its lazy getters
 // (process.stdin among them), which costs every CLI run start-up time.
@@ -188,11 +181,12 @@ function gcpKey(resourceId: string, deps: ProviderDeps): MasterKey {
     run: (c: KeyManagementServiceClient) => Promise<T>,
   ) {
     const sdk = await loadGcpSdk();
-    return withRetry(policy, signal, async () => {
+    const what = `gcp_kms: ${op} with ${id}`;
+    return retryCall(policy, what, "KEY_UNAVAILABLE", signal, async (attemptSignal) => {
       const client = newClient(deps, sdk);
-      // gax takes no AbortSignal: cancel the call by closing the client.
+      // gax takes no AbortSignal: cancel the call (aborted or timed out) by closing the client.
       const onAbort = () => void client.close().catch(() => {});
-      signal?.addEventListener("abort", onAbort, { once: true });
+      attemptSignal.addEventListener("abort", onAbort, { once: true });
       try {
         // Resolve credentials first, in our own try: left to gax, a machine without any
         // Google credentials gets an unhandled rejection from its eager background stubs.
@@ -202,12 +196,12 @@ function gcpKey(resourceId: string, deps: ProviderDeps): MasterKey {
         signal?.throwIfAborted();
         throw mapGcpError(err, id, op);
       } finally {
-        signal?.removeEventListener("abort", onAbort);
+        attemptSignal.removeEventListener("abort", onAbort);
         await client.close().catch(() => {});
       }
     });
   }
-  // gax's own retry loop is off (maxRetries 0): retry.ts is the only one.
+  // gax's own retry loop is off (maxRetries 0): src/retry.ts is the only one.
   const gaxOptions = { timeout: policy.timeoutMs, maxRetries: 0 };
 
   return {

@@ -15,16 +15,9 @@ import { readFile } from "node:fs/promises";
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { BootsealError, type ErrorCode } from "../../src/errors.ts";
+import { type RetryPolicy, retryCall, retryPolicy } from "../../src/retry.ts";
+import { checkCreatedAt, formatCreatedAt, stringField } from "./entry-fields.ts";
 import type { CallOptions, KeyEntry, MasterKey, MasterKeyType, ProviderDeps } from "./master-key.ts";
-import {
-  attemptSignal,
-  checkCreatedAt,
-  formatCreatedAt,
-  type RetryPolicy,
-  retryPolicy,
-  stringField,
-  withRetry,
-} from "./retry.ts";
 
 // The global, not `node:process`: importing that module as ESM evaluates its lazy getters
 // (process.stdin among them), which costs every CLI run start-up time.
@@ -153,14 +146,15 @@ function vaultKey(s: VaultSettings, deps: ProviderDeps): MasterKey {
     checkAllowlist(s.address, env);
     const url = `${s.address}/v1/${[s.enginePath, op, s.keyName].filter(Boolean).join("/")}`;
     const payload = JSON.stringify(body);
-    return withRetry(policy, signal, async () => {
+    const what = `hc_vault: ${op} with ${id}`;
+    return retryCall(policy, what, "KEY_UNAVAILABLE", signal, async (attemptSignal) => {
       let res: Response;
       try {
         res = await fetch(url, {
           method: "POST",
           headers: { "X-Vault-Token": token, "Content-Type": "application/json" },
           body: payload,
-          signal: attemptSignal(policy, signal),
+          signal: attemptSignal,
         });
       } catch (cause) {
         signal?.throwIfAborted();

@@ -22,9 +22,9 @@ export interface GcsStoreOptions {
   readonly projectId?: string;
   /** objects.list page size (maxResults). */
   readonly pageSize?: number;
-  /** Retries of a failed idempotent request (default 1): an unreachable endpoint fails in seconds. */
+  /** Retries of a failed call (default 1), by openStore's retry wrapper: an unreachable endpoint fails in seconds. */
   readonly maxRetries?: number;
-  /** Deadline per store call, retries included (default 30 s). */
+  /** Deadline per attempt of a store call (default 30 s). */
   readonly timeoutMs?: number;
 }
 
@@ -148,15 +148,9 @@ export class GcsStore implements ObjectStore {
       ...(options.apiEndpoint ? { apiEndpoint: options.apiEndpoint } : {}),
       ...(options.projectId ? { projectId: options.projectId } : {}),
       timeout: this.#timeoutMs,
-      // The library's defaults retry for up to 10 minutes; one quick retry instead, so an
-      // unreachable endpoint surfaces as STORE_UNAVAILABLE and the caller's own policy decides.
-      retryOptions: {
-        autoRetry: (options.maxRetries ?? 1) > 0,
-        maxRetries: Math.max(1, options.maxRetries ?? 1),
-        retryDelayMultiplier: 2,
-        maxRetryDelay: 2,
-        totalTimeout: 15,
-      },
+      // The library's retry loop is off (its defaults retry for up to 10 minutes): openStore
+      // wraps the store in src/retry.ts (retrying.ts), the only retry layer.
+      retryOptions: { autoRetry: false, maxRetries: 0 },
     };
   }
 

@@ -7,6 +7,7 @@ import { BootsealError } from "../../src/errors.ts";
 import { FileStore, type FileStoreOptions } from "./file.ts";
 import { GcsStore, type GcsStoreOptions } from "./gcs.ts";
 import type { ObjectStore } from "./object-store.ts";
+import { retryingStore } from "./retrying.ts";
 import { S3Store, type S3StoreOptions } from "./s3.ts";
 import { parseStoreUrl, type StoreLocation, type StoreScheme } from "./store-url.ts";
 
@@ -51,7 +52,12 @@ function unreachable(): never {
 /** Opens `file://DIR`, `s3://BUCKET/PREFIX` or `gs://BUCKET/PREFIX`; USAGE error when malformed. */
 export function openStore(url: string, options: StoreOptions = {}): ObjectStore {
   const location = parseStoreUrl(url, options.cwd);
-  return FACTORIES[location.scheme](location, options, options.env ?? processEnv);
+  const store = FACTORIES[location.scheme](location, options, options.env ?? processEnv);
+  // The network stores retry in src/retry.ts (their SDKs' own loops are off); a file store
+  // fails for reasons another attempt does not fix.
+  if (location.scheme === "s3") return retryingStore(store, { attempts: options.s3?.maxAttempts ?? 3 });
+  if (location.scheme === "gs") return retryingStore(store, { attempts: (options.gcs?.maxRetries ?? 1) + 1 });
+  return store;
 }
 
 function nonEmpty(value: string | undefined): string | undefined {

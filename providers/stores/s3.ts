@@ -35,7 +35,7 @@ export interface S3StoreOptions {
   readonly credentials?: S3Credentials;
   /** ListObjectsV2 page size (MaxKeys, at most 1000). */
   readonly pageSize?: number;
-  /** SDK attempts per request, first one included (default 3). */
+  /** Attempts per call, first one included (default 3); made by openStore's retry wrapper (retrying.ts). */
   readonly maxAttempts?: number;
   /** TCP connect timeout (default 3 s): an unreachable endpoint fails in seconds, not minutes. */
   readonly connectionTimeoutMs?: number;
@@ -169,8 +169,8 @@ export class S3Store implements ObjectStore {
       ...(options.endpoint ? { endpoint: options.endpoint } : {}),
       forcePathStyle: options.forcePathStyle ?? Boolean(options.endpoint),
       ...(options.credentials ? { credentials: options.credentials } : {}),
-      maxAttempts: options.maxAttempts ?? 3,
-      retryMode: "standard",
+      // The SDK's retry loop is off: openStore wraps the store in src/retry.ts (retrying.ts).
+      maxAttempts: 1,
       requestHandler: {
         connectionTimeout: options.connectionTimeoutMs ?? 3000,
         requestTimeout: options.requestTimeoutMs ?? 30_000,

@@ -6,9 +6,9 @@
  */
 import { readFile } from "node:fs/promises";
 import { BootsealError } from "../errors.ts";
-import { withRetry } from "../fetcher/retry.ts";
 import { readTokenFile } from "../files/token-file.ts";
 import { type HttpResponse, sendOk } from "../http/client.ts";
+import { withRetry } from "../retry.ts";
 
 export interface ClientSettings {
   readonly server: URL;

@@ -1,21 +1,31 @@
 /**
- * `bootseal.yaml`, the service configuration (docs/configuration.md). Every key can also be
- * set by a BOOTSEAL_* variable (ENV_KEYS below); precedence: command-line flag, then variable,
- * then file, then default. The whole configuration is validated at start: unknown keys are
- * refused and a bad value is named in a one-line USAGE error, so a typo never turns into a
- * service that quietly does something else.
+ * `bootseal.yaml`, the service configuration (docs/configuration.md), validated against the
+ * one schema (service-config-schema.ts) with Ajv, which also fills the defaults. Every key can
+ * also be set by a BOOTSEAL_* variable named by one rule (envName); precedence: command-line
+ * flag, then variable, then file, then default. Unknown keys are refused and a bad value is
+ * named in a one-line USAGE error, so a typo never turns into a service that quietly does
+ * something else. What a schema cannot say (a listen address, a duration, creation rules,
+ * a key file to read, rules across keys) is checked here, after the schema.
  */
 import { readFileSync } from "node:fs";
 import { isAbsolute, resolve } from "node:path";
 import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
+import { parseDuration } from "../duration.ts";
 import { BootsealError } from "../errors.ts";
+import { schemaChecker } from "./schema-check.ts";
+import {
+  configLeaves,
+  type LOG_LEVELS,
+  type ONE_TIME_MODES,
+  type SCOPES,
+  SERVICE_CONFIG_SCHEMA,
+} from "./service-config-schema.ts";
 import { parseSopsConfig, type SopsConfig } from "./sops-config.ts";
 
-export const SCOPES = ["configs:write", "configs:read", "status:read", "admin"] as const;
+export { envName, LOG_LEVELS, ONE_TIME_MODES, SCOPES } from "./service-config-schema.ts";
 export type Scope = (typeof SCOPES)[number];
-
-export const ONE_TIME_MODES = ["off", "after-success", "after-first-fetch"] as const;
 export type OneTimeFetch = (typeof ONE_TIME_MODES)[number];
+export type LogLevel = (typeof LOG_LEVELS)[number];
 
 export interface ControllerConfig {
   readonly name: string;
@@ -31,6 +41,11 @@ export interface FetcherArtifact {
   readonly publicKeyPem: string;
 }
 
+/**
+ * The resolved configuration: every key with a default is present. The optional ones are
+ * those whose absence means "not configured" (no TLS, no artifact, the bound URL, the AWS
+ * variables for S3).
+ */
 export interface ServiceConfig {
   readonly listen: { readonly host: string; readonly port: number };
   /** The URL machines reach the service at (user-data stubs); default: the bound URL. */
@@ -40,7 +55,7 @@ export interface ServiceConfig {
    * addresses/CIDRs. Off by default; behind a load balancer it makes rate limiting and the
    * audit log see the client, not the balancer.
    */
-  readonly trustProxy?: boolean | readonly string[];
+  readonly trustProxy: boolean | readonly string[];
   /** File paths; clientCa turns on optional mutual TLS for controllers. */
   readonly tls?: { readonly cert: string; readonly key: string; readonly clientCa?: string };
   readonly store: string;
@@ -63,92 +78,15 @@ export interface ServiceConfig {
   readonly audit: { readonly path: string };
   readonly events: { readonly heartbeatSeconds: number; readonly bufferSize: number };
   readonly dataDir: string;
-  readonly logLevel: string;
+  readonly logLevel: LogLevel;
 }
 
 type Raw = Record<string, unknown>;
 type Env = Readonly<Record<string, string | undefined>>;
 
-/** BOOTSEAL_* variable -> key path. `yaml` values are parsed as YAML (lists, maps). */
-export const ENV_KEYS: readonly { env: string; path: readonly string[]; yaml?: boolean }[] = [
-  { env: "BOOTSEAL_LISTEN", path: ["listen"] },
-  { env: "BOOTSEAL_PUBLIC_URL", path: ["publicUrl"] },
-  { env: "BOOTSEAL_TRUST_PROXY", path: ["trustProxy"] },
-  { env: "BOOTSEAL_TLS_CERT", path: ["tls", "cert"] },
-  { env: "BOOTSEAL_TLS_KEY", path: ["tls", "key"] },
-  { env: "BOOTSEAL_TLS_CLIENT_CA", path: ["tls", "clientCa"] },
-  { env: "BOOTSEAL_STORE", path: ["store"] },
-  { env: "BOOTSEAL_S3_ENDPOINT", path: ["s3", "endpoint"] },
-  { env: "BOOTSEAL_S3_REGION", path: ["s3", "region"] },
-  { env: "BOOTSEAL_S3_FORCE_PATH_STYLE", path: ["s3", "forcePathStyle"] },
-  { env: "BOOTSEAL_CREATION_RULES", path: ["creation_rules"], yaml: true },
-  { env: "BOOTSEAL_CONTROLLERS", path: ["controllers"], yaml: true },
-  { env: "BOOTSEAL_BOOTSTRAP_TOKEN_TTL", path: ["bootstrapToken", "ttl"] },
-  { env: "BOOTSEAL_BOOTSTRAP_TOKEN_USES", path: ["bootstrapToken", "uses"] },
-  { env: "BOOTSEAL_ONE_TIME_FETCH", path: ["oneTimeFetch"] },
-  { env: "BOOTSEAL_LIMITS_BODY_BYTES", path: ["limits", "bodyBytes"] },
-  { env: "BOOTSEAL_RATE_LIMIT_AUTH_FAILURES_PER_MINUTE", path: ["rateLimit", "authFailuresPerMinute"] },
-  { env: "BOOTSEAL_FETCHER_ARTIFACT_URL", path: ["fetcherArtifact", "url"] },
-  { env: "BOOTSEAL_FETCHER_ARTIFACT_SHA256", path: ["fetcherArtifact", "sha256"] },
-  { env: "BOOTSEAL_FETCHER_ARTIFACT_SIGNATURE_URL", path: ["fetcherArtifact", "signatureUrl"] },
-  { env: "BOOTSEAL_FETCHER_ARTIFACT_PUBLIC_KEY_PEM", path: ["fetcherArtifact", "publicKeyPem"] },
-  { env: "BOOTSEAL_FETCHER_ARTIFACT_PUBLIC_KEY_FILE", path: ["fetcherArtifact", "publicKeyFile"] },
-  { env: "BOOTSEAL_FETCHER_ARTIFACT_WINDOWS_URL", path: ["fetcherArtifactWindows", "url"] },
-  { env: "BOOTSEAL_FETCHER_ARTIFACT_WINDOWS_SHA256", path: ["fetcherArtifactWindows", "sha256"] },
-  {
-    env: "BOOTSEAL_FETCHER_ARTIFACT_WINDOWS_SIGNATURE_URL",
-    path: ["fetcherArtifactWindows", "signatureUrl"],
-  },
-  {
-    env: "BOOTSEAL_FETCHER_ARTIFACT_WINDOWS_PUBLIC_KEY_PEM",
-    path: ["fetcherArtifactWindows", "publicKeyPem"],
-  },
-  {
-    env: "BOOTSEAL_FETCHER_ARTIFACT_WINDOWS_PUBLIC_KEY_FILE",
-    path: ["fetcherArtifactWindows", "publicKeyFile"],
-  },
-  { env: "BOOTSEAL_AUDIT_PATH", path: ["audit", "path"] },
-  { env: "BOOTSEAL_EVENTS_HEARTBEAT_SECONDS", path: ["events", "heartbeatSeconds"] },
-  { env: "BOOTSEAL_EVENTS_BUFFER_SIZE", path: ["events", "bufferSize"] },
-  { env: "BOOTSEAL_DATA_DIR", path: ["dataDir"] },
-  { env: "BOOTSEAL_LOG_LEVEL", path: ["logLevel"] },
-];
-
-/** Allowed keys per map; a nested map is named by its key. */
-const SHAPE: Readonly<Record<string, readonly string[]>> = {
-  "": [
-    "listen",
-    "publicUrl",
-    "trustProxy",
-    "tls",
-    "store",
-    "s3",
-    "creation_rules",
-    "controllers",
-    "bootstrapToken",
-    "oneTimeFetch",
-    "limits",
-    "rateLimit",
-    "fetcherArtifact",
-    "fetcherArtifactWindows",
-    "audit",
-    "events",
-    "dataDir",
-    "logLevel",
-  ],
-  tls: ["cert", "key", "clientCa"],
-  s3: ["endpoint", "region", "forcePathStyle"],
-  bootstrapToken: ["ttl", "uses"],
-  limits: ["bodyBytes"],
-  rateLimit: ["authFailuresPerMinute"],
-  fetcherArtifact: ["url", "sha256", "signatureUrl", "publicKeyPem", "publicKeyFile"],
-  fetcherArtifactWindows: ["url", "sha256", "signatureUrl", "publicKeyPem", "publicKeyFile"],
-  audit: ["path"],
-  events: ["heartbeatSeconds", "bufferSize"],
-  controller: ["name", "tokenSha256", "scopes"],
-};
-
-const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"];
+/** BOOTSEAL_* variable -> key path, from the schema; `yaml` values are parsed as YAML (lists). */
+export const ENV_KEYS: readonly { env: string; path: readonly string[]; yaml: boolean }[] =
+  configLeaves().map(({ env, path, yaml }) => ({ env, path, yaml }));
 
 function usage(where: string, message: string): BootsealError {
   return new BootsealError("USAGE", `${where}: ${message}`);
@@ -174,11 +112,14 @@ export function readServiceConfigFile(path: string): Raw {
   return doc as Raw;
 }
 
+function isMapping(value: unknown): value is Raw {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
 function setPath(raw: Raw, path: readonly string[], value: unknown): void {
   let node = raw;
   for (const key of path.slice(0, -1)) {
-    const next = node[key];
-    if (typeof next !== "object" || next === null || Array.isArray(next)) node[key] = {};
+    if (!isMapping(node[key])) node[key] = {};
     node = node[key] as Raw;
   }
   node[path[path.length - 1] as string] = value;
@@ -205,74 +146,6 @@ export function applyEnv(raw: Raw, env: Env): Raw {
 
 export { setPath as setConfigPath };
 
-function checkKeys(value: unknown, shape: string, where: string): Raw {
-  if (value === undefined || value === null) return {};
-  if (typeof value !== "object" || Array.isArray(value)) throw usage(where, "must be a mapping");
-  const allowed = SHAPE[shape] ?? [];
-  for (const key of Object.keys(value)) {
-    if (!allowed.includes(key)) {
-      throw usage(
-        where === "config" ? key : `${where}.${key}`,
-        `unknown key (allowed: ${allowed.join(", ")})`,
-      );
-    }
-  }
-  return value as Raw;
-}
-
-function optString(value: unknown, where: string): string | undefined {
-  if (value === undefined || value === null) return undefined;
-  if (typeof value !== "string" || value.trim() === "") throw usage(where, "must be a non-empty string");
-  return value.trim();
-}
-
-function reqString(value: unknown, where: string): string {
-  const s = optString(value, where);
-  if (s === undefined) throw usage(where, "is required");
-  return s;
-}
-
-function optInt(value: unknown, where: string, min: number, max: number): number | undefined {
-  if (value === undefined || value === null) return undefined;
-  const n = typeof value === "string" && /^\s*\d+\s*$/.test(value) ? Number(value) : value;
-  if (typeof n !== "number" || !Number.isInteger(n) || n < min || n > max) {
-    throw usage(where, `must be an integer from ${min} to ${max}`);
-  }
-  return n;
-}
-
-function optBool(value: unknown, where: string): boolean | undefined {
-  if (value === undefined || value === null) return undefined;
-  if (typeof value === "boolean") return value;
-  if (typeof value === "string") {
-    const v = value.toLowerCase();
-    if (["1", "true", "yes", "on"].includes(v)) return true;
-    if (["0", "false", "no", "off"].includes(v)) return false;
-  }
-  throw usage(where, "must be true or false");
-}
-
-const DURATION_UNITS: Readonly<Record<string, number>> = {
-  ms: 1,
-  s: 1000,
-  m: 60_000,
-  h: 3_600_000,
-  d: 86_400_000,
-};
-
-/** "24h", "90m", "1h30m", "1s", "500ms" (Go-style units plus d); a bare number is seconds. */
-export function parseDuration(value: unknown, where: string): number {
-  const text = typeof value === "number" ? `${value}s` : typeof value === "string" ? value.trim() : "";
-  if (/^\d+$/.test(text)) return Number(text) * 1000;
-  const parts = [...text.matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h|d)/g)];
-  if (text === "" || parts.map((p) => p[0]).join("") !== text) {
-    throw usage(where, `must be a duration such as 24h, 90m or 30s, got ${JSON.stringify(value)}`);
-  }
-  const ms = parts.reduce((sum, p) => sum + Number(p[1]) * (DURATION_UNITS[p[2] as string] ?? 0), 0);
-  if (ms < 1000) throw usage(where, "must be at least 1s");
-  return Math.round(ms);
-}
-
 export function parseListenAddress(text: string, where = "listen"): { host: string; port: number } {
   const match = /^(?:\[([^\]]+)\]|([^:]+)):(\d{1,5})$/.exec(text);
   const port = match ? Number(match[3]) : Number.NaN;
@@ -280,44 +153,53 @@ export function parseListenAddress(text: string, where = "listen"): { host: stri
   return { host: (match[1] ?? match[2]) as string, port };
 }
 
-function parseControllers(value: unknown, mtls: boolean): ControllerConfig[] {
-  if (!Array.isArray(value) || value.length === 0) {
-    throw usage("controllers", "needs at least one controller ({name, tokenSha256, scopes})");
-  }
+const checkSchema = schemaChecker(SERVICE_CONFIG_SCHEMA);
+
+/** What the schema checked, as Ajv left it (defaults filled). */
+interface Checked {
+  listen: string;
+  publicUrl?: string;
+  trustProxy: boolean | string | unknown[];
+  tls?: { cert: string; key: string; clientCa?: string };
+  store: string;
+  s3: ServiceConfig["s3"];
+  creation_rules: unknown[];
+  controllers: { name: string; tokenSha256?: string; scopes: Scope[] }[];
+  bootstrapToken: { ttl: string | number; uses: number };
+  oneTimeFetch: OneTimeFetch;
+  limits: { bodyBytes: number };
+  rateLimit: { authFailuresPerMinute: number };
+  fetcherArtifact?: RawArtifact;
+  fetcherArtifactWindows?: RawArtifact;
+  audit: { path: string };
+  events: { heartbeatSeconds: number; bufferSize: number };
+  dataDir: string;
+  logLevel: LogLevel;
+}
+
+interface RawArtifact {
+  url: string;
+  sha256: string;
+  signatureUrl: string;
+  publicKeyPem?: string;
+  publicKeyFile?: string;
+}
+
+function parseControllers(value: Checked["controllers"], mtls: boolean): ControllerConfig[] {
   const names = new Set<string>();
-  return value.map((item, i) => {
+  return value.map((c, i) => {
     const where = `controllers[${i}]`;
-    const c = checkKeys(item, "controller", where);
-    const name = reqString(c.name, `${where}.name`);
-    if (names.has(name)) throw usage(`${where}.name`, `duplicate controller name "${name}"`);
-    names.add(name);
-    const hash = optString(c.tokenSha256, `${where}.tokenSha256`)?.toLowerCase();
-    if (hash !== undefined && !/^[0-9a-f]{64}$/.test(hash)) {
-      throw usage(`${where}.tokenSha256`, "must be 64 hex digits (sha256sum of the token)");
-    }
-    if (hash === undefined && !mtls) {
+    if (names.has(c.name)) throw usage(`${where}.name`, `duplicate controller name "${c.name}"`);
+    names.add(c.name);
+    if (c.tokenSha256 === undefined && !mtls) {
       throw usage(`${where}.tokenSha256`, "is required unless tls.clientCa is set (certificate controllers)");
     }
-    if (!Array.isArray(c.scopes) || c.scopes.length === 0) {
-      throw usage(`${where}.scopes`, `must list at least one of ${SCOPES.join(", ")}`);
-    }
-    const scopes = c.scopes.map((s, j) => {
-      if (!(SCOPES as readonly unknown[]).includes(s)) {
-        throw usage(
-          `${where}.scopes[${j}]`,
-          `unknown scope ${JSON.stringify(s)} (one of ${SCOPES.join(", ")})`,
-        );
-      }
-      return s as Scope;
-    });
-    return { name, ...(hash ? { tokenSha256: hash } : {}), scopes };
+    if (c.tokenSha256 === undefined) return { name: c.name, scopes: c.scopes };
+    return { name: c.name, tokenSha256: c.tokenSha256.toLowerCase(), scopes: c.scopes };
   });
 }
 
-function parseCreationRules(value: unknown): SopsConfig {
-  if (!Array.isArray(value) || value.length === 0) {
-    throw usage("creation_rules", "needs at least one rule (same shape as .sops.yaml creation_rules)");
-  }
+function parseCreationRules(value: unknown[]): SopsConfig {
   // Same parser as .sops.yaml, so the service and the CLI read rules identically.
   try {
     return parseSopsConfig(stringifyYaml({ creation_rules: value }), "creation_rules");
@@ -337,50 +219,33 @@ function readFileText(path: string, where: string): string {
 
 /** `key` is fetcherArtifact or fetcherArtifactWindows: same fields, messages name the key. */
 function parseFetcherArtifact(
-  value: unknown,
+  f: RawArtifact | undefined,
   key: "fetcherArtifact" | "fetcherArtifactWindows",
   cwd: string,
 ): FetcherArtifact | undefined {
-  if (value === undefined || value === null) return undefined;
-  const f = checkKeys(value, key, key);
-  const url = reqString(f.url, `${key}.url`);
-  const sha256 = reqString(f.sha256, `${key}.sha256`).toLowerCase();
-  if (!/^[0-9a-f]{64}$/.test(sha256)) throw usage(`${key}.sha256`, "must be 64 hex digits");
-  const signatureUrl = reqString(f.signatureUrl, `${key}.signatureUrl`);
-  for (const [field, v] of [
-    ["url", url],
-    ["signatureUrl", signatureUrl],
-  ] as const) {
-    if (!/^https?:\/\/\S+$/.test(v)) throw usage(`${key}.${field}`, "must be an http(s) URL");
-  }
-  const pem = optString(f.publicKeyPem, `${key}.publicKeyPem`);
-  const file = optString(f.publicKeyFile, `${key}.publicKeyFile`);
-  if ((pem === undefined) === (file === undefined)) {
+  if (f === undefined) return undefined;
+  if ((f.publicKeyPem === undefined) === (f.publicKeyFile === undefined)) {
     throw usage(key, "needs exactly one of publicKeyPem and publicKeyFile");
   }
-  const publicKeyPem = pem ?? readFileText(resolve(cwd, file as string), `${key}.publicKeyFile`);
+  const publicKeyPem =
+    f.publicKeyPem ?? readFileText(resolve(cwd, f.publicKeyFile as string), `${key}.publicKeyFile`);
   if (!publicKeyPem.includes("-----BEGIN PUBLIC KEY-----")) {
     throw usage(`${key}.publicKeyPem`, "must be a PEM public key (-----BEGIN PUBLIC KEY-----)");
   }
-  return { url, sha256, signatureUrl, publicKeyPem: publicKeyPem.trim() };
+  return {
+    url: f.url,
+    sha256: f.sha256.toLowerCase(),
+    signatureUrl: f.signatureUrl,
+    publicKeyPem: publicKeyPem.trim(),
+  };
 }
 
 /** `trustProxy`: a boolean, or addresses/CIDRs as a list or a comma-separated string. */
-function parseTrustProxy(value: unknown): boolean | string[] | undefined {
-  if (value === undefined || value === null) return undefined;
-  if (
-    typeof value === "boolean" ||
-    (typeof value === "string" && /^(true|false|yes|no|on|off|1|0)$/i.test(value))
-  ) {
-    return optBool(value, "trustProxy");
-  }
-  const items = typeof value === "string" ? value.split(",") : Array.isArray(value) ? value : null;
-  const addresses = items?.map((a) => (typeof a === "string" ? a.trim() : ""));
-  if (
-    !addresses ||
-    addresses.length === 0 ||
-    addresses.some((a) => !/^[0-9a-fA-F.:]+(\/\d{1,3})?$/.test(a))
-  ) {
+function parseTrustProxy(value: Checked["trustProxy"]): boolean | string[] {
+  if (typeof value === "boolean") return value;
+  const items: unknown[] = typeof value === "string" ? value.split(",") : value;
+  const addresses = items.map((a) => (typeof a === "string" ? a.trim() : ""));
+  if (addresses.length === 0 || addresses.some((a) => !/^[0-9a-fA-F.:]+(\/\d{1,3})?$/.test(a))) {
     throw usage("trustProxy", "must be true, false, or a list of IP addresses or CIDRs");
   }
   return addresses;
@@ -388,53 +253,18 @@ function parseTrustProxy(value: unknown): boolean | string[] | undefined {
 
 /** Validates a raw configuration (file + variables + flags merged) into a ServiceConfig. */
 export function validateServiceConfig(rawInput: Raw, cwd: string = process.cwd()): ServiceConfig {
-  const raw = checkKeys(rawInput, "", "config");
-  const listen = parseListenAddress(optString(raw.listen, "listen") ?? "127.0.0.1:7480");
-  const publicUrl = optString(raw.publicUrl, "publicUrl");
-  const trustProxy = parseTrustProxy(raw.trustProxy);
-  if (publicUrl !== undefined && !/^https?:\/\/[^\s/]+(\/\S*)?$/.test(publicUrl)) {
-    throw usage("publicUrl", "must be an http(s) URL");
-  }
-  let tls: ServiceConfig["tls"];
-  if (raw.tls !== undefined && raw.tls !== null) {
-    const t = checkKeys(raw.tls, "tls", "tls");
-    const clientCa = optString(t.clientCa, "tls.clientCa");
-    tls = {
-      cert: resolve(cwd, reqString(t.cert, "tls.cert")),
-      key: resolve(cwd, reqString(t.key, "tls.key")),
-      ...(clientCa ? { clientCa: resolve(cwd, clientCa) } : {}),
-    };
-  }
-  const store = reqString(raw.store, "store");
-  if (!/^(file|s3|gs):\/\//.test(store))
-    throw usage("store", "must be file://DIR, s3://BUCKET/PREFIX or gs://BUCKET/PREFIX");
-  const s3raw = checkKeys(raw.s3, "s3", "s3");
-  const s3 = {
-    ...(optString(s3raw.endpoint, "s3.endpoint")
-      ? { endpoint: optString(s3raw.endpoint, "s3.endpoint") }
-      : {}),
-    ...(optString(s3raw.region, "s3.region") ? { region: optString(s3raw.region, "s3.region") } : {}),
-    ...(optBool(s3raw.forcePathStyle, "s3.forcePathStyle") !== undefined
-      ? { forcePathStyle: optBool(s3raw.forcePathStyle, "s3.forcePathStyle") }
-      : {}),
+  if (!isMapping(rawInput)) throw usage("config", "must be a mapping");
+  // YAML reads `oneTimeFetch: off` as a string but `oneTimeFetch: false` as a boolean: both mean off.
+  const raw = rawInput.oneTimeFetch === false ? { ...rawInput, oneTimeFetch: "off" } : rawInput;
+  const c = checkSchema(raw) as Checked;
+  const tls = c.tls && {
+    cert: resolve(cwd, c.tls.cert),
+    key: resolve(cwd, c.tls.key),
+    ...(c.tls.clientCa === undefined ? {} : { clientCa: resolve(cwd, c.tls.clientCa) }),
   };
-  const bt = checkKeys(raw.bootstrapToken, "bootstrapToken", "bootstrapToken");
-  const oneTime = raw.oneTimeFetch ?? "off";
-  const oneTimeFetch = (oneTime === false ? "off" : oneTime) as OneTimeFetch;
-  if (!(ONE_TIME_MODES as readonly unknown[]).includes(oneTimeFetch)) {
-    throw usage("oneTimeFetch", `must be one of ${ONE_TIME_MODES.join(", ")}`);
-  }
-  const limits = checkKeys(raw.limits, "limits", "limits");
-  const rate = checkKeys(raw.rateLimit, "rateLimit", "rateLimit");
-  const audit = checkKeys(raw.audit, "audit", "audit");
-  const events = checkKeys(raw.events, "events", "events");
-  const dataDir = resolve(cwd, optString(raw.dataDir, "dataDir") ?? "./data");
-  const auditPath = optString(audit.path, "audit.path") ?? "-";
-  const logLevel = optString(raw.logLevel, "logLevel") ?? "info";
-  if (!LOG_LEVELS.includes(logLevel)) throw usage("logLevel", `must be one of ${LOG_LEVELS.join(", ")}`);
-  const fetcherArtifact = parseFetcherArtifact(raw.fetcherArtifact, "fetcherArtifact", cwd);
+  const fetcherArtifact = parseFetcherArtifact(c.fetcherArtifact, "fetcherArtifact", cwd);
   const fetcherArtifactWindows = parseFetcherArtifact(
-    raw.fetcherArtifactWindows,
+    c.fetcherArtifactWindows,
     "fetcherArtifactWindows",
     cwd,
   );
@@ -445,35 +275,32 @@ export function validateServiceConfig(rawInput: Raw, cwd: string = process.cwd()
       "is the same as fetcherArtifact.sha256 (the Windows bootseal.exe is a different file)",
     );
   }
-  return {
-    listen,
-    ...(publicUrl ? { publicUrl: publicUrl.replace(/\/+$/, "") } : {}),
-    ...(trustProxy !== undefined ? { trustProxy } : {}),
-    ...(tls ? { tls } : {}),
-    store,
-    s3,
-    creationRules: parseCreationRules(raw.creation_rules),
-    controllers: parseControllers(raw.controllers, tls?.clientCa !== undefined),
+  const config: ServiceConfig = {
+    listen: parseListenAddress(c.listen),
+    trustProxy: parseTrustProxy(c.trustProxy),
+    store: c.store,
+    s3: c.s3,
+    creationRules: parseCreationRules(c.creation_rules),
+    controllers: parseControllers(c.controllers, tls?.clientCa !== undefined),
     bootstrapToken: {
-      ttlMs: bt.ttl === undefined ? 24 * 3_600_000 : parseDuration(bt.ttl, "bootstrapToken.ttl"),
-      uses: optInt(bt.uses, "bootstrapToken.uses", 1, 1_000_000) ?? 10,
+      ttlMs: parseDuration(c.bootstrapToken.ttl, "bootstrapToken.ttl", { min: 1000 }),
+      uses: c.bootstrapToken.uses,
     },
-    oneTimeFetch,
-    limits: {
-      bodyBytes: optInt(limits.bodyBytes, "limits.bodyBytes", 1024, 64 * 1024 * 1024) ?? 1024 * 1024,
+    oneTimeFetch: c.oneTimeFetch,
+    limits: c.limits,
+    rateLimit: c.rateLimit,
+    audit: {
+      path: c.audit.path === "-" || isAbsolute(c.audit.path) ? c.audit.path : resolve(cwd, c.audit.path),
     },
-    rateLimit: {
-      authFailuresPerMinute:
-        optInt(rate.authFailuresPerMinute, "rateLimit.authFailuresPerMinute", 1, 1_000_000) ?? 20,
-    },
-    ...(fetcherArtifact ? { fetcherArtifact } : {}),
-    ...(fetcherArtifactWindows ? { fetcherArtifactWindows } : {}),
-    audit: { path: auditPath === "-" ? "-" : isAbsolute(auditPath) ? auditPath : resolve(cwd, auditPath) },
-    events: {
-      heartbeatSeconds: optInt(events.heartbeatSeconds, "events.heartbeatSeconds", 1, 3600) ?? 15,
-      bufferSize: optInt(events.bufferSize, "events.bufferSize", 1, 100_000) ?? 1000,
-    },
-    dataDir,
-    logLevel,
+    events: c.events,
+    dataDir: resolve(cwd, c.dataDir),
+    logLevel: c.logLevel,
   };
+  // Assigned, not spread: an absent key stays absent (the "not configured" of ServiceConfig).
+  const out = config as { -readonly [K in keyof ServiceConfig]: ServiceConfig[K] };
+  if (c.publicUrl !== undefined) out.publicUrl = c.publicUrl.replace(/\/+$/, "");
+  if (tls) out.tls = tls;
+  if (fetcherArtifact) out.fetcherArtifact = fetcherArtifact;
+  if (fetcherArtifactWindows) out.fetcherArtifactWindows = fetcherArtifactWindows;
+  return config;
 }

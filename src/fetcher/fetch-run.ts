@@ -22,13 +22,13 @@ import { writeResolved } from "../files/atomic-write.ts";
 import { readTokenFile } from "../files/token-file.ts";
 import { sendOk } from "../http/client.ts";
 import { formatMachineId } from "../machine/machine-id.ts";
+import { type BackoffPolicy, withRetry } from "../retry.ts";
 import { parseManifest } from "./apply-manifest.ts";
 import { decryptPayload } from "./decrypt-payload.ts";
 import { type ExecResult, runCommand } from "./exec.ts";
 import { loadAccounts, resolveOwnership } from "./owners.ts";
 import { type PathPolicy, type ResolvedTarget, resolveTarget, rootDirectory } from "./paths.ts";
 import { createReporter, type StatusReport } from "./report.ts";
-import { type BackoffPolicy, withRetry } from "./retry.ts";
 import type { SelinuxLabeler } from "./selinux.ts";
 import { download, parseSource, type Source, statusUrlFor } from "./source.ts";
 

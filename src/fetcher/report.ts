@@ -10,7 +10,7 @@
  */
 import { BootsealError, isBootsealError } from "../errors.ts";
 import { sendOk } from "../http/client.ts";
-import { withRetry } from "./retry.ts";
+import { withRetry } from "../retry.ts";
 
 export const PHASES = ["fetching", "decrypted", "written", "running", "succeeded", "failed"] as const;
 export type Phase = (typeof PHASES)[number];

@@ -8,7 +8,7 @@
  *   `file:///DIR/FILE`. The machine id comes from a key ending in `configs/<ns>/<name>`
  *   (the store layout) or from --machine.
  *
- * Every download is retried (retry.ts): connection failures, 5xx and 429 (Retry-After
+ * Every download is retried (src/retry.ts): connection failures, 5xx and 429 (Retry-After
  * honoured) and unavailable stores; never another 4xx, a missing object or a refused
  * credential. The token never appears in a URL, a log line or an error.
  */
@@ -18,7 +18,7 @@ import { BootsealError } from "../errors.ts";
 import { sendOk } from "../http/client.ts";
 import { formatMachineId, type MachineId, parseMachineId } from "../machine/machine-id.ts";
 import { configKeyMachineText } from "../machine/store-layout.ts";
-import { type RetryOptions, withRetry } from "./retry.ts";
+import { type RetryOptions, withRetry } from "../retry.ts";
 
 export type Source =
   | { readonly kind: "service"; readonly url: URL; readonly machine: MachineId }
@@ -146,7 +146,12 @@ export async function download(source: Source, options: DownloadOptions): Promis
       ...(contentType ? { contentType } : {}),
     };
   }
-  const store = openStore(source.storeUrl, { env: options.env });
+  // One attempt per store call: the loop here is the fetcher's only retry layer.
+  const store = openStore(source.storeUrl, {
+    env: options.env,
+    s3: { maxAttempts: 1 },
+    gcs: { maxRetries: 0 },
+  });
   const { value, attempts } = await withRetry(
     async ({ signal }) => {
       const object = await store.get(source.key, { signal });

@@ -22,6 +22,7 @@ import {
   statusPrefix,
   tokenKey,
 } from "../machine/store-layout.ts";
+import { withRetry } from "../retry.ts";
 import { decodeTokenRecord, digestsEqual, encodeTokenRecord, sha256Hex, type TokenRecord } from "./tokens.ts";
 
 export const MACHINE_PHASES = ["fetching", "decrypted", "written", "running", "succeeded", "failed"] as const;
@@ -80,8 +81,6 @@ function isLostRace(err: unknown): boolean {
   return err instanceof BootsealError && err.code === "PRECONDITION_FAILED";
 }
 
-const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
 /**
  * Read-modify-write of one JSON object with a conditional put, retried when another writer
  * got there first. `mutate` returns the new value, or undefined to leave the object as is.
@@ -93,22 +92,29 @@ async function updateJson<T>(
   mutate: (current: T | null) => T | undefined,
   options: CallOptions,
 ): Promise<T | undefined> {
-  for (let attempt = 0; ; attempt++) {
-    const current = await store.get(key, options);
-    const next = mutate(current ? decode(current.body) : null);
-    if (next === undefined) return undefined;
-    try {
+  const { value } = await withRetry(
+    async () => {
+      const current = await store.get(key, options);
+      const next = mutate(current ? decode(current.body) : null);
+      if (next === undefined) return undefined;
       await store.put(key, encodeJson(next), current ? { ifMatch: current.etag } : { ifNoneMatch: "*" }, {
         ...options,
         contentType: "application/json",
       });
       return next;
-    } catch (err) {
-      if (!isLostRace(err) || attempt + 1 >= CAS_ATTEMPTS) throw err;
+    },
+    {
+      what: `update ${key}`,
+      maxAttempts: CAS_ATTEMPTS,
+      // Only a lost race is worth another read-modify-write; the store retries its own failures.
+      classify: (err) => ({ retry: isLostRace(err) }),
       // Jittered backoff: racing replicas spread out instead of colliding again.
-      await pause(Math.random() * Math.min(200, 5 * 2 ** attempt));
-    }
-  }
+      backoff: { baseMs: 5, capMs: 200 },
+      rethrowLast: true,
+      signal: options.signal,
+    },
+  );
+  return value;
 }
 
 export function appendHistory(history: readonly StatusEntry[], entry: StatusEntry): StatusEntry[] {

@@ -2,9 +2,10 @@ import assert from "node:assert/strict";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { after, before, test } from "node:test";
+import { parseFlagDuration as parseDuration } from "../../src/duration.ts";
 import { BootsealError } from "../../src/errors.ts";
-import { backoffDelay, parseDuration, withRetry } from "../../src/fetcher/retry.ts";
 import { parseRetryAfter, sendOk } from "../../src/http/client.ts";
+import { backoffDelay, withRetry } from "../../src/retry.ts";
 
 test("full jitter: uniform below min(cap, base * 2^(n-1))", () => {
   const policy = { baseMs: 100, capMs: 1000 };
@@ -31,7 +32,7 @@ test("durations", () => {
   assert.equal(parseDuration("30s", "x"), 30_000);
   assert.equal(parseDuration("5m", "x"), 300_000);
   assert.equal(parseDuration("2", "x"), 2000);
-  assert.throws(() => parseDuration("soon", "deadline"), /--deadline wants a duration/);
+  assert.throws(() => parseDuration("soon", "deadline"), { message: /^--deadline: must be a duration/ });
 });
 
 test("Retry-After: seconds or an HTTP date", () => {

@@ -1,15 +1,19 @@
 import assert from "node:assert/strict";
 import { generateKeyPairSync } from "node:crypto";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, test } from "node:test";
+import { configTable, DOC_PATH, withTable } from "../../scripts/config-docs.ts";
 import {
   applyEnv,
-  parseDuration,
+  ENV_KEYS,
+  envName,
   readServiceConfigFile,
   validateServiceConfig,
 } from "../../src/config/service-config.ts";
+import { configLeaves, schemaDefault } from "../../src/config/service-config-schema.ts";
+import { parseDuration } from "../../src/duration.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "bootseal-config-"));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -171,11 +175,18 @@ test("the file: YAML with duplicate keys is refused; durations", () => {
   assert.equal(parseDuration("1h30m", "t"), 5_400_000);
   assert.equal(parseDuration("1s", "t"), 1000);
   assert.equal(parseDuration(30, "t"), 30_000);
-  assert.throws(() => parseDuration("500ms", "t"), /at least 1s/);
+  assert.throws(() => validateServiceConfig({ ...minimal(), bootstrapToken: { ttl: "500ms" } }, dir), {
+    code: "USAGE",
+    message: "bootstrapToken.ttl: must be at least 1s",
+  });
+  assert.equal(
+    validateServiceConfig({ ...minimal(), bootstrapToken: { ttl: 30 } }, dir).bootstrapToken.ttlMs,
+    30_000,
+  );
 });
 
 test("trustProxy: off by default; true, or a list of addresses/CIDRs; anything else refused", () => {
-  assert.equal(validateServiceConfig(minimal(), dir).trustProxy, undefined);
+  assert.equal(validateServiceConfig(minimal(), dir).trustProxy, false);
   assert.equal(validateServiceConfig({ ...minimal(), trustProxy: "true" }, dir).trustProxy, true);
   assert.deepEqual(
     validateServiceConfig({ ...minimal(), trustProxy: "10.0.0.0/8, 127.0.0.1" }, dir).trustProxy,
@@ -271,5 +282,144 @@ test("BOOTSEAL_FETCHER_ARTIFACT_WINDOWS_* variables set fetcherArtifactWindows, 
   assert.throws(() => validateServiceConfig(pemOnly, dir), {
     code: "USAGE",
     message: "fetcherArtifactWindows.url: is required",
+  });
+});
+
+test("docs/configuration.md's reference table is the one generated from the schema", () => {
+  const doc = readFileSync(DOC_PATH, "utf8");
+  assert.equal(doc, withTable(doc), "run: node scripts/config-docs.ts --write");
+  const table = configTable();
+  for (const { env } of ENV_KEYS) assert.ok(table.includes(`\`${env}\``), `${env} is documented`);
+});
+
+test("one rule names every variable; the names documented before are all still there", () => {
+  assert.equal(
+    envName(["rateLimit", "authFailuresPerMinute"]),
+    "BOOTSEAL_RATE_LIMIT_AUTH_FAILURES_PER_MINUTE",
+  );
+  assert.equal(envName(["creation_rules"]), "BOOTSEAL_CREATION_RULES");
+  assert.equal(envName(["s3", "forcePathStyle"]), "BOOTSEAL_S3_FORCE_PATH_STYLE");
+  const names = new Set(ENV_KEYS.map((k) => k.env));
+  for (const name of [
+    "BOOTSEAL_LISTEN",
+    "BOOTSEAL_PUBLIC_URL",
+    "BOOTSEAL_TRUST_PROXY",
+    "BOOTSEAL_TLS_CERT",
+    "BOOTSEAL_TLS_KEY",
+    "BOOTSEAL_TLS_CLIENT_CA",
+    "BOOTSEAL_STORE",
+    "BOOTSEAL_S3_ENDPOINT",
+    "BOOTSEAL_S3_REGION",
+    "BOOTSEAL_S3_FORCE_PATH_STYLE",
+    "BOOTSEAL_CREATION_RULES",
+    "BOOTSEAL_CONTROLLERS",
+    "BOOTSEAL_BOOTSTRAP_TOKEN_TTL",
+    "BOOTSEAL_BOOTSTRAP_TOKEN_USES",
+    "BOOTSEAL_ONE_TIME_FETCH",
+    "BOOTSEAL_LIMITS_BODY_BYTES",
+    "BOOTSEAL_RATE_LIMIT_AUTH_FAILURES_PER_MINUTE",
+    "BOOTSEAL_FETCHER_ARTIFACT_URL",
+    "BOOTSEAL_FETCHER_ARTIFACT_SHA256",
+    "BOOTSEAL_FETCHER_ARTIFACT_SIGNATURE_URL",
+    "BOOTSEAL_FETCHER_ARTIFACT_PUBLIC_KEY_PEM",
+    "BOOTSEAL_FETCHER_ARTIFACT_PUBLIC_KEY_FILE",
+    "BOOTSEAL_FETCHER_ARTIFACT_WINDOWS_URL",
+    "BOOTSEAL_FETCHER_ARTIFACT_WINDOWS_SHA256",
+    "BOOTSEAL_FETCHER_ARTIFACT_WINDOWS_SIGNATURE_URL",
+    "BOOTSEAL_FETCHER_ARTIFACT_WINDOWS_PUBLIC_KEY_PEM",
+    "BOOTSEAL_FETCHER_ARTIFACT_WINDOWS_PUBLIC_KEY_FILE",
+    "BOOTSEAL_AUDIT_PATH",
+    "BOOTSEAL_EVENTS_HEARTBEAT_SECONDS",
+    "BOOTSEAL_EVENTS_BUFFER_SIZE",
+    "BOOTSEAL_DATA_DIR",
+    "BOOTSEAL_LOG_LEVEL",
+  ]) {
+    assert.ok(names.has(name), name);
+  }
+  assert.deepEqual(
+    ENV_KEYS.filter((k) => k.yaml).map((k) => k.env),
+    ["BOOTSEAL_CREATION_RULES", "BOOTSEAL_CONTROLLERS"],
+  );
+  // Every variable lands on the key it names: set each one alone and find it in the raw config.
+  for (const { env, path } of configLeaves()) {
+    const raw = applyEnv({}, { [env]: "[x]" });
+    let node: unknown = raw;
+    for (const key of path) node = (node as Record<string, unknown>)[key];
+    assert.ok(node !== undefined, `${env} sets ${path.join(".")}`);
+  }
+});
+
+test("the schema's defaults fill a minimal configuration, file values and variables are coerced by type", () => {
+  const c = validateServiceConfig(minimal(), dir);
+  assert.deepEqual(c.rateLimit, { authFailuresPerMinute: 20 });
+  assert.deepEqual(c.events, { heartbeatSeconds: 15, bufferSize: 1000 });
+  assert.equal(c.dataDir, join(dir, "data"));
+  assert.equal(schemaDefault(["dataDir"]), "./data");
+  assert.equal(schemaDefault(["bootstrapToken", "ttl"]), "24h");
+  assert.equal(schemaDefault(["store"]), undefined);
+  assert.equal(c.logLevel, "info");
+  assert.deepEqual(c.s3, {});
+  const coerced = validateServiceConfig(
+    {
+      ...minimal(),
+      s3: { forcePathStyle: "yes", region: " eu-west-1 " },
+      events: { bufferSize: " 10 " },
+      oneTimeFetch: false,
+      listen: null,
+    },
+    dir,
+  );
+  assert.deepEqual(coerced.s3, { forcePathStyle: true, region: "eu-west-1" });
+  assert.equal(coerced.events.bufferSize, 10);
+  assert.equal(coerced.oneTimeFetch, "off");
+  assert.deepEqual(coerced.listen, { host: "127.0.0.1", port: 7480 });
+  const cases: [Record<string, unknown>, string][] = [
+    [{ ...minimal(), store: undefined }, "store: is required"],
+    [
+      { ...minimal(), controllers: undefined },
+      "controllers: needs at least one controller ({name, tokenSha256, scopes})",
+    ],
+    [{ ...minimal(), store: "  " }, "store: must be a non-empty string"],
+    [{ ...minimal(), s3: { forcePathStyle: "maybe" } }, "s3.forcePathStyle: must be true or false"],
+    [{ ...minimal(), s3: "x" }, "s3: must be a mapping"],
+    [{ ...minimal(), tls: { cert: "c.pem" } }, "tls.key: is required"],
+    [
+      { ...minimal(), oneTimeFetch: true },
+      "oneTimeFetch: must be one of off, after-success, after-first-fetch",
+    ],
+    [
+      { ...minimal(), events: { heartbeatSeconds: 4000 } },
+      "events.heartbeatSeconds: must be an integer from 1 to 3600",
+    ],
+    [
+      { ...minimal(), trustProxy: [5] },
+      "trustProxy: must be true, false, or a list of IP addresses or CIDRs",
+    ],
+    [{ ...minimal(), trustProxy: 5 }, "trustProxy: must be true, false, or a list of IP addresses or CIDRs"],
+    [
+      { ...minimal(), controllers: [{ name: "a", tokenSha256: HASH, scopes: ["admin"], extra: 1 }] },
+      "controllers[0].extra: unknown key (allowed: name, tokenSha256, scopes)",
+    ],
+    [
+      {
+        ...minimal(),
+        controllers: [
+          { name: "a", tokenSha256: HASH, scopes: ["admin"] },
+          { name: "a", tokenSha256: HASH, scopes: ["admin"] },
+        ],
+      },
+      'controllers[1].name: duplicate controller name "a"',
+    ],
+    [
+      { ...minimal(), creation_rules: "x" },
+      "creation_rules: needs at least one rule (same shape as .sops.yaml creation_rules)",
+    ],
+  ];
+  for (const [raw, message] of cases) {
+    assert.throws(() => validateServiceConfig(raw, dir), { code: "USAGE", message });
+  }
+  assert.throws(() => applyEnv({}, { BOOTSEAL_CONTROLLERS: "[a" }), {
+    code: "USAGE",
+    message: "BOOTSEAL_CONTROLLERS: not valid YAML",
   });
 });

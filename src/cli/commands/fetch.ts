@@ -1,10 +1,10 @@
 import { parseArgs } from "node:util";
+import { parseFlagDuration as parseDuration } from "../../duration.ts";
 import type { Format } from "../../envelope/sops/codecs/codec.ts";
 import { FORMATS } from "../../envelope/sops/codecs/codec.ts";
 import { BootsealError } from "../../errors.ts";
 import { DEFAULT_MARKER, DEFAULT_SENTINEL, runFetch } from "../../fetcher/fetch-run.ts";
 import { DEFAULT_ALLOWED_ROOTS, parseAllowedRoots } from "../../fetcher/paths.ts";
-import { parseDuration } from "../../fetcher/retry.ts";
 import { defaultLabeler } from "../../fetcher/selinux.ts";
 import type { Command } from "../command.ts";
 import { parseDecryptionOrder } from "../sops-file.ts";

@@ -1,0 +1,287 @@
+/**
+ * The one schema of the service configuration: every key of `bootseal.yaml`, its type, its
+ * bounds, its default (Ajv fills them: useDefaults) and its documentation. The same object
+ * drives validation (service-config.ts), the BOOTSEAL_* variables (one rule, envName below)
+ * and the reference table of docs/configuration.md (scripts/config-docs.ts); a key added here
+ * is validated, settable from the environment and documented at once.
+ *
+ * Annotations next to JSON Schema's own keywords (registered with Ajv as a vocabulary):
+ * - `x-doc-default`: the default column when it is not the schema's `default` (derived or
+ *   taken from elsewhere, e.g. the AWS variables);
+ * - `x-flag`: the `bootseal serve` flag that also sets the key;
+ * - `x-message`: the error for a value of the right type that breaks a rule (pattern, enum,
+ *   minItems); `{value}` is the offending value as JSON.
+ */
+
+export const SCOPES = ["configs:write", "configs:read", "status:read", "admin"] as const;
+export const ONE_TIME_MODES = ["off", "after-success", "after-first-fetch"] as const;
+export const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
+
+export const ANNOTATIONS = ["x-doc-default", "x-flag", "x-message"] as const;
+
+/** The subset of JSON Schema this file uses, with the annotations above. */
+export interface SchemaNode {
+  readonly type?: string | readonly string[];
+  readonly description?: string;
+  readonly default?: unknown;
+  readonly properties?: Readonly<Record<string, SchemaNode>>;
+  readonly additionalProperties?: boolean;
+  readonly required?: readonly string[];
+  readonly items?: SchemaNode;
+  readonly enum?: readonly unknown[];
+  readonly pattern?: string;
+  readonly minLength?: number;
+  readonly minItems?: number;
+  readonly minimum?: number;
+  readonly maximum?: number;
+  readonly "x-doc-default"?: string;
+  readonly "x-flag"?: string;
+  readonly "x-message"?: string;
+}
+
+const text = (description: string, extra: Partial<SchemaNode> = {}): SchemaNode => ({
+  type: "string",
+  minLength: 1,
+  description,
+  ...extra,
+});
+
+const int = (description: string, minimum: number, maximum: number, dflt: number): SchemaNode => ({
+  type: "integer",
+  minimum,
+  maximum,
+  default: dflt,
+  description,
+});
+
+const HTTP_URL = "^https?://\\S+$";
+const SHA256 = "^[0-9a-fA-F]{64}$";
+
+/** `fetcherArtifact` and `fetcherArtifactWindows` have the same fields; `os` words the docs. */
+function artifact(os: "Linux" | "Windows"): SchemaNode {
+  const linux = os === "Linux";
+  return {
+    type: "object",
+    additionalProperties: false,
+    required: ["url", "sha256", "signatureUrl"],
+    properties: {
+      url: text(
+        linux
+          ? "where `cloud-init` and `ignition` user-data stubs download the **Linux** fetcher (`bootseal`)"
+          : "where `powershell` user-data stubs download the **Windows** fetcher (`bootseal.exe`)",
+        { pattern: HTTP_URL, "x-message": "must be an http(s) URL" },
+      ),
+      sha256: text(
+        linux ? "its SHA-256, hex" : "its SHA-256, hex; must differ from `fetcherArtifact.sha256`",
+        { pattern: SHA256, "x-message": "must be 64 hex digits" },
+      ),
+      signatureUrl: text("its detached signature", {
+        pattern: HTTP_URL,
+        "x-message": "must be an http(s) URL",
+      }),
+      publicKeyPem: text(
+        linux
+          ? "the signing public key, PEM (exactly one of `publicKeyPem` and `publicKeyFile`)"
+          : "the signing public key, PEM (exactly one of `publicKeyPem` and `publicKeyFile`; may be the same key as Linux's)",
+      ),
+      publicKeyFile: text("a file holding that key, instead of `publicKeyPem`"),
+    },
+  };
+}
+
+export const SERVICE_CONFIG_SCHEMA: SchemaNode = {
+  type: "object",
+  additionalProperties: false,
+  required: ["store", "creation_rules", "controllers"],
+  properties: {
+    listen: text("`HOST:PORT` (`[::1]:7480` for IPv6; port 0 picks a free one)", {
+      default: "127.0.0.1:7480",
+      "x-flag": "--listen",
+    }),
+    publicUrl: text("URL machines reach the service at (user-data stubs)", {
+      pattern: "^https?://[^\\s/]+(/\\S*)?$",
+      "x-message": "must be an http(s) URL",
+      "x-doc-default": "the request's scheme and Host",
+    }),
+    trustProxy: {
+      // Items are checked as addresses after the schema, so that one message covers them.
+      type: ["boolean", "string", "array"],
+      default: false,
+      description:
+        "`true`, or the load balancers' addresses/CIDRs (list, or comma-separated): their `X-Forwarded-For` is believed, so per-address rate limiting of failed authentication and the audit log's `source` see the client, not the balancer. Leave off when clients connect directly: the header is then ignored, so it cannot be forged",
+      "x-message": "must be true, false, or a list of IP addresses or CIDRs",
+    },
+    tls: {
+      type: "object",
+      additionalProperties: false,
+      required: ["cert", "key"],
+      properties: {
+        cert: text("PEM certificate file; with `tls.key`, serve HTTPS"),
+        key: text("PEM private key file"),
+        clientCa: text("PEM CA: optional mutual TLS for controllers (below)"),
+      },
+    },
+    store: text("`file://DIR`, `s3://BUCKET/PREFIX`, `gs://BUCKET/PREFIX`", {
+      pattern: "^(file|s3|gs)://",
+      "x-message": "must be file://DIR, s3://BUCKET/PREFIX or gs://BUCKET/PREFIX",
+      "x-flag": "--store",
+    }),
+    s3: {
+      type: "object",
+      additionalProperties: false,
+      default: {},
+      properties: {
+        endpoint: text("MinIO, SeaweedFS, …", {
+          "x-doc-default": "`AWS_ENDPOINT_URL_S3`, `AWS_ENDPOINT_URL`, AWS",
+        }),
+        region: text("the bucket's region", {
+          "x-doc-default": "`AWS_REGION`, `AWS_DEFAULT_REGION`, `us-east-1`",
+        }),
+        forcePathStyle: {
+          type: "boolean",
+          description: "path-style bucket addressing",
+          "x-doc-default": "true when an endpoint is set",
+        },
+      },
+    },
+    creation_rules: {
+      type: "array",
+      minItems: 1,
+      description:
+        "same shape as `.sops.yaml` `creation_rules`; `path_regex` is matched against `<ns>/<name>`",
+      "x-message": "needs at least one rule (same shape as .sops.yaml creation_rules)",
+    },
+    controllers: {
+      type: "array",
+      minItems: 1,
+      description: "list of `{name, tokenSha256, scopes}`",
+      "x-message": "needs at least one controller ({name, tokenSha256, scopes})",
+      items: {
+        type: "object",
+        additionalProperties: false,
+        required: ["name", "scopes"],
+        properties: {
+          name: text("appears in the audit log; a client certificate's CN with `tls.clientCa`"),
+          tokenSha256: text("SHA-256 of the bearer token, hex", {
+            pattern: SHA256,
+            "x-message": "must be 64 hex digits (sha256sum of the token)",
+          }),
+          scopes: {
+            type: "array",
+            minItems: 1,
+            "x-message": `must list at least one of ${SCOPES.join(", ")}`,
+            items: {
+              type: "string",
+              enum: SCOPES,
+              "x-message": `unknown scope {value} (one of ${SCOPES.join(", ")})`,
+            },
+          },
+        },
+      },
+    },
+    bootstrapToken: {
+      type: "object",
+      additionalProperties: false,
+      default: {},
+      properties: {
+        ttl: {
+          type: ["string", "number"],
+          default: "24h",
+          description:
+            "lifetime of a bootstrap token: `90m`, `1h30m`, `7d`, `30s`; a bare number is seconds; at least `1s`",
+        },
+        uses: int("configuration fetches one token allows (fetcher retries count)", 1, 1_000_000, 10),
+      },
+    },
+    oneTimeFetch: {
+      type: "string",
+      enum: ONE_TIME_MODES,
+      default: "off",
+      description: "`off`, `after-success`, `after-first-fetch` (docs/api.md)",
+    },
+    limits: {
+      type: "object",
+      additionalProperties: false,
+      default: {},
+      properties: {
+        bodyBytes: int("largest publish body, bytes (413 above)", 1024, 64 * 1024 * 1024, 1024 * 1024),
+      },
+    },
+    rateLimit: {
+      type: "object",
+      additionalProperties: false,
+      default: {},
+      properties: {
+        authFailuresPerMinute: int(
+          "failed authentications per source address per minute before 429",
+          1,
+          1_000_000,
+          20,
+        ),
+      },
+    },
+    fetcherArtifact: artifact("Linux"),
+    fetcherArtifactWindows: artifact("Windows"),
+    audit: {
+      type: "object",
+      additionalProperties: false,
+      default: {},
+      properties: {
+        path: text("audit log file, `-` for standard error", {
+          default: "-",
+          "x-doc-default": "`-` (embedded default: `<data-dir>/audit.log`)",
+        }),
+      },
+    },
+    events: {
+      type: "object",
+      additionalProperties: false,
+      default: {},
+      properties: {
+        heartbeatSeconds: int("SSE heartbeat interval", 1, 3600, 15),
+        bufferSize: int("events kept per replica for `Last-Event-ID`", 1, 100_000, 1000),
+      },
+    },
+    dataDir: text("the embedded default's directory", { default: "./data", "x-flag": "--data-dir" }),
+    logLevel: {
+      type: "string",
+      enum: LOG_LEVELS,
+      default: "info",
+      description: "access-log level: `fatal` … `trace`, `silent`",
+      "x-flag": "--log-level",
+    },
+  },
+};
+
+/**
+ * The one rule from a key path to its variable: `BOOTSEAL_` and the path's segments, each
+ * camelCase word split at its capitals, upper-cased and joined by `_`:
+ * `rateLimit.authFailuresPerMinute` -> `BOOTSEAL_RATE_LIMIT_AUTH_FAILURES_PER_MINUTE`,
+ * `creation_rules` -> `BOOTSEAL_CREATION_RULES`.
+ */
+export function envName(path: readonly string[]): string {
+  return `BOOTSEAL_${path.map((p) => p.replace(/([a-z0-9])([A-Z])/g, "$1_$2").toUpperCase()).join("_")}`;
+}
+
+export interface ConfigLeaf {
+  readonly path: readonly string[];
+  readonly env: string;
+  /** The variable's text is YAML (a list); otherwise it is the value as text. */
+  readonly yaml: boolean;
+  readonly schema: SchemaNode;
+}
+
+/** Every settable key: the leaves of the schema (an object with properties is not a leaf). */
+export function configLeaves(node: SchemaNode = SERVICE_CONFIG_SCHEMA, path: string[] = []): ConfigLeaf[] {
+  if (node.properties) {
+    return Object.entries(node.properties).flatMap(([key, child]) => configLeaves(child, [...path, key]));
+  }
+  return [{ path, env: envName(path), yaml: node.type === "array", schema: node }];
+}
+
+/** The schema's default of one key (e.g. ["dataDir"] -> "./data"), for code that needs it before validation. */
+export function schemaDefault(path: readonly string[]): unknown {
+  let node: SchemaNode | undefined = SERVICE_CONFIG_SCHEMA;
+  for (const key of path) node = node?.properties?.[key];
+  return node?.default;
+}
