@@ -65,6 +65,14 @@ export const THRESHOLD_FLAG = {
   help: "the number of key groups needed to recover the data key (Shamir)",
 } as const satisfies Flag;
 
+/** fetch and the controller clients: a private CA for an https service. */
+export const CA_FILE_FLAG = {
+  name: "ca-file",
+  type: "string",
+  value: "FILE",
+  help: "extra CA certificates (PEM) for an https service",
+} as const satisfies Flag;
+
 /** publish, status, userdata: how to reach the service and who we are. */
 export const CLIENT_FLAGS = [
   {
@@ -81,10 +89,5 @@ export const CLIENT_FLAGS = [
     value: "FILE",
     help: "file holding the controller token (not readable by group or others); else $BOOTSEAL_TOKEN",
   },
-  {
-    name: "ca-file",
-    type: "string",
-    value: "FILE",
-    help: "PEM file of the CA that signed the service's certificate",
-  },
+  CA_FILE_FLAG,
 ] as const satisfies readonly Flag[];

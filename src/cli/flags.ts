@@ -171,10 +171,11 @@ export function helpText(spec: CommandSpec): string {
 
 /** docs/cli.md's table for one command (scripts/cli-docs.ts writes it; a test compares). */
 export function flagsMarkdown(spec: CommandSpec): string {
+  // GitHub's tables split cells at "|" even inside code spans.
   const cell = (s: string) => s.replaceAll("|", "\\|");
   const rows = spec.flags.map((f) => {
     const env = f.env ?? f.configEnv;
-    return `| \`${flagTerm(f)}\` | ${env ? `\`${env}\`` : ""} | ${cell(flagDescriptionForDocs(f))} |`;
+    return `| \`${cell(flagTerm(f))}\` | ${env ? `\`${env}\`` : ""} | ${cell(flagDescriptionForDocs(f))} |`;
   });
   return [
     "```",

@@ -6,7 +6,7 @@ import { DEFAULT_ALLOWED_ROOTS, parseAllowedRoots } from "../../fetcher/paths.ts
 import { parseDuration } from "../../fetcher/retry.ts";
 import { defaultLabeler } from "../../fetcher/selinux.ts";
 import type { Command } from "../command.ts";
-import { DECRYPTION_ORDER_FLAG, INPUT_TYPE_FLAG } from "../flag-groups.ts";
+import { CA_FILE_FLAG, DECRYPTION_ORDER_FLAG, INPUT_TYPE_FLAG } from "../flag-groups.ts";
 import { type CommandSpec, parseFlags } from "../flags.ts";
 import { parseDecryptionOrder } from "../sops-file.ts";
 
@@ -21,92 +21,104 @@ const spec = {
       env: "BOOTSEAL_FROM",
       value: "URL",
       required: true,
-      help: "where the config is (see URL below)",
+      help: "where the config is: the service, or a store object (URL below)",
     },
     {
       name: "token-file",
       type: "string",
       env: "BOOTSEAL_TOKEN_FILE",
       value: "FILE",
-      help: "file holding the bootstrap token (not readable by group or others)",
+      help: "the bootstrap token, sent as Authorization: Bearer (file not readable by group or others)",
     },
     {
       name: "machine",
       type: "string",
       value: "NS/NAME",
-      help: "this machine, when the URL does not name it (s3://, gs://, file://)",
+      help: "the machine id, for store sources whose key does not end in configs/NS/NAME",
     },
-    { name: "out", type: "string", value: "FILE", help: "write the decrypted config to this file" },
-    { name: "apply", type: "boolean", help: "write the config's files (a bootstrap manifest) under --root" },
-    { name: "root", type: "string", value: "DIR", default: "/", help: "the directory --apply writes under" },
+    { name: "out", type: "string", value: "FILE", help: "write the payload bytes to this file (mode 0600)" },
+    { name: "apply", type: "boolean", help: "the payload is a manifest of files: write them" },
+    {
+      name: "root",
+      type: "string",
+      value: "DIR",
+      default: "/",
+      help: "resolve every written path, the marker and the sentinel under DIR, as in a chroot",
+    },
     {
       name: "allowed-roots",
       type: "string",
       env: "BOOTSEAL_ALLOWED_ROOTS",
       value: "DIRS",
       default: DEFAULT_ALLOWED_ROOTS.join(","),
-      help: "comma separated directories (under --root) that --apply may write in",
+      help: "comma separated directories (relative to --root) files may be written below; / allows all",
     },
-    { name: "exec", type: "string", value: "CMD", help: "run this bootstrap command after writing" },
+    {
+      name: "exec",
+      type: "string",
+      value: "CMD",
+      help: "run /bin/sh -c CMD after writing (its environment gains BOOTSEAL_ROOT)",
+    },
     {
       name: "exec-timeout",
       type: "string",
       value: "DUR",
-      help: "kill --exec after this long (e.g. 10m); no limit if not set",
+      help: "SIGTERM the command's process group after DUR, SIGKILL 10 s later (default: no limit)",
     },
     {
       name: "report",
       type: "string",
       value: "URL",
-      help: "the http(s) status route to report each phase to",
+      help: "where status reports go (default: the machine's status route when --from is the service)",
     },
     {
       name: "marker",
       type: "string",
       value: "PATH",
       default: DEFAULT_MARKER,
-      help: "written after success; while it exists, fetch does nothing (unless --force)",
+      help: "written after success; its presence makes the next run a no-op",
     },
     {
       name: "sentinel",
       type: "string",
       value: "PATH",
       default: DEFAULT_SENTINEL,
-      help: "Cluster API's success file, written after success (empty: none)",
+      help: 'the Cluster API bootstrap sentinel, written on success ("" disables it)',
     },
     { name: "force", type: "boolean", help: "run even though the marker exists" },
-    { name: "one-time", type: "boolean", help: "ask the service to retire the token after this fetch" },
+    { name: "one-time", type: "boolean", help: "after success, DELETE the config on the service" },
     {
       name: "deadline",
       type: "string",
       value: "DUR",
       default: "10m",
-      help: "give up fetching after this long, retries included",
+      help: "overall time for the download, all retries included",
     },
     {
       name: "attempt-timeout",
       type: "string",
       value: "DUR",
       default: "30s",
-      help: "one fetch attempt's limit",
+      help: "one download attempt",
     },
     {
       name: "report-timeout",
       type: "string",
       value: "DUR",
       default: "15s",
-      help: "one status report's limit",
+      help: "how long the end of the run waits for undelivered reports",
     },
+    CA_FILE_FLAG,
     {
-      name: "ca-file",
-      type: "string",
-      value: "FILE",
-      help: "PEM file of the CA that signed the service's certificate",
+      ...INPUT_TYPE_FLAG,
+      help: "force the SOPS store format (yaml, json, binary, dotenv, ini); default: detected",
     },
-    INPUT_TYPE_FLAG,
     DECRYPTION_ORDER_FLAG,
   ],
-  notes: ["URL: https://HOST/v1/machines/NS/NAME/config, s3://BUCKET/KEY, gs://BUCKET/KEY or file:///PATH"],
+  notes: [
+    "URL: https://HOST[/PREFIX]/v1/machines/NS/NAME/config, s3://BUCKET/KEY, gs://BUCKET/KEY or file:///PATH",
+    "DUR: 500ms, 30s, 5m, 1h, or a bare number of seconds.",
+  ],
 } as const satisfies CommandSpec;
 
 export const fetchCommand: Command = {

@@ -32,7 +32,7 @@ const spec = {
       name: "format",
       type: "string",
       value: "yaml|json",
-      help: "the format the service encrypts a plaintext payload as",
+      help: "parse the plaintext payload as YAML or JSON so its keys stay visible (default: binary)",
     },
     {
       name: "if-none-match",
