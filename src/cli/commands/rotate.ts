@@ -95,7 +95,7 @@ async function runStore(
     concurrency,
     dryRun,
     deps,
-    ...(order ? { order } : {}),
+    order,
     report: (line) => io.stdout.write(`${line}\n`),
   });
   const counts = `unchanged ${result.unchanged}, skipped ${result.skipped}, failed ${result.failed}`;
@@ -132,7 +132,7 @@ async function runFile(
   const order = parseDecryptionOrder(values["decryption-order"] as string | undefined);
   const rotated = await rotateDocument(bytes, formats, keyChanges(values, deps, io.env), {
     deps,
-    ...(order ? { order } : {}),
+    order,
     ignoreMac: values["ignore-mac"] === true,
   });
   await writeOutput(
