@@ -139,6 +139,43 @@ test("the flags keep sops's names, aliases and variables", () => {
   assert.ok(!rotate.given.has("prefix"), "so `rotate FILE` does not take the default for a --store flag");
 });
 
+/** Every flag as it was before the tables (name/-alias:type=default): scripts rely on them. */
+const EXPECTED_FLAGS: Record<string, string> = {
+  serve: "config:s data-dir:s listen:s log-level:s store:s",
+  encrypt:
+    "age/-a:s aws-profile:s azure-kv:s config:s encrypted-comment-regex:s encrypted-regex:s encrypted-suffix:s encryption-context:s filename-override:s format:s=sops gcp-kms:s hc-vault-transit:s in-place/-i:b indent:s input-type:s kms/-k:s mac-only-encrypted:b machine:s output-type:s output:s pgp/-p:s shamir-secret-sharing-threshold:s unencrypted-comment-regex:s unencrypted-regex:s unencrypted-suffix:s",
+  decrypt:
+    "decryption-order:s extract:s filename-override:s ignore-mac:b in-place/-i:b indent:s input-type:s machine:s output-type:s output:s",
+  rotate:
+    "add-age:s add-azure-kv:s add-gcp-kms:s add-hc-vault-transit:s add-kms:s add-pgp:s aws-profile:s concurrency:s=4 decryption-order:s dry-run:b encryption-context:s filename-override:s ignore-mac:b in-place/-i:b indent:s input-type:s output-type:s output:s prefix:s=configs/ rm-age:s rm-azure-kv:s rm-gcp-kms:s rm-hc-vault-transit:s rm-kms:s rm-pgp:s store:s",
+  updatekeys: "config:s decryption-order:s input-type:s shamir-secret-sharing-threshold:s yes/-y:b",
+  fetch:
+    "allowed-roots:s=/etc,/var/lib,/run,/opt apply:b attempt-timeout:s=30s ca-file:s deadline:s=10m decryption-order:s exec-timeout:s exec:s force:b from:s input-type:s machine:s marker:s=/var/lib/bootseal/bootstrap.done one-time:b out:s report-timeout:s=15s report:s root:s=/ sentinel:s=/run/cluster-api/bootstrap-success.complete token-file:s",
+  "sign-artifact": "generate-key:s key:s public-out:s sha256-out:s signature-out:s",
+  "verify-artifact": "public-key:s sha256:s signature:s",
+  publish:
+    "bootstrap-token-out:s ca-file:s format:s if-match:s if-none-match:b machine:s server:s token-file:s",
+  status: "ca-file:s namespace:s phase:s server:s token-file:s",
+  userdata: "ca-file:s format:s=cloud-init machine:s output:s server:s token-file:s",
+};
+
+test("every command keeps its flag names, aliases, types and defaults", () => {
+  const actual = Object.fromEntries(
+    commands.map((c) => [
+      c.spec.name,
+      c.spec.flags
+        .map((f) => {
+          const short = "short" in f && f.short ? `/-${f.short}` : "";
+          const def = "default" in f && f.default !== undefined ? `=${f.default}` : "";
+          return `${f.name}${short}:${f.type[0]}${def}`;
+        })
+        .sort()
+        .join(" "),
+    ]),
+  );
+  assert.deepEqual(actual, EXPECTED_FLAGS);
+});
+
 test("encrypt reads SOPS_AGE_RECIPIENTS when --age is absent, and --age wins over it", async () => {
   const viaEnv = new TextDecoder().decode(
     await encrypt("a: 1\n", ["--input-type", "yaml"], { SOPS_AGE_RECIPIENTS: r1.recipient }),
