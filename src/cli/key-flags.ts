@@ -26,41 +26,13 @@ export const KEY_FLAGS: readonly KeyFlag[] = [
   { kind: "age", flag: "age", short: "a", env: "SOPS_AGE_RECIPIENTS" },
 ];
 
-export const RULE_FLAGS: readonly {
-  readonly flag: string;
-  readonly kind: SelectionRule["kind"];
-  readonly help: string;
-}[] = [
-  {
-    flag: "unencrypted-suffix",
-    kind: "unencrypted_suffix",
-    help: "leave keys ending in this suffix unencrypted",
-  },
-  {
-    flag: "encrypted-suffix",
-    kind: "encrypted_suffix",
-    help: "encrypt only the keys ending in this suffix",
-  },
-  {
-    flag: "unencrypted-regex",
-    kind: "unencrypted_regex",
-    help: "leave the keys matching this regular expression unencrypted",
-  },
-  {
-    flag: "encrypted-regex",
-    kind: "encrypted_regex",
-    help: "encrypt only the keys matching this regular expression",
-  },
-  {
-    flag: "unencrypted-comment-regex",
-    kind: "unencrypted_comment_regex",
-    help: "leave values unencrypted whose preceding comment matches this regular expression",
-  },
-  {
-    flag: "encrypted-comment-regex",
-    kind: "encrypted_comment_regex",
-    help: "encrypt only values whose preceding comment matches this regular expression",
-  },
+export const RULE_FLAGS: readonly { readonly flag: string; readonly kind: SelectionRule["kind"] }[] = [
+  { flag: "unencrypted-suffix", kind: "unencrypted_suffix" },
+  { flag: "encrypted-suffix", kind: "encrypted_suffix" },
+  { flag: "unencrypted-regex", kind: "unencrypted_regex" },
+  { flag: "encrypted-regex", kind: "encrypted_regex" },
+  { flag: "unencrypted-comment-regex", kind: "unencrypted_comment_regex" },
+  { flag: "encrypted-comment-regex", kind: "encrypted_comment_regex" },
 ];
 
 /** The help line of a key flag: the registry's own (keys helper) or a generic one until then. */
@@ -86,9 +58,20 @@ export function keyFlags(variant: "set" | "add" | "rm"): Flag[] {
   });
 }
 
+/** Wording after `sops encrypt --help`. */
+const RULE_HELP: Record<SelectionRule["kind"], string> = {
+  unencrypted_suffix: "leave keys ending in this suffix unencrypted",
+  encrypted_suffix: "encrypt only the keys ending in this suffix",
+  unencrypted_regex: "leave the keys matching this regular expression unencrypted",
+  encrypted_regex: "encrypt only the keys matching this regular expression",
+  unencrypted_comment_regex:
+    "leave values unencrypted whose preceding comment matches this regular expression",
+  encrypted_comment_regex: "encrypt only values whose preceding comment matches this regular expression",
+};
+
 /** At most one of these may be given (ruleFromFlags). */
 export function ruleFlags(): Flag[] {
-  return RULE_FLAGS.map((r) => ({ name: r.flag, type: "string", value: "TEXT", help: r.help }));
+  return RULE_FLAGS.map((r) => ({ name: r.flag, type: "string", value: "TEXT", help: RULE_HELP[r.kind] }));
 }
 
 /** How AWS KMS keys given on the command line are used (encrypt; rotate's --add-kms). */
