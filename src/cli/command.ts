@@ -1,4 +1,5 @@
-/** What every subcommand file exports: its name, one help line, and run(). */
+import type { CommandSpec } from "./flags.ts";
+
 export interface CliIo {
   readonly stdout: NodeJS.WritableStream;
   readonly stderr: NodeJS.WritableStream;
@@ -7,18 +8,17 @@ export interface CliIo {
   readonly cwd: string;
 }
 
+/** What every subcommand file exports: its flag table (./flags.ts) and run(). */
 export interface Command {
-  readonly name: string;
-  readonly summary: string;
-  readonly usage: string;
+  /** Name, summary, operands and flags: the parser, `--help` and docs/cli.md come from it. */
+  readonly spec: CommandSpec;
   /** Resolves to the exit code; throws BootsealError for failures (main maps them). */
   run(args: string[], io: CliIo): Promise<number>;
 }
 
-/** The command table entry: help text is available without loading the command's module. */
+/** The command table entry. */
 export interface CommandEntry {
   readonly name: string;
-  readonly summary: string;
   /** Lazy, so `bootseal decrypt` never loads Fastify or the cloud SDKs. */
   load(): Promise<Command>;
 }

@@ -6,6 +6,7 @@
 import type { KeyKind } from "../../providers/keys/master-key.ts";
 import type { SelectionRule } from "../envelope/sops/metadata.ts";
 import { BootsealError } from "../errors.ts";
+import type { Flag } from "./flags.ts";
 
 export interface KeyFlag {
   readonly kind: KeyKind;
@@ -34,25 +35,55 @@ export const RULE_FLAGS: readonly { readonly flag: string; readonly kind: Select
   { flag: "encrypted-comment-regex", kind: "encrypted_comment_regex" },
 ];
 
-type StringOption = { type: "string"; short?: string };
+/** The help line of a key flag: the registry's own (keys helper) or a generic one until then. */
+function keyHelp(k: KeyFlag): string {
+  const help = (k as KeyFlag & { readonly help?: string }).help;
+  return help ?? `comma separated list of ${k.kind} master keys`;
+}
 
-/** parseArgs option declarations for the key flags (or the --add-X and --rm-X pairs of rotate). */
-export function keyFlagOptions(variant: "set" | "add-rm"): Record<string, StringOption> {
-  const options: Record<string, StringOption> = {};
-  for (const k of KEY_FLAGS) {
+/**
+ * The key flags as table rows: `set` for encrypt (with sops's environment variables),
+ * `add`/`rm` for rotate's --add-X and --rm-X (no environment: a variable must never change
+ * the keys of an existing document behind the operator's back).
+ */
+export function keyFlags(variant: "set" | "add" | "rm"): Flag[] {
+  return KEY_FLAGS.map((k): Flag => {
     if (variant === "set")
-      options[k.flag] = k.short ? { type: "string", short: k.short } : { type: "string" };
-    else {
-      options[`add-${k.flag}`] = { type: "string" };
-      options[`rm-${k.flag}`] = { type: "string" };
-    }
-  }
-  return options;
+      return { name: k.flag, short: k.short, type: "string", env: k.env, value: "KEYS", help: keyHelp(k) };
+    const help =
+      variant === "add"
+        ? `add to the document's first key group: ${keyHelp(k)}`
+        : `remove from every key group (by key identity): ${keyHelp(k)}`;
+    return { name: `${variant}-${k.flag}`, type: "string", value: "KEYS", help };
+  });
 }
 
-export function ruleFlagOptions(): Record<string, StringOption> {
-  return Object.fromEntries(RULE_FLAGS.map((r) => [r.flag, { type: "string" } as StringOption]));
+/** Wording after `sops encrypt --help`. */
+const RULE_HELP: Record<SelectionRule["kind"], string> = {
+  unencrypted_suffix: "leave keys ending in this suffix unencrypted",
+  encrypted_suffix: "encrypt only the keys ending in this suffix",
+  unencrypted_regex: "leave the keys matching this regular expression unencrypted",
+  encrypted_regex: "encrypt only the keys matching this regular expression",
+  unencrypted_comment_regex:
+    "leave values unencrypted whose preceding comment matches this regular expression",
+  encrypted_comment_regex: "encrypt only values whose preceding comment matches this regular expression",
+};
+
+/** At most one of these may be given (ruleFromFlags). */
+export function ruleFlags(): Flag[] {
+  return RULE_FLAGS.map((r) => ({ name: r.flag, type: "string", value: "TEXT", help: RULE_HELP[r.kind] }));
 }
+
+/** How AWS KMS keys given on the command line are used (encrypt; rotate's --add-kms). */
+export const KMS_FLAGS = [
+  {
+    name: "encryption-context",
+    type: "string",
+    value: "K:V,...",
+    help: "comma separated list of KMS encryption context key:value pairs",
+  },
+  { name: "aws-profile", type: "string", value: "NAME", help: "the AWS profile to use for requests to AWS" },
+] as const satisfies readonly Flag[];
 
 /** The selection rule given on the command line, if any; two of them is a usage error, as in sops. */
 export function ruleFromFlags(values: Record<string, unknown>): SelectionRule | undefined {
@@ -67,17 +98,20 @@ export function ruleFromFlags(values: Record<string, unknown>): SelectionRule | 
   return first ? { kind: first.kind, value: values[first.flag] as string } : undefined;
 }
 
-/** Comma-separated key lists from flags, falling back to sops's environment variables. */
+/**
+ * Comma-separated key lists from parsed flags. sops's environment variables (SOPS_AGE_RECIPIENTS,
+ * ...) are the `env` of the encrypt flags, so parseFlags has already put them into `values`;
+ * `_env` stays for the callers' signature.
+ */
 export function keyListsFromFlags(
   values: Record<string, unknown>,
-  env: Readonly<Record<string, string | undefined>>,
+  _env: Readonly<Record<string, string | undefined>>,
   prefix = "",
 ): { kind: KeyKind; text: string }[] {
   const lists: { kind: KeyKind; text: string }[] = [];
   for (const k of KEY_FLAGS) {
-    const fromFlag = values[`${prefix}${k.flag}`];
-    const text = typeof fromFlag === "string" ? fromFlag : prefix === "" ? env[k.env] : undefined;
-    if (text !== undefined && text.trim() !== "") lists.push({ kind: k.kind, text });
+    const text = values[`${prefix}${k.flag}`];
+    if (typeof text === "string" && text.trim() !== "") lists.push({ kind: k.kind, text });
   }
   return lists;
 }

@@ -9,6 +9,7 @@ import { fileURLToPath } from "node:url";
 import { BootsealError, isBootsealError } from "../errors.ts";
 import type { CliIo, CommandEntry } from "./command.ts";
 import { EXIT_CODES, EXIT_OK } from "./exit-codes.ts";
+import { helpText } from "./flags.ts";
 
 /**
  * node:fs without an ESM import, and `process` as the global: an ESM import of node:fs or
@@ -21,60 +22,49 @@ function nodeFs(): typeof import("node:fs") {
   return process.getBuiltinModule?.("node:fs") ?? createRequire(import.meta.url)("node:fs");
 }
 
-const COMMANDS: readonly CommandEntry[] = [
+export const COMMANDS: readonly CommandEntry[] = [
   {
     name: "serve",
-    summary: "run the REST service (embedded default: 127.0.0.1:7480, everything under ./data)",
     load: async () => (await import("./commands/serve.ts")).serveCommand,
   },
   {
     name: "encrypt",
-    summary: "encrypt a file as a SOPS v3 document (or an EncryptedConfig with --format envelope)",
     load: async () => (await import("./commands/encrypt.ts")).encryptCommand,
   },
   {
     name: "decrypt",
-    summary: "decrypt a SOPS v3 document or EncryptedConfig, after verifying its MAC or tag",
     load: async () => (await import("./commands/decrypt.ts")).decryptCommand,
   },
   {
     name: "rotate",
-    summary: "give a document a new data key; --add-*/--rm-* change its master keys",
     load: async () => (await import("./commands/rotate.ts")).rotateCommand,
   },
   {
     name: "updatekeys",
-    summary: "re-wrap a document's data key for the keys its .sops.yaml rule now lists",
     load: async () => (await import("./commands/updatekeys.ts")).updatekeysCommand,
   },
   {
     name: "fetch",
-    summary: "first boot: fetch the config, decrypt it with this machine's keys, write files, run, report",
     load: async () => (await import("./commands/fetch.ts")).fetchCommand,
   },
   {
     name: "sign-artifact",
-    summary: "sign a release file (the single executable) with Ed25519; writes FILE.sig and FILE.sha256",
     load: async () => (await import("./commands/sign-artifact.ts")).signArtifactCommand,
   },
   {
     name: "verify-artifact",
-    summary: "check a release file's Ed25519 signature and SHA-256 before running it",
     load: async () => (await import("./commands/verify-artifact.ts")).verifyArtifactCommand,
   },
   {
     name: "publish",
-    summary: "publish a machine's config to the service; prints its version and bootstrap token",
     load: async () => (await import("./commands/publish.ts")).publishCommand,
   },
   {
     name: "status",
-    summary: "show a machine's bootstrap phase and history (or list machines) from the service",
     load: async () => (await import("./commands/status.ts")).statusCommand,
   },
   {
     name: "userdata",
-    summary: "get a machine's user-data stub (cloud-init, ignition, powershell) from the service",
     load: async () => (await import("./commands/userdata.ts")).userdataCommand,
   },
 ];
@@ -88,9 +78,14 @@ function version(): string {
   }
 }
 
-function help(): string {
-  const width = Math.max(...COMMANDS.map((c) => c.name.length));
-  const lines = COMMANDS.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`);
+/**
+ * The summaries come from each command's own table (one source), so this loads every command:
+ * slower than one command's start-up, which only `--help` and a bare `bootseal` pay.
+ */
+export async function help(): Promise<string> {
+  const commands = await Promise.all(COMMANDS.map((c) => c.load()));
+  const width = Math.max(...commands.map((c) => c.spec.name.length));
+  const lines = commands.map((c) => `  ${c.spec.name.padEnd(width)}  ${c.spec.summary}`);
   return [
     "bootseal: machine bootstrap secrets as SOPS v3 documents",
     "",
@@ -117,7 +112,7 @@ function describe(err: unknown): { message: string; code: number } {
 export async function main(argv: readonly string[], io: CliIo): Promise<number> {
   const [name, ...rest] = argv;
   if (name === undefined || name === "help" || name === "--help" || name === "-h") {
-    io.stdout.write(help());
+    io.stdout.write(await help());
     return name === undefined ? EXIT_CODES.USAGE : EXIT_OK;
   }
   if (name === "--version" || name === "version") {
@@ -129,7 +124,7 @@ export async function main(argv: readonly string[], io: CliIo): Promise<number> 
     if (!entry) throw new BootsealError("USAGE", `unknown command "${name}"; see 'bootseal --help'`);
     const command = await entry.load();
     if (rest.includes("--help") || rest.includes("-h")) {
-      io.stdout.write(`usage: ${command.usage}\n\n${command.summary}\n`);
+      io.stdout.write(helpText(command.spec));
       return EXIT_OK;
     }
     return await command.run(rest, io);

@@ -18,12 +18,6 @@ export interface ClientSettings {
   readonly log: (line: string) => void;
 }
 
-export const CLIENT_OPTIONS = {
-  server: { type: "string" },
-  "token-file": { type: "string" },
-  "ca-file": { type: "string" },
-} as const;
-
 export async function clientSettings(
   values: { server?: string; "token-file"?: string; "ca-file"?: string },
   env: Readonly<Record<string, string | undefined>>,

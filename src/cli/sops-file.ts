@@ -11,13 +11,6 @@ import { FORMATS } from "../envelope/sops/codecs/codec.ts";
 import { formatFromPath } from "../envelope/sops/codecs/index.ts";
 import { BootsealError } from "../errors.ts";
 
-export const FORMAT_OPTIONS = {
-  "input-type": { type: "string" },
-  "output-type": { type: "string" },
-  "filename-override": { type: "string" },
-  indent: { type: "string" },
-} as const;
-
 function parseFormat(text: string, flag: string): Format {
   if (isFormat(text)) return text;
   throw new BootsealError("USAGE", `--${flag} must be one of ${FORMATS.join(", ")}, got "${text}"`);

@@ -1,4 +1,3 @@
-import { parseArgs } from "node:util";
 import { keysFromUserInput, resolverFor } from "../../../providers/keys/index.ts";
 import type { KeyKind, ProviderDeps } from "../../../providers/keys/master-key.ts";
 import { isEncryptedConfig, loadEncrypted } from "../../envelope/document.ts";
@@ -9,13 +8,9 @@ import { BootsealError } from "../../errors.ts";
 import type { Command } from "../command.ts";
 import { extractPath, renderExtracted } from "../extract.ts";
 import { readInput, writeOutput } from "../file-io.ts";
-import {
-  emitOptions,
-  FORMAT_OPTIONS,
-  parseDecryptionOrder,
-  pickFormats,
-  providerDeps,
-} from "../sops-file.ts";
+import { DECRYPTION_ORDER_FLAG, FORMAT_FLAGS, OUTPUT_FLAGS } from "../flag-groups.ts";
+import { type CommandSpec, parseFlags } from "../flags.ts";
+import { emitOptions, parseDecryptionOrder, pickFormats, providerDeps } from "../sops-file.ts";
 
 function envelopeResolver(deps: ProviderDeps) {
   return (kind: KeyKind, keyId: string) => {
@@ -27,26 +22,39 @@ function envelopeResolver(deps: ProviderDeps) {
   };
 }
 
-export const decryptCommand: Command = {
+const spec = {
   name: "decrypt",
-  summary: "decrypt a SOPS v3 document (or an EncryptedConfig) after verifying its MAC",
-  usage:
-    "bootseal decrypt [--extract '[\"key\"][0]'] [--ignore-mac] [--decryption-order age,pgp,...] [--machine NS/NAME]\n" +
-    "                 [--input-type T] [--output-type T] [-i | --output FILE] [FILE]",
+  summary: "decrypt a SOPS v3 document (or an EncryptedConfig) after verifying its MAC or tag",
+  operands: "[FILE]",
+  flags: [
+    ...OUTPUT_FLAGS,
+    {
+      name: "extract",
+      type: "string",
+      value: "PATH",
+      help: `print only this key or branch of the document, e.g. '["somekey"][0]'`,
+    },
+    ...FORMAT_FLAGS,
+    {
+      name: "ignore-mac",
+      type: "boolean",
+      help: "do not check the MAC (recovery only: the output may be forged)",
+    },
+    DECRYPTION_ORDER_FLAG,
+    {
+      name: "machine",
+      type: "string",
+      value: "NS/NAME",
+      help: "the machine an EncryptedConfig must be bound to",
+    },
+  ],
+  notes: ["FILE: a file name, or - or nothing for standard input (then give --input-type)."],
+} as const satisfies CommandSpec;
+
+export const decryptCommand: Command = {
+  spec,
   async run(args, io) {
-    const { values, positionals } = parseArgs({
-      args,
-      allowPositionals: true,
-      options: {
-        ...FORMAT_OPTIONS,
-        extract: { type: "string" },
-        "ignore-mac": { type: "boolean" },
-        "decryption-order": { type: "string" },
-        machine: { type: "string" },
-        output: { type: "string" },
-        "in-place": { type: "boolean", short: "i" },
-      },
-    });
+    const { values, positionals } = parseFlags(spec, args, io.env);
     if (positionals.length > 1) throw new BootsealError("USAGE", "decrypt takes one file");
     const file = positionals[0];
     const deps = providerDeps(io.env);
@@ -68,7 +76,7 @@ export const decryptCommand: Command = {
       io.stderr.write("bootseal: WARNING: --ignore-mac: the MAC is not checked, the output may be forged\n");
     const branches = await decryptDocument(doc.branches, doc.metadata, {
       resolve: resolverFor(deps),
-      order: parseDecryptionOrder(values["decryption-order"] ?? io.env.SOPS_DECRYPTION_ORDER),
+      order: parseDecryptionOrder(values["decryption-order"]),
       ignoreMac: values["ignore-mac"] === true,
     });
     const out =

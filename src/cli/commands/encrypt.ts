@@ -1,4 +1,3 @@
-import { parseArgs } from "node:util";
 import { emitEncrypted } from "../../envelope/document.ts";
 import { encryptConfig } from "../../envelope/encrypted-config/encrypted-config.ts";
 import { codecFor } from "../../envelope/sops/codecs/index.ts";
@@ -6,40 +5,53 @@ import { encryptDocument } from "../../envelope/sops/encrypt.ts";
 import { BootsealError } from "../../errors.ts";
 import type { Command } from "../command.ts";
 import { readInput, writeOutput } from "../file-io.ts";
-import { keyFlagOptions, ruleFlagOptions } from "../key-flags.ts";
+import { FORMAT_FLAGS, OUTPUT_FLAGS, SOPS_CONFIG_FLAG, THRESHOLD_FLAG } from "../flag-groups.ts";
+import { type CommandSpec, parseFlags } from "../flags.ts";
+import { KMS_FLAGS, keyFlags, ruleFlags } from "../key-flags.ts";
 import { keySetup } from "../key-setup.ts";
-import { emitOptions, FORMAT_OPTIONS, pickFormats, providerDeps } from "../sops-file.ts";
+import { emitOptions, pickFormats, providerDeps } from "../sops-file.ts";
 
-export const encryptCommand: Command = {
+const spec = {
   name: "encrypt",
   summary: "encrypt a file as a SOPS v3 document (or an EncryptedConfig with --format envelope)",
-  usage:
-    "bootseal encrypt [--age R] [--pgp FP] [--kms ARN] [--gcp-kms ID] [--azure-kv URL] [--hc-vault-transit URI]\n" +
-    "                 [--encryption-context k:v,...] [--unencrypted-suffix S | --encrypted-regex RE | ...]\n" +
-    "                 [--shamir-secret-sharing-threshold N] [--mac-only-encrypted] [--format sops|envelope]\n" +
-    "                 [--machine NS/NAME] [--input-type T] [--output-type T] [-i | --output FILE] [FILE]",
+  operands: "[FILE]",
+  flags: [
+    ...OUTPUT_FLAGS,
+    ...keyFlags("set"),
+    ...KMS_FLAGS,
+    ...FORMAT_FLAGS,
+    ...ruleFlags(),
+    { name: "mac-only-encrypted", type: "boolean", help: "compute the MAC over the encrypted values only" },
+    THRESHOLD_FLAG,
+    SOPS_CONFIG_FLAG,
+    {
+      name: "format",
+      type: "string",
+      value: "sops|envelope",
+      default: "sops",
+      help: "a SOPS v3 document, or an EncryptedConfig (exactly one master key)",
+    },
+    {
+      name: "machine",
+      type: "string",
+      value: "NS/NAME",
+      help: "bind an EncryptedConfig to this machine",
+    },
+  ],
+  notes: [
+    "Keys given with flags (or their variables) form one key group; without any, the first matching",
+    ".sops.yaml creation rule gives the keys. At most one selection flag (--unencrypted-suffix, ...).",
+    "FILE: a file name, or - or nothing for standard input (then give --input-type).",
+  ],
+} as const satisfies CommandSpec;
+
+export const encryptCommand: Command = {
+  spec,
   async run(args, io) {
-    const { values, positionals } = parseArgs({
-      args,
-      allowPositionals: true,
-      options: {
-        ...keyFlagOptions("set"),
-        ...ruleFlagOptions(),
-        ...FORMAT_OPTIONS,
-        "encryption-context": { type: "string" },
-        "aws-profile": { type: "string" },
-        "shamir-secret-sharing-threshold": { type: "string" },
-        "mac-only-encrypted": { type: "boolean" },
-        format: { type: "string" },
-        machine: { type: "string" },
-        config: { type: "string" },
-        output: { type: "string" },
-        "in-place": { type: "boolean", short: "i" },
-      },
-    });
+    const { values, positionals } = parseFlags(spec, args, io.env);
     if (positionals.length > 1) throw new BootsealError("USAGE", "encrypt takes one file");
     const file = positionals[0];
-    const format = values.format ?? "sops";
+    const format = values.format;
     if (format !== "sops" && format !== "envelope") {
       throw new BootsealError("USAGE", `--format must be sops or envelope, got "${format}"`);
     }

@@ -1,4 +1,3 @@
-import { parseArgs } from "node:util";
 import { parseFlagDuration as parseDuration } from "../../duration.ts";
 import type { Format } from "../../envelope/sops/codecs/codec.ts";
 import { FORMATS } from "../../envelope/sops/codecs/codec.ts";
@@ -7,49 +6,125 @@ import { DEFAULT_MARKER, DEFAULT_SENTINEL, runFetch } from "../../fetcher/fetch-
 import { DEFAULT_ALLOWED_ROOTS, parseAllowedRoots } from "../../fetcher/paths.ts";
 import { defaultLabeler } from "../../fetcher/selinux.ts";
 import type { Command } from "../command.ts";
+import { CA_FILE_FLAG, DECRYPTION_ORDER_FLAG, INPUT_TYPE_FLAG } from "../flag-groups.ts";
+import { type CommandSpec, parseFlags } from "../flags.ts";
 import { parseDecryptionOrder } from "../sops-file.ts";
 
-export const fetchCommand: Command = {
+const spec = {
   name: "fetch",
-  summary:
-    "first boot: download this machine's config, decrypt it with its own keys, write files, run, report",
-  usage:
-    "bootseal fetch --from URL [--token-file F] [--machine NS/NAME] (--out FILE | --apply)\n" +
-    "               [--root DIR] [--allowed-roots /etc,/var/lib,/run,/opt] [--exec CMD] [--exec-timeout DUR]\n" +
-    "               [--report URL] [--marker PATH] [--sentinel PATH] [--force] [--one-time]\n" +
-    "               [--deadline DUR] [--attempt-timeout DUR] [--report-timeout DUR] [--ca-file F]\n" +
-    "               [--input-type T] [--decryption-order L]\n" +
-    "  URL: https://HOST/v1/machines/NS/NAME/config, s3://BUCKET/KEY, gs://BUCKET/KEY or file:///PATH",
+  summary: "first boot: fetch this machine's config, decrypt it with its own keys, write files, run, report",
+  tail: "(--apply | --out FILE)",
+  flags: [
+    {
+      name: "from",
+      type: "string",
+      env: "BOOTSEAL_FROM",
+      value: "URL",
+      required: true,
+      help: "where the config is: the service, or a store object (URL below)",
+    },
+    {
+      name: "token-file",
+      type: "string",
+      env: "BOOTSEAL_TOKEN_FILE",
+      value: "FILE",
+      help: "the bootstrap token, sent as Authorization: Bearer (file not readable by group or others)",
+    },
+    {
+      name: "machine",
+      type: "string",
+      value: "NS/NAME",
+      help: "the machine id, for store sources whose key does not end in configs/NS/NAME",
+    },
+    { name: "out", type: "string", value: "FILE", help: "write the payload bytes to this file (mode 0600)" },
+    { name: "apply", type: "boolean", help: "the payload is a manifest of files: write them" },
+    {
+      name: "root",
+      type: "string",
+      value: "DIR",
+      default: "/",
+      help: "resolve every written path, the marker and the sentinel under DIR, as in a chroot",
+    },
+    {
+      name: "allowed-roots",
+      type: "string",
+      env: "BOOTSEAL_ALLOWED_ROOTS",
+      value: "DIRS",
+      default: DEFAULT_ALLOWED_ROOTS.join(","),
+      help: "comma separated directories (relative to --root) files may be written below; / allows all",
+    },
+    {
+      name: "exec",
+      type: "string",
+      value: "CMD",
+      help: "run /bin/sh -c CMD after writing (its environment gains BOOTSEAL_ROOT)",
+    },
+    {
+      name: "exec-timeout",
+      type: "string",
+      value: "DUR",
+      help: "SIGTERM the command's process group after DUR, SIGKILL 10 s later (default: no limit)",
+    },
+    {
+      name: "report",
+      type: "string",
+      value: "URL",
+      help: "where status reports go (default: the machine's status route when --from is the service)",
+    },
+    {
+      name: "marker",
+      type: "string",
+      value: "PATH",
+      default: DEFAULT_MARKER,
+      help: "written after success; its presence makes the next run a no-op",
+    },
+    {
+      name: "sentinel",
+      type: "string",
+      value: "PATH",
+      default: DEFAULT_SENTINEL,
+      help: 'the Cluster API bootstrap sentinel, written on success ("" disables it)',
+    },
+    { name: "force", type: "boolean", help: "run even though the marker exists" },
+    { name: "one-time", type: "boolean", help: "after success, DELETE the config on the service" },
+    {
+      name: "deadline",
+      type: "string",
+      value: "DUR",
+      default: "10m",
+      help: "overall time for the download, all retries included",
+    },
+    {
+      name: "attempt-timeout",
+      type: "string",
+      value: "DUR",
+      default: "30s",
+      help: "one download attempt",
+    },
+    {
+      name: "report-timeout",
+      type: "string",
+      value: "DUR",
+      default: "15s",
+      help: "how long the end of the run waits for undelivered reports",
+    },
+    CA_FILE_FLAG,
+    {
+      ...INPUT_TYPE_FLAG,
+      help: "force the SOPS store format (yaml, json, binary, dotenv, ini); default: detected",
+    },
+    DECRYPTION_ORDER_FLAG,
+  ],
+  notes: [
+    "URL: https://HOST[/PREFIX]/v1/machines/NS/NAME/config, s3://BUCKET/KEY, gs://BUCKET/KEY or file:///PATH",
+    "DUR: 500ms, 30s, 5m, 1h, or a bare number of seconds.",
+  ],
+} as const satisfies CommandSpec;
+
+export const fetchCommand: Command = {
+  spec,
   async run(args, io) {
-    const { values, positionals } = parseArgs({
-      args,
-      allowPositionals: false,
-      options: {
-        from: { type: "string" },
-        "token-file": { type: "string" },
-        machine: { type: "string" },
-        out: { type: "string" },
-        apply: { type: "boolean" },
-        root: { type: "string" },
-        "allowed-roots": { type: "string" },
-        exec: { type: "string" },
-        "exec-timeout": { type: "string" },
-        report: { type: "string" },
-        marker: { type: "string" },
-        sentinel: { type: "string" },
-        force: { type: "boolean" },
-        "one-time": { type: "boolean" },
-        deadline: { type: "string" },
-        "attempt-timeout": { type: "string" },
-        "report-timeout": { type: "string" },
-        "ca-file": { type: "string" },
-        "input-type": { type: "string" },
-        "decryption-order": { type: "string" },
-      },
-    });
-    if (positionals.length > 0) throw new BootsealError("USAGE", "fetch takes no positional arguments");
-    const from = values.from ?? io.env.BOOTSEAL_FROM;
-    if (!from) throw new BootsealError("USAGE", "fetch needs --from");
+    const { values } = parseFlags(spec, args, io.env);
     if ((values.out === undefined) === (values.apply !== true)) {
       throw new BootsealError("USAGE", "fetch needs exactly one of --out FILE and --apply");
     }
@@ -60,36 +135,35 @@ export const fetchCommand: Command = {
     if (values.report !== undefined && !/^https?:\/\//.test(values.report)) {
       throw new BootsealError("USAGE", "--report wants the http(s) URL of a status route");
     }
-    const order = parseDecryptionOrder(values["decryption-order"] ?? io.env.SOPS_DECRYPTION_ORDER);
-    const tokenFile = values["token-file"] ?? io.env.BOOTSEAL_TOKEN_FILE;
+    const order = parseDecryptionOrder(values["decryption-order"]);
     return runFetch(
       {
-        from,
+        from: values.from as string,
         apply: values.apply === true,
-        root: values.root ?? "/",
+        root: values.root,
+        // An empty list (flag or variable) means the default, as it always has.
         allowedRoots: values["allowed-roots"]
           ? parseAllowedRoots(values["allowed-roots"])
-          : io.env.BOOTSEAL_ALLOWED_ROOTS
-            ? parseAllowedRoots(io.env.BOOTSEAL_ALLOWED_ROOTS)
-            : DEFAULT_ALLOWED_ROOTS,
-        marker: values.marker ?? DEFAULT_MARKER,
-        sentinel: values.sentinel === "" ? null : (values.sentinel ?? DEFAULT_SENTINEL),
+          : DEFAULT_ALLOWED_ROOTS,
+        marker: values.marker,
+        sentinel: values.sentinel === "" ? null : values.sentinel,
         force: values.force === true,
         oneTime: values["one-time"] === true,
-        deadlineMs: parseDuration(values.deadline ?? "10m", "deadline"),
-        attemptTimeoutMs: parseDuration(values["attempt-timeout"] ?? "30s", "attempt-timeout"),
-        reportTimeoutMs: parseDuration(values["report-timeout"] ?? "15s", "report-timeout"),
-        ...(values.machine !== undefined ? { machine: values.machine } : {}),
-        ...(tokenFile !== undefined ? { tokenFile } : {}),
-        ...(values.out !== undefined ? { out: values.out } : {}),
-        ...(values.exec !== undefined ? { exec: values.exec } : {}),
-        ...(values["exec-timeout"] !== undefined
-          ? { execTimeoutMs: parseDuration(values["exec-timeout"], "exec-timeout") }
-          : {}),
-        ...(values.report !== undefined ? { report: values.report } : {}),
-        ...(values["ca-file"] !== undefined ? { caFile: values["ca-file"] } : {}),
-        ...(inputType !== undefined ? { inputType: inputType as Format } : {}),
-        ...(order ? { order } : {}),
+        deadlineMs: parseDuration(values.deadline, "deadline"),
+        attemptTimeoutMs: parseDuration(values["attempt-timeout"], "attempt-timeout"),
+        reportTimeoutMs: parseDuration(values["report-timeout"], "report-timeout"),
+        machine: values.machine,
+        tokenFile: values["token-file"],
+        out: values.out,
+        exec: values.exec,
+        execTimeoutMs:
+          values["exec-timeout"] !== undefined
+            ? parseDuration(values["exec-timeout"], "exec-timeout")
+            : undefined,
+        report: values.report,
+        caFile: values["ca-file"],
+        inputType: inputType as Format | undefined,
+        order,
       },
       { io, labeler: defaultLabeler() },
     );

@@ -1,10 +1,11 @@
-import { parseArgs } from "node:util";
 import { BootsealError } from "../../errors.ts";
 import { writeFileAtomic } from "../../files/atomic-write.ts";
 import { parseMachineId } from "../../machine/machine-id.ts";
 import type { Command } from "../command.ts";
 import { readInput } from "../file-io.ts";
-import { CLIENT_OPTIONS, call, clientSettings, serviceUrl } from "../service-client.ts";
+import { CLIENT_FLAGS } from "../flag-groups.ts";
+import { type CommandSpec, parseFlags } from "../flags.ts";
+import { call, clientSettings, serviceUrl } from "../service-client.ts";
 
 /** A SOPS document already: JSON or YAML with a top-level `sops` key holding a `mac`. */
 function encryptedType(bytes: Uint8Array): string | null {
@@ -14,30 +15,52 @@ function encryptedType(bytes: Uint8Array): string | null {
   return /^sops:\s*$/m.test(text) && /^\s+mac:/m.test(text) ? "application/sops+yaml" : null;
 }
 
-export const publishCommand: Command = {
+const spec = {
   name: "publish",
-  summary:
-    "publish a machine's bootstrap config to the service (prints version, etag and its bootstrap token)",
-  usage:
-    "bootseal publish --server URL --machine NS/NAME [--token-file F] [--ca-file F] [--format yaml|json]\n" +
-    "                 [--if-none-match | --if-match ETAG] [--bootstrap-token-out F] FILE\n" +
-    "  FILE: the plaintext payload (encrypted by the service), or a SOPS document (sent as is)",
+  summary: "publish a machine's config to the service; prints its version, etag and bootstrap token",
+  operands: "FILE",
+  flags: [
+    ...CLIENT_FLAGS,
+    {
+      name: "machine",
+      type: "string",
+      value: "NS/NAME",
+      required: true,
+      help: "the machine the config is for",
+    },
+    {
+      name: "format",
+      type: "string",
+      value: "yaml|json",
+      help: "parse the plaintext payload as YAML or JSON so its keys stay visible (default: binary)",
+    },
+    {
+      name: "if-none-match",
+      type: "boolean",
+      help: "publish only if the machine has no config yet",
+    },
+    {
+      name: "if-match",
+      type: "string",
+      value: "ETAG",
+      help: "publish only if the current config has this etag",
+    },
+    {
+      name: "bootstrap-token-out",
+      type: "string",
+      value: "FILE",
+      help: "write the bootstrap token to this file (0600) instead of printing it",
+    },
+  ],
+  notes: ["FILE: the plaintext payload (encrypted by the service), or a SOPS document (sent as is)"],
+} as const satisfies CommandSpec;
+
+export const publishCommand: Command = {
+  spec,
   async run(args, io) {
-    const { values, positionals } = parseArgs({
-      args,
-      allowPositionals: true,
-      options: {
-        ...CLIENT_OPTIONS,
-        machine: { type: "string" },
-        format: { type: "string" },
-        "if-none-match": { type: "boolean" },
-        "if-match": { type: "string" },
-        "bootstrap-token-out": { type: "string" },
-      },
-    });
+    const { values, positionals } = parseFlags(spec, args, io.env);
     if (positionals.length > 1) throw new BootsealError("USAGE", "publish takes one file");
-    if (values.machine === undefined) throw new BootsealError("USAGE", "publish needs --machine NS/NAME");
-    const m = parseMachineId(values.machine);
+    const m = parseMachineId(values.machine as string);
     if (values.format !== undefined && values.format !== "yaml" && values.format !== "json")
       throw new BootsealError("USAGE", "--format must be yaml or json");
     if (values["if-none-match"] && values["if-match"] !== undefined)

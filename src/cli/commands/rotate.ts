@@ -7,7 +7,6 @@
  * verified and replaced with a conditional write (../rotate-store.ts; docs/cli.md "Rotating a
  * whole store").
  */
-import { parseArgs } from "node:util";
 import type { ProviderDeps } from "../../../providers/keys/master-key.ts";
 import { openStore } from "../../../providers/stores/index.ts";
 import { BootsealError } from "../../errors.ts";
@@ -16,14 +15,14 @@ import { CONFIGS_PREFIX, configKeyMachineText } from "../../machine/store-layout
 import type { CliIo, Command } from "../command.ts";
 import { EXIT_CODES, EXIT_OK } from "../exit-codes.ts";
 import { readInput, writeOutput } from "../file-io.ts";
-import { keyFlagOptions, parseEncryptionContext } from "../key-flags.ts";
+import { DECRYPTION_ORDER_FLAG, FORMAT_FLAGS, OUTPUT_FLAGS } from "../flag-groups.ts";
+import { type CommandSpec, type Flag, parseFlags } from "../flags.ts";
+import { KMS_FLAGS, keyFlags, parseEncryptionContext } from "../key-flags.ts";
 import { keysFromFlags } from "../key-setup.ts";
 import { type KeyChanges, rotateDocument } from "../rotate-document.ts";
 import { rotateStore } from "../rotate-store.ts";
-import { FORMAT_OPTIONS, parseDecryptionOrder, pickFormats, providerDeps } from "../sops-file.ts";
+import { parseDecryptionOrder, pickFormats, providerDeps } from "../sops-file.ts";
 
-const FILE_ONLY = ["output", "in-place", "ignore-mac", ...Object.keys(FORMAT_OPTIONS)] as const;
-const STORE_ONLY = ["prefix", "concurrency", "dry-run"] as const;
 const DEFAULT_PREFIX = CONFIGS_PREFIX;
 const DEFAULT_CONCURRENCY = 4;
 const MAX_CONCURRENCY = 64;
@@ -63,8 +62,7 @@ function changesPerObject(
   };
 }
 
-function parseConcurrency(text: string | undefined): number {
-  if (text === undefined) return DEFAULT_CONCURRENCY;
+function parseConcurrency(text: string): number {
   const n = Number(text);
   if (!/^\d+$/.test(text) || n < 1 || n > MAX_CONCURRENCY) {
     throw new BootsealError("USAGE", `--concurrency wants a whole number from 1 to ${MAX_CONCURRENCY}`);
@@ -72,30 +70,32 @@ function parseConcurrency(text: string | undefined): number {
   return n;
 }
 
-async function runStore(values: Values, positionals: string[], io: CliIo): Promise<number> {
+async function runStore(
+  values: Values,
+  positionals: string[],
+  given: ReadonlySet<string>,
+  io: CliIo,
+): Promise<number> {
   if (positionals.length !== 0) throw new BootsealError("USAGE", "rotate --store takes no FILE");
   for (const flag of FILE_ONLY) {
-    if (values[flag] !== undefined)
-      throw new BootsealError("USAGE", `--${flag} does not apply to rotate --store`);
+    if (given.has(flag)) throw new BootsealError("USAGE", `--${flag} does not apply to rotate --store`);
   }
   const url = values.store as string;
   if (url.trim() === "") throw new BootsealError("USAGE", "--store wants a URL (file://, s3://, gs://)");
   const deps = providerDeps(io.env);
-  const order = parseDecryptionOrder(
-    (values["decryption-order"] as string | undefined) ?? io.env.SOPS_DECRYPTION_ORDER,
-  );
+  const order = parseDecryptionOrder(values["decryption-order"] as string | undefined);
   const changesFor = changesPerObject(values, deps, io.env);
-  const concurrency = parseConcurrency(values.concurrency as string | undefined);
+  const concurrency = parseConcurrency(values.concurrency as string);
   const dryRun = values["dry-run"] === true;
   const store = openStore(url, { cwd: io.cwd, env: io.env });
   const result = await rotateStore({
     store,
-    prefix: (values.prefix as string | undefined) ?? DEFAULT_PREFIX,
+    prefix: values.prefix as string,
     changesFor,
     concurrency,
     dryRun,
     deps,
-    ...(order ? { order } : {}),
+    order,
     report: (line) => io.stdout.write(`${line}\n`),
   });
   const counts = `unchanged ${result.unchanged}, skipped ${result.skipped}, failed ${result.failed}`;
@@ -115,21 +115,24 @@ async function runStore(values: Values, positionals: string[], io: CliIo): Promi
   return EXIT_OK;
 }
 
-async function runFile(values: Values, positionals: string[], io: CliIo): Promise<number> {
+async function runFile(
+  values: Values,
+  positionals: string[],
+  given: ReadonlySet<string>,
+  io: CliIo,
+): Promise<number> {
   for (const flag of STORE_ONLY) {
-    if (values[flag] !== undefined) throw new BootsealError("USAGE", `--${flag} needs --store`);
+    if (given.has(flag)) throw new BootsealError("USAGE", `--${flag} needs --store`);
   }
   if (positionals.length !== 1) throw new BootsealError("USAGE", "rotate takes one file (or --store URL)");
   const file = positionals[0] as string;
   const deps = providerDeps(io.env);
   const formats = pickFormats(file, values as Record<string, string | undefined>);
   const bytes = await readInput(file, io);
-  const order = parseDecryptionOrder(
-    (values["decryption-order"] as string | undefined) ?? io.env.SOPS_DECRYPTION_ORDER,
-  );
+  const order = parseDecryptionOrder(values["decryption-order"] as string | undefined);
   const rotated = await rotateDocument(bytes, formats, keyChanges(values, deps, io.env), {
     deps,
-    ...(order ? { order } : {}),
+    order,
     ignoreMac: values["ignore-mac"] === true,
   });
   await writeOutput(
@@ -144,33 +147,57 @@ async function runFile(values: Values, positionals: string[], io: CliIo): Promis
   return EXIT_OK;
 }
 
-export const rotateCommand: Command = {
+const STORE_FLAGS = [
+  {
+    name: "store",
+    type: "string",
+    value: "URL",
+    help: "rotate every document in this store (file://DIR, s3://BUCKET/PREFIX, gs://BUCKET/PREFIX)",
+  },
+  {
+    name: "prefix",
+    type: "string",
+    value: "P",
+    default: DEFAULT_PREFIX,
+    help: "with --store: the objects under this prefix, relative to the store URL's own",
+  },
+  {
+    name: "concurrency",
+    type: "string",
+    value: "N",
+    default: String(DEFAULT_CONCURRENCY),
+    help: `with --store: objects rotated at once (1 to ${MAX_CONCURRENCY})`,
+  },
+  { name: "dry-run", type: "boolean", help: "with --store: verify every object, write nothing" },
+] as const satisfies readonly Flag[];
+
+const spec = {
   name: "rotate",
   summary:
-    "give a document (or every document in a store) a new data key, optionally adding or removing master keys",
-  usage:
-    "bootseal rotate [--add-age R] [--rm-pgp FP] [--add-kms ARN] ... [-i | --output FILE] FILE\n" +
-    "       bootseal rotate --store URL [--prefix P] [--add-* KEY] [--rm-* KEY] [--concurrency N] [--dry-run]",
+    "give a document (or every document in a store) a new data key; --add-*/--rm-* change its master keys",
+  operands: "FILE",
+  forms: ["--store URL [flags]"],
+  flags: [
+    ...OUTPUT_FLAGS,
+    ...FORMAT_FLAGS,
+    ...KMS_FLAGS,
+    ...keyFlags("add"),
+    ...keyFlags("rm"),
+    { name: "ignore-mac", type: "boolean", help: "do not check the MAC of the document before rotating" },
+    DECRYPTION_ORDER_FLAG,
+    ...STORE_FLAGS,
+  ],
+} as const satisfies CommandSpec;
+
+/** Flags that make sense for one FILE only, refused with --store. */
+const FILE_ONLY = ["ignore-mac", ...[...OUTPUT_FLAGS, ...FORMAT_FLAGS].map((f) => f.name)];
+const STORE_ONLY = STORE_FLAGS.filter((f) => f.name !== "store").map((f) => f.name);
+
+export const rotateCommand: Command = {
+  spec,
   async run(args, io) {
-    const { values, positionals } = parseArgs({
-      args,
-      allowPositionals: true,
-      options: {
-        ...keyFlagOptions("add-rm"),
-        ...FORMAT_OPTIONS,
-        "encryption-context": { type: "string" },
-        "aws-profile": { type: "string" },
-        "ignore-mac": { type: "boolean" },
-        "decryption-order": { type: "string" },
-        output: { type: "string" },
-        "in-place": { type: "boolean", short: "i" },
-        store: { type: "string" },
-        prefix: { type: "string" },
-        concurrency: { type: "string" },
-        "dry-run": { type: "boolean" },
-      },
-    });
+    const { values, positionals, given } = parseFlags(spec, args, io.env);
     const v = values as Values;
-    return v.store !== undefined ? runStore(v, positionals, io) : runFile(v, positionals, io);
+    return v.store !== undefined ? runStore(v, positionals, given, io) : runFile(v, positionals, given, io);
   },
 };

@@ -1,5 +1,4 @@
 import { join, resolve } from "node:path";
-import { parseArgs } from "node:util";
 import {
   applyEnv,
   parseListenAddress,
@@ -11,33 +10,64 @@ import {
 import { type EmbeddedDefault, prepareEmbeddedDefault } from "../../service/embedded-default.ts";
 import { closeOnSignals, startServer } from "../../service/server.ts";
 import type { Command } from "../command.ts";
+import { type CommandSpec, parseFlags } from "../flags.ts";
 
 export function parseListen(text: string): { host: string; port: number } {
   return parseListenAddress(text, "--listen");
 }
+
+const spec = {
+  name: "serve",
+  summary: "run the REST service (embedded default: 127.0.0.1:7480, everything under ./data)",
+  flags: [
+    {
+      name: "config",
+      type: "string",
+      env: "BOOTSEAL_CONFIG",
+      value: "FILE",
+      help: "the service configuration (bootseal.yaml); without one, the embedded default",
+    },
+    {
+      name: "listen",
+      type: "string",
+      configEnv: "BOOTSEAL_LISTEN",
+      value: "HOST:PORT",
+      help: "the address to listen on",
+    },
+    {
+      name: "data-dir",
+      type: "string",
+      configEnv: "BOOTSEAL_DATA_DIR",
+      value: "DIR",
+      help: "where the embedded default keeps its store, keys and audit log (./data)",
+    },
+    {
+      name: "store",
+      type: "string",
+      configEnv: "BOOTSEAL_STORE",
+      value: "URL",
+      help: "the object store (file://DIR, s3://BUCKET/PREFIX, gs://BUCKET/PREFIX)",
+    },
+    {
+      name: "log-level",
+      type: "string",
+      configEnv: "BOOTSEAL_LOG_LEVEL",
+      value: "LEVEL",
+      help: "fatal, error, warn, info, debug, trace or silent",
+    },
+  ],
+  notes: ["Settings: flags, then BOOTSEAL_* variables, then the config file (docs/configuration.md)."],
+} as const satisfies CommandSpec;
 
 /**
  * Configuration, lowest precedence first: the embedded default (no --config), the config
  * file, BOOTSEAL_* variables, flags. The embedded default fills only what is still unset.
  */
 export const serveCommand: Command = {
-  name: "serve",
-  summary: "run the REST service (embedded default: 127.0.0.1:7480, everything under ./data)",
-  usage:
-    "bootseal serve [--config bootseal.yaml] [--listen HOST:PORT] [--data-dir DIR] [--store URL] [--log-level L]",
+  spec,
   async run(args, io) {
-    const { values } = parseArgs({
-      args,
-      options: {
-        listen: { type: "string" },
-        "data-dir": { type: "string" },
-        config: { type: "string" },
-        store: { type: "string" },
-        "log-level": { type: "string" },
-      },
-      strict: true,
-    });
-    const configFile = values.config ?? io.env.BOOTSEAL_CONFIG;
+    const { values } = parseFlags(spec, args, io.env);
+    const configFile = values.config;
     const raw = applyEnv(configFile ? readServiceConfigFile(resolve(io.cwd, configFile)) : {}, io.env);
     if (values.listen !== undefined) {
       parseListen(values.listen);

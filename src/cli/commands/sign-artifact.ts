@@ -1,6 +1,5 @@
 import { readFile } from "node:fs/promises";
 import { basename } from "node:path";
-import { parseArgs } from "node:util";
 import {
   generateSigningKey,
   loadPrivateKey,
@@ -11,25 +10,46 @@ import {
 import { BootsealError } from "../../errors.ts";
 import { writeFileAtomic } from "../../files/atomic-write.ts";
 import type { Command } from "../command.ts";
+import { type CommandSpec, parseFlags } from "../flags.ts";
+
+const spec = {
+  name: "sign-artifact",
+  summary: "sign a release file (the single executable) with Ed25519; writes FILE.sig and FILE.sha256",
+  operands: "FILE",
+  forms: ["--generate-key KEY.pem [--public-out PUB.pem]"],
+  flags: [
+    { name: "key", type: "string", value: "KEY.pem", help: "the Ed25519 private key (PEM) to sign with" },
+    {
+      name: "signature-out",
+      type: "string",
+      value: "SIG",
+      help: "where the raw 64-byte signature goes (default: FILE.sig)",
+    },
+    {
+      name: "sha256-out",
+      type: "string",
+      value: "FILE",
+      help: "where the sha256sum line goes (default: FILE.sha256)",
+    },
+    {
+      name: "generate-key",
+      type: "string",
+      value: "KEY.pem",
+      help: "write a new Ed25519 private key here (0600) instead of signing",
+    },
+    {
+      name: "public-out",
+      type: "string",
+      value: "PUB.pem",
+      help: "with --generate-key: where its public key goes (default: KEY.pub.pem)",
+    },
+  ],
+} as const satisfies CommandSpec;
 
 export const signArtifactCommand: Command = {
-  name: "sign-artifact",
-  summary: "sign a release file with Ed25519: FILE.sig (raw 64 bytes) and FILE.sha256 (sha256sum format)",
-  usage:
-    "bootseal sign-artifact --key KEY.pem [--signature-out SIG] [--sha256-out F] FILE\n" +
-    "bootseal sign-artifact --generate-key KEY.pem [--public-out PUB.pem]",
+  spec,
   async run(args, io) {
-    const { values, positionals } = parseArgs({
-      args,
-      allowPositionals: true,
-      options: {
-        key: { type: "string" },
-        "generate-key": { type: "string" },
-        "public-out": { type: "string" },
-        "signature-out": { type: "string" },
-        "sha256-out": { type: "string" },
-      },
-    });
+    const { values, positionals } = parseFlags(spec, args, io.env);
     const generate = values["generate-key"];
     if (generate !== undefined) {
       if (positionals.length > 0) throw new BootsealError("USAGE", "--generate-key takes no file");

@@ -1,19 +1,25 @@
-import { parseArgs } from "node:util";
 import { BootsealError } from "../../errors.ts";
 import { parseMachineId } from "../../machine/machine-id.ts";
 import type { Command } from "../command.ts";
-import { CLIENT_OPTIONS, call, clientSettings, serviceUrl } from "../service-client.ts";
+import { CLIENT_FLAGS } from "../flag-groups.ts";
+import { type CommandSpec, parseFlags } from "../flags.ts";
+import { call, clientSettings, serviceUrl } from "../service-client.ts";
 
-export const statusCommand: Command = {
+const spec = {
   name: "status",
   summary: "show a machine's bootstrap phase and history, or list machines with their phase",
-  usage: "bootseal status --server URL [--token-file F] [--ca-file F] [--namespace NS] [--phase P] [NS/NAME]",
+  operands: "[NS/NAME]",
+  flags: [
+    ...CLIENT_FLAGS,
+    { name: "namespace", type: "string", value: "NS", help: "list only the machines of this namespace" },
+    { name: "phase", type: "string", value: "PHASE", help: "list only the machines in this phase" },
+  ],
+} as const satisfies CommandSpec;
+
+export const statusCommand: Command = {
+  spec,
   async run(args, io) {
-    const { values, positionals } = parseArgs({
-      args,
-      allowPositionals: true,
-      options: { ...CLIENT_OPTIONS, namespace: { type: "string" }, phase: { type: "string" } },
-    });
+    const { values, positionals } = parseFlags(spec, args, io.env);
     if (positionals.length > 1) throw new BootsealError("USAGE", "status takes at most one NS/NAME");
     const settings = await clientSettings(values, io.env, (l) => io.stderr.write(`bootseal status: ${l}\n`));
     const target = positionals[0];

@@ -4,7 +4,6 @@
  * the MAC is not verified (as in sops), the file is rewritten in place.
  */
 import { createInterface } from "node:readline/promises";
-import { parseArgs } from "node:util";
 import { resolverFor } from "../../../providers/keys/index.ts";
 import { emitEncrypted, loadEncrypted } from "../../envelope/document.ts";
 import { unwrapDataKey, wrapDataKey } from "../../envelope/sops/key-groups.ts";
@@ -12,25 +11,28 @@ import { BootsealError } from "../../errors.ts";
 import { replaceFile } from "../../files/atomic-write.ts";
 import type { Command } from "../command.ts";
 import { readInput } from "../file-io.ts";
+import { DECRYPTION_ORDER_FLAG, INPUT_TYPE_FLAG, SOPS_CONFIG_FLAG, THRESHOLD_FLAG } from "../flag-groups.ts";
+import { type CommandSpec, parseFlags } from "../flags.ts";
 import { masterKeyFromEntry, setupFromConfig } from "../key-setup.ts";
 import { parseDecryptionOrder, pickFormats, providerDeps } from "../sops-file.ts";
 
-export const updatekeysCommand: Command = {
+const spec = {
   name: "updatekeys",
   summary: "re-wrap a document's data key for the keys its .sops.yaml rule now lists",
-  usage: "bootseal updatekeys [-y] [--shamir-secret-sharing-threshold N] [--config F] [--input-type T] FILE",
+  operands: "FILE",
+  flags: [
+    { name: "yes", short: "y", type: "boolean", help: "pre-approve all changes and run non-interactively" },
+    THRESHOLD_FLAG,
+    SOPS_CONFIG_FLAG,
+    INPUT_TYPE_FLAG,
+    DECRYPTION_ORDER_FLAG,
+  ],
+} as const satisfies CommandSpec;
+
+export const updatekeysCommand: Command = {
+  spec,
   async run(args, io) {
-    const { values, positionals } = parseArgs({
-      args,
-      allowPositionals: true,
-      options: {
-        yes: { type: "boolean", short: "y" },
-        "shamir-secret-sharing-threshold": { type: "string" },
-        "input-type": { type: "string" },
-        "decryption-order": { type: "string" },
-        config: { type: "string" },
-      },
-    });
+    const { values, positionals } = parseFlags(spec, args, io.env);
     if (positionals.length !== 1) throw new BootsealError("USAGE", "updatekeys takes one file");
     const file = positionals[0] as string;
     const deps = providerDeps(io.env);
@@ -73,7 +75,7 @@ export const updatekeysCommand: Command = {
 
     const dataKey = await unwrapDataKey(doc.metadata.keyGroups, resolverFor(deps), {
       threshold: doc.metadata.shamirThreshold,
-      order: parseDecryptionOrder(values["decryption-order"] ?? io.env.SOPS_DECRYPTION_ORDER),
+      order: parseDecryptionOrder(values["decryption-order"]),
     });
     try {
       const keyGroups = await wrapDataKey(dataKey, setup.groups, { threshold });

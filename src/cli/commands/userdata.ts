@@ -1,36 +1,45 @@
-import { parseArgs } from "node:util";
 import { BootsealError } from "../../errors.ts";
 import { writeFileAtomic } from "../../files/atomic-write.ts";
 import { parseMachineId } from "../../machine/machine-id.ts";
 import type { Command } from "../command.ts";
-import { CLIENT_OPTIONS, call, clientSettings, serviceUrl } from "../service-client.ts";
+import { CLIENT_FLAGS } from "../flag-groups.ts";
+import { type CommandSpec, parseFlags } from "../flags.ts";
+import { call, clientSettings, serviceUrl } from "../service-client.ts";
 
-const FORMATS = ["cloud-init", "ignition", "powershell"];
+const FORMATS = ["cloud-init", "ignition", "powershell"] as const;
 
-export const userdataCommand: Command = {
+const spec = {
   name: "userdata",
   summary:
-    "get a machine's user-data stub (it carries a fresh bootstrap token: the previous one stops working)",
-  usage:
-    "bootseal userdata --server URL --machine NS/NAME --format cloud-init|ignition|powershell\n" +
-    "                  [--token-file F] [--ca-file F] [--output FILE]",
+    "get a machine's user-data stub (cloud-init, ignition, powershell); it carries a fresh bootstrap token",
+  flags: [
+    ...CLIENT_FLAGS,
+    { name: "machine", type: "string", value: "NS/NAME", required: true, help: "the machine" },
+    {
+      name: "format",
+      type: "string",
+      value: FORMATS.join("|"),
+      default: "cloud-init",
+      help: "the kind of stub",
+    },
+    {
+      name: "output",
+      type: "string",
+      value: "FILE",
+      help: "write the stub to this file (0600) instead of standard output",
+    },
+  ],
+  notes: ["The stub's new bootstrap token replaces the machine's previous one, which stops working."],
+} as const satisfies CommandSpec;
+
+export const userdataCommand: Command = {
+  spec,
   async run(args, io) {
-    const { values, positionals } = parseArgs({
-      args,
-      allowPositionals: false,
-      options: {
-        ...CLIENT_OPTIONS,
-        machine: { type: "string" },
-        format: { type: "string" },
-        output: { type: "string" },
-      },
-    });
-    if (positionals.length > 0) throw new BootsealError("USAGE", "userdata takes no positional arguments");
-    if (values.machine === undefined) throw new BootsealError("USAGE", "userdata needs --machine NS/NAME");
-    const format = values.format ?? "cloud-init";
-    if (!FORMATS.includes(format))
+    const { values } = parseFlags(spec, args, io.env);
+    const format = values.format;
+    if (!(FORMATS as readonly string[]).includes(format))
       throw new BootsealError("USAGE", `--format must be one of ${FORMATS.join(", ")}`);
-    const m = parseMachineId(values.machine);
+    const m = parseMachineId(values.machine as string);
     const settings = await clientSettings(values, io.env, (l) =>
       io.stderr.write(`bootseal userdata: ${l}\n`),
     );

@@ -1,6 +1,5 @@
 import { readFile } from "node:fs/promises";
 import { basename } from "node:path";
-import { parseArgs } from "node:util";
 import {
   loadPublicKey,
   readArtifact,
@@ -10,6 +9,7 @@ import {
 } from "../../artifact/signing.ts";
 import { BootsealError } from "../../errors.ts";
 import type { Command } from "../command.ts";
+import { type CommandSpec, parseFlags } from "../flags.ts";
 
 async function readSmall(path: string, flag: string): Promise<Buffer> {
   try {
@@ -19,25 +19,43 @@ async function readSmall(path: string, flag: string): Promise<Buffer> {
   }
 }
 
-export const verifyArtifactCommand: Command = {
+const spec = {
   name: "verify-artifact",
-  summary: "check a release file's Ed25519 signature (and SHA-256) before running it",
-  usage: "bootseal verify-artifact --public-key PUB.pem [--signature SIG] [--sha256 HEX|FILE] FILE",
+  summary: "check a release file's Ed25519 signature and SHA-256 before running it",
+  operands: "FILE",
+  flags: [
+    {
+      name: "public-key",
+      type: "string",
+      value: "PUB.pem",
+      required: true,
+      help: "the Ed25519 public key (PEM) the file must be signed with",
+    },
+    {
+      name: "signature",
+      type: "string",
+      value: "SIG",
+      help: "the raw 64-byte signature (default: FILE.sig)",
+    },
+    {
+      name: "sha256",
+      type: "string",
+      value: "HEX|FILE",
+      help: "the expected SHA-256, as hex or a sha256sum file",
+    },
+  ],
+} as const satisfies CommandSpec;
+
+export const verifyArtifactCommand: Command = {
+  spec,
   async run(args, io) {
-    const { values, positionals } = parseArgs({
-      args,
-      allowPositionals: true,
-      options: {
-        "public-key": { type: "string" },
-        signature: { type: "string" },
-        sha256: { type: "string" },
-      },
-    });
+    const { values, positionals } = parseFlags(spec, args, io.env);
     const file = positionals[0];
-    if (values["public-key"] === undefined || file === undefined || positionals.length !== 1) {
+    if (file === undefined || positionals.length !== 1) {
       throw new BootsealError("USAGE", "verify-artifact needs --public-key PUB.pem and one FILE");
     }
-    const key = loadPublicKey(await readSmall(values["public-key"], "public-key"), values["public-key"]);
+    const publicKey = values["public-key"] as string;
+    const key = loadPublicKey(await readSmall(publicKey, "public-key"), publicKey);
     const signature = readSignature(await readSmall(values.signature ?? `${file}.sig`, "signature"));
     let expected: string | undefined;
     if (values.sha256 !== undefined) {

@@ -1,0 +1,93 @@
+/**
+ * Flags several commands share, declared once (the key and selection flags are in
+ * ./key-flags.ts). Wording follows `sops <command> --help` where sops has the flag.
+ */
+import type { Flag } from "./flags.ts";
+
+const FORMAT_LIST = "yaml, json, dotenv, ini or binary";
+
+export const INPUT_TYPE_FLAG = {
+  name: "input-type",
+  type: "string",
+  value: "TYPE",
+  help: `${FORMAT_LIST}; if not set, the file's extension decides`,
+} as const satisfies Flag;
+
+/** The sops document flags of decrypt, encrypt and rotate FILE. */
+export const FORMAT_FLAGS = [
+  INPUT_TYPE_FLAG,
+  {
+    name: "output-type",
+    type: "string",
+    value: "TYPE",
+    help: `${FORMAT_LIST}; if not set, the input's type or extension decides`,
+  },
+  {
+    name: "filename-override",
+    type: "string",
+    value: "NAME",
+    help: "use this file name instead of FILE to find the .sops.yaml rule and the types (for standard input)",
+  },
+  { name: "indent", type: "string", value: "N", help: "indent the output by N spaces (0 to 16)" },
+] as const satisfies readonly Flag[];
+
+/** Where a sops-style command writes its result (standard output by default). */
+export const OUTPUT_FLAGS = [
+  {
+    name: "in-place",
+    short: "i",
+    type: "boolean",
+    help: "write output back to the same file instead of standard output",
+  },
+  { name: "output", type: "string", value: "FILE", help: "write the output to this file" },
+] as const satisfies readonly Flag[];
+
+export const DECRYPTION_ORDER_FLAG = {
+  name: "decryption-order",
+  type: "string",
+  env: "SOPS_DECRYPTION_ORDER",
+  value: "KINDS",
+  help: "comma separated list of key kinds to try first (age, pgp, kms, gcp_kms, azure_kv, hc_vault)",
+} as const satisfies Flag;
+
+export const SOPS_CONFIG_FLAG = {
+  name: "config",
+  type: "string",
+  env: "SOPS_CONFIG",
+  value: "FILE",
+  help: "the .sops.yaml to use instead of searching from the working directory upwards",
+} as const satisfies Flag;
+
+export const THRESHOLD_FLAG = {
+  name: "shamir-secret-sharing-threshold",
+  type: "string",
+  value: "N",
+  help: "the number of key groups needed to recover the data key (Shamir)",
+} as const satisfies Flag;
+
+/** fetch and the controller clients: a private CA for an https service. */
+export const CA_FILE_FLAG = {
+  name: "ca-file",
+  type: "string",
+  value: "FILE",
+  help: "extra CA certificates (PEM) for an https service",
+} as const satisfies Flag;
+
+/** publish, status, userdata: how to reach the service and who we are. */
+export const CLIENT_FLAGS = [
+  {
+    name: "server",
+    type: "string",
+    env: "BOOTSEAL_SERVER",
+    value: "URL",
+    required: true,
+    help: "the bootseal service's base URL (http or https)",
+  },
+  {
+    name: "token-file",
+    type: "string",
+    value: "FILE",
+    help: "file holding the controller token (not readable by group or others); else $BOOTSEAL_TOKEN",
+  },
+  CA_FILE_FLAG,
+] as const satisfies readonly Flag[];
