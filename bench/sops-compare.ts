@@ -19,9 +19,10 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { optionalPeer } from "../test/helpers/peers.ts";
 
-const sops = process.env.BOOTSEAL_TEST_SOPS_BIN ?? "sops";
-const ageKeygen = process.env.BOOTSEAL_TEST_AGE_KEYGEN_BIN ?? "age-keygen";
+const sops = optionalPeer("SOPS_BIN") ?? "sops";
+const ageKeygen = optionalPeer("AGE_KEYGEN_BIN") ?? "age-keygen";
 const bootsealMain =
   process.env.BOOTSEAL_BENCH_MAIN ?? fileURLToPath(new URL("../dist/cli/main.js", import.meta.url));
 const rounds = Number(process.argv[2] ?? 7);
