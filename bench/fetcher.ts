@@ -19,6 +19,7 @@ import { join } from "node:path";
 import { argv, env, execPath } from "node:process";
 import { fileURLToPath } from "node:url";
 import { generateX25519Identity, identityToRecipient } from "age-encryption";
+import { optionalPeer } from "../test/helpers/peers.ts";
 
 const REPO = fileURLToPath(new URL("../", import.meta.url));
 const CLI = join(REPO, "src/cli/main.ts");
@@ -57,7 +58,7 @@ try {
     if (b.status !== 0) throw new Error(`build:sea failed: ${b.stderr}`);
     sea = join(out, "bootseal");
   }
-  const sops = env.BOOTSEAL_TEST_SOPS_BIN;
+  const sops = optionalPeer("SOPS_BIN");
   const machineEnv = { PATH: env.PATH, HOME: dir, SOPS_AGE_KEY_FILE: keyFile };
 
   let n = 0;

@@ -31,13 +31,7 @@ import { join } from "node:path";
 import { argv, env, exit, version as nodeVersion } from "node:process";
 import { parseArgs } from "node:util";
 import { CreateKeyCommand, KMSClient, ScheduleKeyDeletionCommand } from "@aws-sdk/client-kms";
-import {
-  CreateBucketCommand,
-  DeleteBucketCommand,
-  DeleteObjectsCommand,
-  ListObjectsV2Command,
-  S3Client,
-} from "@aws-sdk/client-s3";
+import { CreateBucketCommand } from "@aws-sdk/client-s3";
 import type { TokenCredential } from "@azure/identity";
 import { KeyClient } from "@azure/keyvault-keys";
 import { KeyManagementServiceClient } from "@google-cloud/kms";
@@ -50,7 +44,8 @@ import type { KeyEntry, KeyKind, MasterKey, ProviderDeps } from "../providers/ke
 import { openStore } from "../providers/stores/index.ts";
 import { createMemoryStore } from "../providers/stores/memory.ts";
 import type { ObjectStore } from "../providers/stores/object-store.ts";
-import { uniqueName } from "../test/helpers/peers.ts";
+import { optionalPeer, type PeerName, peer, uniqueName } from "../test/helpers/peers.ts";
+import { moto, rawS3, removeS3Bucket, type S3Peer, seaweedfs } from "../test/helpers/s3.ts";
 
 const { values: args } = parseArgs({
   args: argv.slice(2),
@@ -201,10 +196,10 @@ function keyFrom(kind: KeyKind, fields: [string, string | Record<string, string>
   return type.fromMetadata(entry, deps);
 }
 
-function needs(...names: string[]): () => string | null {
+function needs(...names: PeerName[]): () => string | null {
   return () => {
-    const absent = names.filter((n) => !env[n]);
-    return absent.length === 0 ? null : `not set: ${absent.join(", ")}`;
+    const absent = names.filter((n) => optionalPeer(n) === undefined);
+    return absent.length === 0 ? null : `not set: ${absent.map((n) => `BOOTSEAL_TEST_${n}`).join(", ")}`;
   };
 }
 
@@ -212,14 +207,14 @@ async function tempDir(prefix: string): Promise<string> {
   return mkdtemp(join(tmpdir(), prefix));
 }
 
-function awsKmsCase(id: string, variable: string, peer: string): Case<MasterKey> {
+function awsKmsCase(id: string, variable: PeerName, peerName: string): Case<MasterKey> {
   return {
     id,
     name: "AWS KMS (context)",
-    peer,
+    peer: peerName,
     missing: needs(variable),
     prepare: async () => {
-      const endpoint = env[variable] as string;
+      const endpoint = peer(variable);
       const admin = new KMSClient({ endpoint, region: "us-east-1", credentials: AWS_TEST_CREDENTIALS });
       const meta = (await admin.send(new CreateKeyCommand({ Description: "bootseal bench/providers" })))
         .KeyMetadata;
@@ -301,15 +296,15 @@ const keyCases: Case<MasterKey>[] = [
       };
     },
   },
-  awsKmsCase("kms-moto", "BOOTSEAL_TEST_KMS_MOTO_ENDPOINT", "moto (emulator)"),
-  awsKmsCase("kms-local", "BOOTSEAL_TEST_KMS_LOCAL_ENDPOINT", "local-kms (emulator)"),
+  awsKmsCase("kms-moto", "KMS_MOTO_ENDPOINT", "moto (emulator)"),
+  awsKmsCase("kms-local", "KMS_LOCAL_ENDPOINT", "local-kms (emulator)"),
   {
     id: "gcp-kms",
     name: "GCP KMS",
     peer: "FAKE: test/fakes/gcp-kms-fake.ts (gRPC)",
-    missing: needs("BOOTSEAL_TEST_GCP_KMS_ENDPOINT"),
+    missing: needs("GCP_KMS_ENDPOINT"),
     prepare: async () => {
-      const endpoint = (env.BOOTSEAL_TEST_GCP_KMS_ENDPOINT as string).replace(/^[a-z]+:\/\//, "");
+      const endpoint = peer("GCP_KMS_ENDPOINT").replace(/^[a-z]+:\/\//, "");
       const at = endpoint.lastIndexOf(":");
       const admin = new KeyManagementServiceClient({
         apiEndpoint: endpoint.slice(0, at),
@@ -348,9 +343,9 @@ const keyCases: Case<MasterKey>[] = [
     id: "azure-kv",
     name: "Azure Key Vault (RSA-2048)",
     peer: "FAKE: test/fakes/azure-kv-fake.ts (HTTPS)",
-    missing: needs("BOOTSEAL_TEST_AZURE_KV_URL"),
+    missing: needs("AZURE_KV_URL"),
     prepare: async () => {
-      const vaultUrl = (env.BOOTSEAL_TEST_AZURE_KV_URL as string).replace(/\/+$/, "");
+      const vaultUrl = peer("AZURE_KV_URL").replace(/\/+$/, "");
       const admin = new KeyClient(vaultUrl, STATIC_TOKEN, { disableChallengeResourceVerification: true });
       const name = uniqueName("bench");
       const created = await admin.createRsaKey(name, { keySize: 2048 });
@@ -375,10 +370,10 @@ const keyCases: Case<MasterKey>[] = [
     id: "vault",
     name: "Vault transit",
     peer: "OpenBao dev server (real)",
-    missing: needs("BOOTSEAL_TEST_VAULT_ADDR", "BOOTSEAL_TEST_VAULT_TOKEN"),
+    missing: needs("VAULT_ADDR", "VAULT_TOKEN"),
     prepare: async () => {
-      const addr = env.BOOTSEAL_TEST_VAULT_ADDR as string;
-      const token = env.BOOTSEAL_TEST_VAULT_TOKEN as string;
+      const addr = peer("VAULT_ADDR");
+      const token = peer("VAULT_TOKEN");
       const name = uniqueName("bench");
       const call = async (method: string, path: string, body?: object) => {
         const res = await fetch(`${addr}/v1/transit/keys/${name}${path}`, {
@@ -413,42 +408,11 @@ const keyCases: Case<MasterKey>[] = [
 // ---------------------------------------------------------------------------------------------
 // Object stores
 
-interface S3Peer {
-  readonly endpoint: string;
-  readonly credentials: { accessKeyId: string; secretAccessKey: string };
-}
-
-function rawS3(p: S3Peer): S3Client {
-  return new S3Client({
-    endpoint: p.endpoint,
-    credentials: p.credentials,
-    region: "us-east-1",
-    forcePathStyle: true,
-  });
-}
-
-/** Every object of the bucket, then the bucket. */
-async function removeS3Bucket(p: S3Peer, Bucket: string): Promise<void> {
-  const s3 = rawS3(p);
-  try {
-    for (;;) {
-      const page = await s3.send(new ListObjectsV2Command({ Bucket, MaxKeys: 1000 }));
-      const keys = (page.Contents ?? []).map((o) => ({ Key: o.Key as string }));
-      if (keys.length === 0) break;
-      const out = await s3.send(new DeleteObjectsCommand({ Bucket, Delete: { Objects: keys, Quiet: true } }));
-      if (out.Errors?.length) throw new Error(`DeleteObjects: ${out.Errors.length} failed`);
-    }
-    await s3.send(new DeleteBucketCommand({ Bucket }));
-  } finally {
-    s3.destroy();
-  }
-}
-
-function s3Case(id: string, peer: string, vars: string[], p: () => S3Peer): Case<ObjectStore> {
+function s3Case(id: string, peerName: string, vars: PeerName[], p: () => S3Peer): Case<ObjectStore> {
   return {
     id,
     name: "s3://",
-    peer,
+    peer: peerName,
     missing: needs(...vars),
     prepare: async () => {
       const s3Peer = p();
@@ -461,7 +425,9 @@ function s3Case(id: string, peer: string, vars: string[], p: () => S3Peer): Case
           s3: { endpoint: s3Peer.endpoint, credentials: s3Peer.credentials },
           env: {},
         }),
-        cleanup: () => removeS3Bucket(s3Peer, Bucket),
+        cleanup: async () => {
+          await removeS3Bucket(s3Peer, Bucket);
+        },
       };
     },
   };
@@ -491,26 +457,17 @@ const storeCases: Case<ObjectStore>[] = [
   s3Case(
     "s3-seaweedfs",
     "SeaweedFS weed mini (real)",
-    ["BOOTSEAL_TEST_S3_SEAWEEDFS_ENDPOINT", "BOOTSEAL_TEST_S3_SEAWEEDFS_ACCESS_KEY"],
-    () => ({
-      endpoint: env.BOOTSEAL_TEST_S3_SEAWEEDFS_ENDPOINT as string,
-      credentials: {
-        accessKeyId: env.BOOTSEAL_TEST_S3_SEAWEEDFS_ACCESS_KEY as string,
-        secretAccessKey: env.BOOTSEAL_TEST_S3_SEAWEEDFS_SECRET_KEY as string,
-      },
-    }),
+    ["S3_SEAWEEDFS_ENDPOINT", "S3_SEAWEEDFS_ACCESS_KEY", "S3_SEAWEEDFS_SECRET_KEY"],
+    seaweedfs,
   ),
-  s3Case("s3-moto", "moto (emulator)", ["BOOTSEAL_TEST_S3_MOTO_ENDPOINT"], () => ({
-    endpoint: env.BOOTSEAL_TEST_S3_MOTO_ENDPOINT as string,
-    credentials: AWS_TEST_CREDENTIALS,
-  })),
+  s3Case("s3-moto", "moto (emulator)", ["S3_MOTO_ENDPOINT"], moto),
   {
     id: "gcs",
     name: "gs://",
     peer: "fake-gcs-server (emulator)",
-    missing: needs("BOOTSEAL_TEST_GCS_ENDPOINT"),
+    missing: needs("GCS_ENDPOINT"),
     prepare: async () => {
-      const apiEndpoint = env.BOOTSEAL_TEST_GCS_ENDPOINT as string;
+      const apiEndpoint = peer("GCS_ENDPOINT");
       const storage = new Storage({ apiEndpoint, projectId: "test" });
       const [bucket] = await storage.createBucket(uniqueName("bench-providers"));
       return {

@@ -21,25 +21,21 @@
  * (bench-service-…) is left behind until the next `scripts/peers.sh up` empties the peers' data.
  * Exits 1 when any request did not answer 2xx.
  */
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { existsSync, rmSync } from "node:fs";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, rm } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { cpus, loadavg, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
-import { argv, env, execPath, exit, version as nodeVersion } from "node:process";
+import { argv, env, exit, version as nodeVersion } from "node:process";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import {
-  CreateBucketCommand,
-  DeleteBucketCommand,
-  DeleteObjectsCommand,
-  ListObjectsV2Command,
-  S3Client,
-} from "@aws-sdk/client-s3";
+import { CreateBucketCommand } from "@aws-sdk/client-s3";
 import { generateX25519Identity, identityToRecipient } from "age-encryption";
-import { stringify } from "yaml";
+import { uniqueName } from "../test/helpers/peers.ts";
+import { rawS3, removeS3Bucket, type S3Peer, seaweedfs } from "../test/helpers/s3.ts";
+import { serve } from "../test/service/serve-harness.ts";
 
 // autocannon ships no types: the part of its programmatic API used here.
 interface AcHistogram {
@@ -127,61 +123,20 @@ for (const sig of ["SIGINT", "SIGTERM"] as const) {
   process.once(sig, () => abort(130));
 }
 
-interface Server {
-  readonly url: string;
-  readonly child: ChildProcess;
-  output(): string;
-  stop(): Promise<void>;
-}
-
-/** Starts `bootseal serve` on 127.0.0.1 with a port of its choosing; waits for its banner. */
+/** `bootseal serve` on 127.0.0.1 (the test harness's), tracked for the watchdog. */
 async function startServe(dir: string, name: string, config: object, extraEnv: NodeJS.ProcessEnv) {
-  const file = join(dir, `${name}.yaml`);
-  await writeFile(file, stringify(config));
-  const child = spawn(execPath, [ENTRY, "serve", "--config", file, "--listen", "127.0.0.1:0"], {
-    stdio: ["ignore", "pipe", "pipe"],
-    env: { PATH: env.PATH, HOME: dir, ...extraEnv },
-    cwd: dir,
-  });
-  children.add(child);
-  let out = "";
-  // Keep the pipes drained (a full pipe would stall the server) and the tail for errors.
-  const keep = (c: Buffer) => {
-    out = (out + c.toString()).slice(-20_000);
+  const served = await serve(dir, name, { ...config }, { PATH: env.PATH, HOME: dir, ...extraEnv }, ENTRY);
+  children.add(served.child);
+  // SIGTERM, then SIGKILL if the server has not exited 5 s later.
+  const stop = async (): Promise<void> => {
+    const kill = setTimeout(() => served.child.kill("SIGKILL"), 5000);
+    await served.stop();
+    clearTimeout(kill);
+    children.delete(served.child);
   };
-  child.stdout?.on("data", keep);
-  child.stderr?.on("data", keep);
-  const stop = () =>
-    new Promise<void>((resolve) => {
-      if (child.exitCode !== null || child.signalCode !== null) {
-        children.delete(child);
-        return resolve();
-      }
-      const kill = setTimeout(() => child.kill("SIGKILL"), 5000);
-      child.once("exit", () => {
-        clearTimeout(kill);
-        children.delete(child);
-        resolve();
-      });
-      child.kill("SIGTERM");
-    });
-  return new Promise<Server>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${name}: serve did not start: ${out}`)), 30_000);
-    const onData = () => {
-      const m = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
-      if (m && out.includes("controllers:")) {
-        clearTimeout(timer);
-        child.stdout?.off("data", onData);
-        resolve({ url: m[1] as string, child, output: () => out, stop });
-      }
-    };
-    child.stdout?.on("data", onData);
-    child.once("exit", (code) => {
-      clearTimeout(timer);
-      reject(new Error(`${name}: serve exited (${code}): ${out}`));
-    });
-  });
+  return { ...served, stop };
 }
+type Server = Awaited<ReturnType<typeof startServe>>;
 
 interface Row {
   readonly reqPerSec: number;
@@ -308,19 +263,10 @@ async function runCases(label: string, server: Server, controller: string): Prom
   return rows;
 }
 
-/** Empties and removes the bench bucket (bounded: a failure is reported, not thrown). */
-async function dropBucket(s3: S3Client, Bucket: string): Promise<void> {
-  const deadline = Date.now() + 60_000;
+/** Empties and removes the bench bucket (a failure is reported, not thrown). */
+async function dropBucket(p: S3Peer, Bucket: string): Promise<void> {
   try {
-    let removed = 0;
-    while (Date.now() < deadline) {
-      const page = await s3.send(new ListObjectsV2Command({ Bucket, MaxKeys: 1000 }));
-      const keys = (page.Contents ?? []).map((o) => ({ Key: o.Key as string }));
-      if (keys.length === 0) break;
-      await s3.send(new DeleteObjectsCommand({ Bucket, Delete: { Objects: keys, Quiet: true } }));
-      removed += keys.length;
-    }
-    await s3.send(new DeleteBucketCommand({ Bucket }));
+    const removed = await removeS3Bucket(p, Bucket);
     console.log(`  s3: bucket ${Bucket} emptied (${removed} objects) and removed`);
   } catch (err) {
     console.error(`  s3: could not remove bucket ${Bucket}: ${(err as Error).message}`);
@@ -366,21 +312,12 @@ try {
         await server.stop();
       }
     } else {
-      const endpoint = env.BOOTSEAL_TEST_S3_SEAWEEDFS_ENDPOINT;
-      const accessKeyId = env.BOOTSEAL_TEST_S3_SEAWEEDFS_ACCESS_KEY;
-      const secretAccessKey = env.BOOTSEAL_TEST_S3_SEAWEEDFS_SECRET_KEY;
-      if (!endpoint || !accessKeyId || !secretAccessKey) {
-        throw new Error("BOOTSEAL_TEST_S3_SEAWEEDFS_* unset: source .peers/env (scripts/peers.sh up)");
-      }
+      const s3Peer = seaweedfs();
+      const { endpoint, credentials } = s3Peer;
       if (!/^http:\/\/127\.0\.0\.1:\d+$/.test(endpoint))
         throw new Error(`not a loopback endpoint: ${endpoint}`);
-      const s3 = new S3Client({
-        endpoint,
-        region: "us-east-1",
-        forcePathStyle: true,
-        credentials: { accessKeyId, secretAccessKey },
-      });
-      const Bucket = `bench-service-${Date.now().toString(36)}-${randomBytes(3).toString("hex")}`;
+      const s3 = rawS3(s3Peer);
+      const Bucket = uniqueName("bench-service");
       await s3.send(new CreateBucketCommand({ Bucket }));
       try {
         const server = await startServe(
@@ -392,7 +329,7 @@ try {
             s3: { endpoint, region: "us-east-1", forcePathStyle: true },
             audit: { path: join(dir, "audit-s3.log") },
           },
-          { AWS_ACCESS_KEY_ID: accessKeyId, AWS_SECRET_ACCESS_KEY: secretAccessKey },
+          { AWS_ACCESS_KEY_ID: credentials.accessKeyId, AWS_SECRET_ACCESS_KEY: credentials.secretAccessKey },
         );
         try {
           results.set("s3", await runCases("s3", server, controller));
@@ -400,8 +337,8 @@ try {
           await server.stop();
         }
       } finally {
-        await dropBucket(s3, Bucket);
         s3.destroy();
+        await dropBucket(s3Peer, Bucket);
       }
     }
   }

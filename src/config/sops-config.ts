@@ -11,7 +11,7 @@ import { dirname, join, resolve, sep } from "node:path";
 import { parseDocument } from "yaml";
 import type { KeyEntry } from "../../providers/keys/master-key.ts";
 import type { SelectionRule } from "../envelope/sops/metadata.ts";
-import { compileRe2 } from "../envelope/sops/re2.ts";
+import { compileRegex, type GoRegexp } from "../envelope/sops/walk.ts";
 import { BootsealError } from "../errors.ts";
 import {
   ageKey,
@@ -40,9 +40,9 @@ import {
 
 export { keyIdentity } from "./sops-config-keys.ts";
 
-function compilePathRegex(pattern: string): RegExp {
+function compilePathRegex(pattern: string): GoRegexp {
   try {
-    return compileRe2(pattern);
+    return compileRegex(pattern);
   } catch (cause) {
     throw bad(`path_regex: ${(cause as Error).message}`);
   }
@@ -62,7 +62,7 @@ export interface SopsStoresConfig {
 /** A rule as parsed; keys are resolved by matchCreationRule (the shorthand `kms` needs the CLI context). */
 export interface ParsedCreationRule {
   readonly pathRegex: string | null;
-  readonly regex: RegExp | null;
+  readonly regex: GoRegexp | null;
   readonly keyGroups: readonly (readonly KeyEntry[])[] | null;
   /** Shorthand single group, in sops's order: age, pgp | kms | gcp_kms, azure_keyvault, hc_vault. */
   readonly shorthand: {

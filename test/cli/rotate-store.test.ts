@@ -24,7 +24,8 @@ import { BootsealError } from "../../src/errors.ts";
 import { decryptPayload } from "../../src/fetcher/decrypt-payload.ts";
 import { type AgeKey, ageKey, CLI, encrypt } from "../fetcher/helpers.ts";
 import { peer } from "../helpers/peers.ts";
-import { s3Bucket, seaweedfs } from "../providers/stores/peer-buckets.ts";
+import { seaweedfs } from "../helpers/s3.ts";
+import { s3Bucket } from "../providers/stores/peer-buckets.ts";
 
 type Format = "binary" | "json" | "yaml";
 const FORMATS: readonly Format[] = ["binary", "json", "yaml"];

@@ -20,15 +20,17 @@ export interface Served {
   stop(): Promise<number | null>;
 }
 
+/** `entry`: the CLI to run; bench/service.ts passes the bundle (dist/cli/main.js). */
 export function serve(
   dir: string,
   name: string,
   config: Record<string, unknown>,
   env: NodeJS.ProcessEnv,
+  entry: string = MAIN_TS,
 ): Promise<Served> {
   const file = join(dir, `${name}.yaml`);
   writeFileSync(file, stringify(config));
-  const child = spawn(process.execPath, [MAIN_TS, "serve", "--config", file, "--listen", "127.0.0.1:0"], {
+  const child = spawn(process.execPath, [entry, "serve", "--config", file, "--listen", "127.0.0.1:0"], {
     stdio: ["ignore", "pipe", "pipe"],
     env,
     cwd: dir,

@@ -11,9 +11,8 @@ import type { Branch, Scalar } from "./document.ts";
 import { wrapDataKey } from "./key-groups.ts";
 import { createMacHasher, encryptMac } from "./mac.ts";
 import { DEFAULT_RULE, formatLastModified, type Metadata, type SelectionRule } from "./metadata.ts";
-import { compileRe2 } from "./re2.ts";
 import { dataKeyObject, encryptValue } from "./value-cipher.ts";
-import { compileRule, transformBranches } from "./walk.ts";
+import { compileRegex, compileRule, transformBranches } from "./walk.ts";
 
 /** The sops version whose behaviour we emulate and record in new documents. */
 export const SOPS_VERSION = "3.13.2";
@@ -45,7 +44,7 @@ export function encryptBranches(
   // match, since decryption would then treat it as plaintext.
   const rule = opts.rule ?? DEFAULT_RULE;
   const plainCommentRe =
-    rule.kind === "unencrypted_comment_regex" && rule.value !== "" ? compileRe2(rule.value) : null;
+    rule.kind === "unencrypted_comment_regex" && rule.value !== "" ? compileRegex(rule.value) : null;
   const hasher = createMacHasher(opts.macOnlyEncrypted === true);
 
   const out = transformBranches(branches, selector, {

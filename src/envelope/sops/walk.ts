@@ -4,10 +4,10 @@
  * transformBranches with their own leaf functions, so the order, the AAD and the selection
  * decision cannot diverge between them.
  */
+import { RE2JS } from "re2js";
 import { BootsealError } from "../../errors.ts";
 import type { Branch, Comment, Entry, Mapping, Scalar, Sequence, Value } from "./document.ts";
 import { DEFAULT_RULE, type SelectionRule } from "./metadata.ts";
-import { compileRe2 } from "./re2.ts";
 
 /** Comments seen at each nesting level since that level's last real item, outermost first. */
 export type CommentStack = readonly (readonly string[])[];
@@ -37,6 +37,41 @@ export function aadForPath(path: readonly string[]): string {
   return path.join(":") + ":";
 }
 
+/** A compiled Go regexp: test() is an unanchored search, as Go's regexp.MatchString. */
+export interface GoRegexp {
+  test(input: string): boolean;
+}
+
+/**
+ * Compile a pattern in Go's RE2 syntax, the dialect sops evaluates every rule and
+ * `.sops.yaml` path_regex in. re2js is a port of RE2, so what Go rejects (backreferences,
+ * lookaround, `\C`, counts over 1000) is rejected here too: BAD_INPUT with Go's message.
+ */
+export function compileRegex(pattern: string): GoRegexp {
+  try {
+    return RE2JS.compile(pattern);
+  } catch (cause) {
+    const reason = cause instanceof Error ? cause.message : "unknown error";
+    throw new BootsealError("BAD_INPUT", `Invalid regular expression: ${reason}`, { cause });
+  }
+}
+
+/**
+ * The same answers, remembered per input: a walk asks about the same few keys once per leaf
+ * below them, and re2js is several times slower per call than a native RegExp.
+ */
+function memoized(re: GoRegexp): (input: string) => boolean {
+  const seen = new Map<string, boolean>();
+  return (input) => {
+    let hit = seen.get(input);
+    if (hit === undefined) {
+      hit = re.test(input);
+      seen.set(input, hit);
+    }
+    return hit;
+  };
+}
+
 /**
  * Compile a selection rule. null or an empty value means none recorded, which readers treat
  * as the default `unencrypted_suffix: _unencrypted` (sops ToInternal).
@@ -54,27 +89,27 @@ export function compileRule(rule: SelectionRule | null): Selector {
     case "encrypted_suffix":
       return (path) => path.some((k) => k.endsWith(value));
     case "unencrypted_regex": {
-      const re = compileRe2(value);
-      return (path) => !path.some((k) => re.test(k));
+      const test = memoized(compileRegex(value));
+      return (path) => !path.some(test);
     }
     case "encrypted_regex": {
-      const re = compileRe2(value);
-      return (path) => path.some((k) => re.test(k));
+      const test = memoized(compileRegex(value));
+      return (path) => path.some(test);
     }
     case "unencrypted_comment_regex": {
-      const re = compileRe2(value);
+      const test = memoized(compileRegex(value));
       // A matching active comment at any level keeps the item (and itself) in plaintext.
-      return (_path, comments) => !comments.some((level) => level.some((c) => re.test(c)));
+      return (_path, comments) => !comments.some((level) => level.some(test));
     }
     case "encrypted_comment_regex": {
-      const re = compileRe2(value);
+      const test = memoized(compileRegex(value));
       return (_path, comments, isComment) => {
         const last = comments.length - 1;
         return comments.some((level, i) =>
           level.some((c, j) => {
             // The marker comment itself (the newest entry of the innermost level) stays readable.
             if (isComment && i === last && j === level.length - 1) return false;
-            return re.test(c);
+            return test(c);
           }),
         );
       };

@@ -2,7 +2,6 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import type { Branch, Comment, Mapping, Scalar, Value } from "../../../src/envelope/sops/document.ts";
 import type { SelectionRule } from "../../../src/envelope/sops/metadata.ts";
-import { compileRe2 } from "../../../src/envelope/sops/re2.ts";
 import { aadForPath, compileRule, transformBranches } from "../../../src/envelope/sops/walk.ts";
 
 const s = (value: string): Scalar => ({ kind: "scalar", type: "str", value });
@@ -176,67 +175,4 @@ describe("selection rules (sops shouldBeEncrypted)", () => {
       code: "BAD_INPUT",
     });
   });
-});
-
-describe("Go RE2 -> JavaScript translation", () => {
-  const cases: [string, string, boolean][] = [
-    ["^(data|stringData)$", "data", true],
-    ["^(data|stringData)$", "xdata", false],
-    ["(?i)^PASS", "password", true],
-    ["a(?i)b|c", "C", true],
-    ["a(?i)b|c", "AB", false],
-    ["a(?i:b)c", "aBc", true],
-    ["a(?i:b)c", "aBC", false],
-    ["foo\\z", "foo\n", false],
-    ["foo$", "foo\n", false],
-    ["(?m)^bar$", "foo\nbar", true],
-    ["\\Afoo", "xfoo", false],
-    ["(?P<name>ab)+$", "abab", true],
-    ["(?<name>ab)", "ab", true],
-    ["[[:alpha:]]+_[[:digit:]]", "ab_1", true],
-    ["^[[:^alpha:]]+$", "1-2", true],
-    ["^[[:^alpha:]]+$", "1a", false],
-    ["\\Qa.b\\E", "axb", false],
-    ["\\Qa.b\\E", "a.b", true],
-    ["x{2,3}", "xx", true],
-    ["^{foo}$", "{foo}", true],
-    ["a.c", "a\rc", true],
-    ["a.c", "a\nc", false],
-    ["(?s)a.c", "a\nc", true],
-    ["\\s", "\v", false],
-    ["\\s", "\u00a0", false],
-    ["\\w", "é", false],
-    ["\\pL", "é", true],
-    ["\\p{Greek}", "α", true],
-    ["\\PL", "a", false],
-    ["[\\d-]+$", "1-2", true],
-    ["\\x41\\x{42}\\103", "ABC", true],
-    ["\\-\\#\\:", "-#:", true],
-    ["a]", "a]", true],
-    ["[]a]", "]", true],
-    ["é+", "éé", true],
-  ];
-  for (const [pattern, input, want] of cases) {
-    test(`${pattern} on ${JSON.stringify(input)} -> ${want}`, () =>
-      assert.equal(compileRe2(pattern).test(input), want));
-  }
-
-  for (const bad of [
-    "(?=a)",
-    "a**",
-    "\\1",
-    "(?U)a",
-    "[a",
-    "a)",
-    "(a",
-    "\\C",
-    "*a",
-    "x{1001}",
-    "[z-a]",
-    "\\e",
-    "\\p{Nope}",
-    "(?<!a)b",
-  ]) {
-    test(`rejects ${bad}`, () => assert.throws(() => compileRe2(bad), { code: "BAD_INPUT" }));
-  }
 });

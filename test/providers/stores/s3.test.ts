@@ -11,7 +11,8 @@ import { openStore } from "../../../providers/stores/index.ts";
 import type { ObjectStore } from "../../../providers/stores/object-store.ts";
 import { BootsealError } from "../../../src/errors.ts";
 import { uniqueName } from "../../helpers/peers.ts";
-import { moto, rawS3, type S3Peer, s3Bucket, s3BucketCleanup, seaweedfs } from "./peer-buckets.ts";
+import { moto, rawS3, type S3Peer, seaweedfs } from "../../helpers/s3.ts";
+import { s3Bucket, s3BucketCleanup } from "./peer-buckets.ts";
 
 const enc = (s: string) => new TextEncoder().encode(s);
 

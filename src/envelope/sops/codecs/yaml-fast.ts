@@ -156,7 +156,8 @@ function sequence(s: Scanner, indent: number): Sequence {
     } else {
       const rest = line.body.slice(2);
       const c = rest.charCodeAt(0);
-      if (rest === "" || c === 0x20 || c === 0x2d /* - */) outside();
+      // `- - x` (a nested sequence) fails PLAIN_FIRST below; `- -1.5` is a plain scalar.
+      if (rest === "" || c === 0x20) outside();
       // `- key: value` opens a mapping whose keys sit two columns right of the dash.
       const colon = rest.indexOf(":");
       const isEntry = colon > 0 && (colon === rest.length - 1 || rest.charCodeAt(colon + 1) === 0x20);
