@@ -4,7 +4,7 @@
  * Wrap is Encrypt(KeyId = arn, Plaintext = the raw secret, EncryptionContext = `context`),
  * enc the standard base64 of the CiphertextBlob; unwrap is Decrypt with the same KeyId and
  * context. The region comes from the ARN (sops does the same); the endpoint from
- * `extras.kms.endpoint`, else AWS_ENDPOINT_URL_KMS, else AWS_ENDPOINT_URL of deps.env. `aws_profile`
+ * `deps.awsKms.endpoint`, else AWS_ENDPOINT_URL_KMS, else AWS_ENDPOINT_URL of deps.env. `aws_profile`
  * selects a shared-config profile (the SDK's `profile` option); `role` is assumed through STS
  * with the session name sops uses, `sops@<sanitised hostname>`.
  *
@@ -17,16 +17,24 @@
  */
 import { hostname } from "node:os";
 import type { DecryptCommandOutput, KMSClient, KMSClientConfig } from "@aws-sdk/client-kms";
+import type { CallOptions } from "../../src/call-options.ts";
+import {
+  entryString,
+  type KeyEntry,
+  type KeyFieldValue,
+  type KeyKindFormat,
+  type MasterKey,
+} from "../../src/envelope/sops/master-key.ts";
 import { BootsealError } from "../../src/errors.ts";
 import { lazyModule } from "../lazy-module.ts";
-import type {
-  CallOptions,
-  KeyEntry,
-  KeyFieldValue,
-  MasterKey,
-  MasterKeyType,
-  ProviderDeps,
-} from "./master-key.ts";
+import {
+  type BaseDeps,
+  type ConfigItem,
+  itemString,
+  type MasterKeyType,
+  newEntry,
+  type ShorthandContext,
+} from "./key-type.ts";
 import {
   attemptSignal,
   checkCreatedAt,
@@ -42,8 +50,8 @@ import {
 // (process.stdin among them), which costs every CLI run start-up time.
 const processEnv = process.env;
 
-/** `extras.kms` in ProviderDeps. */
-export interface AwsKmsExtras {
+/** `awsKms` in ProviderDeps. */
+export interface AwsKmsOptions {
   /** KMS endpoint (an emulator); default from AWS_ENDPOINT_URL_KMS / AWS_ENDPOINT_URL. */
   readonly endpoint?: string;
   /** STS endpoint for `role`; default AWS_ENDPOINT_URL_STS / AWS_ENDPOINT_URL. */
@@ -68,9 +76,82 @@ interface KmsSettings {
   readonly profile: string;
 }
 
-function extrasOf(deps: ProviderDeps): AwsKmsExtras {
-  const extras = deps.extras?.kms;
-  return typeof extras === "object" && extras !== null ? (extras as AwsKmsExtras) : {};
+export interface AwsKmsDeps extends BaseDeps {
+  readonly awsKms?: AwsKmsOptions;
+}
+
+/** sops ToString: arn[+role], then `|k:v,…` (sorted) when there is a context or profile, then `|profile`. */
+function kmsIdentity(entry: KeyEntry): string {
+  const role = entryString(entry, "role");
+  const arn = entryString(entry, "arn");
+  const arnRole = role ? `${arn}+${role}` : arn;
+  const ctx = entry.fields.get("context");
+  const context =
+    typeof ctx === "object"
+      ? Object.keys(ctx)
+          .sort()
+          .map((k) => `${k}:${ctx[k]}`)
+          .join(",")
+      : "";
+  const profile = entryString(entry, "aws_profile");
+  if (profile) return `${arnRole}|${context}|${profile}`;
+  return context ? `${arnRole}|${context}` : arnRole;
+}
+
+/** sops `kms` entries (stores.go kmskey): `role` and `context` are `omitempty`. */
+export const AWS_KMS_FORMAT: KeyKindFormat = {
+  kind: "kms",
+  fields: ["arn", "aws_profile", "context", "created_at", "enc", "role"],
+  omitEmpty: ["role", "context"],
+  mapFields: ["context"],
+  alwaysInGroup: false,
+  readRank: 0,
+  decryptionRank: 2,
+  identity: kmsIdentity,
+  passphrase: { scheme: "kms", provider: "aws", wrapped: "base64" },
+};
+
+/**
+ * The one `ARN+ROLE_ARN` split (kms.NewMasterKeyFromArn): spaces removed, split at `+arn:`
+ * (a role ARN always starts `arn:`; a key ARN path may hold `+`).
+ */
+export function splitArnRole(text: string): { arn: string; role: string } {
+  const arn = text.replaceAll(" ", "");
+  const at = arn.indexOf("+arn:");
+  return at > 0 ? { arn: arn.slice(0, at), role: arn.slice(at + 1) } : { arn, role: "" };
+}
+
+function kmsEntry(
+  arn: string,
+  role: string,
+  context: Readonly<Record<string, string>> | null,
+  awsProfile: string,
+): KeyEntry {
+  if (arn === "") throw new BootsealError("BAD_INPUT", "empty kms arn");
+  const fields: [string, KeyFieldValue][] = [["arn", arn]];
+  if (role) fields.push(["role", role]);
+  if (context && Object.keys(context).length > 0) fields.push(["context", { ...context }]);
+  fields.push(["aws_profile", awsProfile]);
+  return newEntry("kms", fields);
+}
+
+function kmsEntryFromText(text: string, context: ShorthandContext): KeyEntry {
+  const { arn, role } = splitArnRole(text);
+  return kmsEntry(arn, role, context.kmsContext, context.awsProfile);
+}
+
+function kmsEntryFromConfig(item: ConfigItem): KeyEntry[] {
+  const what = "kms key";
+  const ctx = typeof item === "string" ? undefined : item.get("context");
+  if (typeof ctx === "string") throw new BootsealError("BAD_INPUT", "kms context must be a mapping");
+  return [
+    kmsEntry(
+      itemString(item, "arn", what),
+      itemString(item, "role", what),
+      ctx ?? null,
+      itemString(item, "aws_profile", what),
+    ),
+  ];
 }
 
 function regionOf(arn: string): string {
@@ -79,16 +160,15 @@ function regionOf(arn: string): string {
   return m[1] as string;
 }
 
-/** sops ToString: arn[+role], then `|k:v,…` (sorted) when there is a context or profile, then `|profile`. */
+/** The identity of a configured key: AWS_KMS_FORMAT.identity of its entry. */
 export function kmsKeyId(s: KmsSettings): string {
-  const arnRole = s.role ? `${s.arn}+${s.role}` : s.arn;
-  const ctx = s.context ?? {};
-  const context = Object.keys(ctx)
-    .sort()
-    .map((k) => `${k}:${ctx[k]}`)
-    .join(",");
-  if (s.profile) return `${arnRole}|${context}|${s.profile}`;
-  return context ? `${arnRole}|${context}` : arnRole;
+  const fields: [string, KeyFieldValue][] = [
+    ["arn", s.arn],
+    ["role", s.role],
+    ["aws_profile", s.profile],
+  ];
+  if (s.context) fields.push(["context", s.context]);
+  return kmsIdentity(newEntry("kms", fields));
 }
 
 /** sops stsSessionName. */
@@ -171,7 +251,7 @@ function assumeRoleCredentials(
   role: string,
   region: string,
   profile: string,
-  extras: AwsKmsExtras,
+  given: AwsKmsOptions,
   env: Readonly<Record<string, string | undefined>>,
 ): Credentials {
   let cached:
@@ -182,13 +262,13 @@ function assumeRoleCredentials(
     // STS ships inside the SDK (the nested client its credential providers use to assume roles);
     // loaded only when a role is configured.
     const { STSClient, AssumeRoleCommand } = await import("@aws-sdk/nested-clients/sts");
-    const endpoint = extras.stsEndpoint ?? env.AWS_ENDPOINT_URL_STS ?? env.AWS_ENDPOINT_URL;
+    const endpoint = given.stsEndpoint ?? env.AWS_ENDPOINT_URL_STS ?? env.AWS_ENDPOINT_URL;
     const sts = new STSClient({
       region,
       maxAttempts: 1,
       ...(endpoint ? { endpoint } : {}),
       ...(profile ? { profile } : {}),
-      ...(extras.credentials ? { credentials: extras.credentials } : {}),
+      ...(given.credentials ? { credentials: given.credentials } : {}),
     });
     try {
       const out = await sts.send(new AssumeRoleCommand({ RoleArn: role, RoleSessionName: stsSessionName() }));
@@ -215,20 +295,20 @@ function assumeRoleCredentials(
   };
 }
 
-async function newClient(s: KmsSettings, deps: ProviderDeps): Promise<KMSClient> {
+async function newClient(s: KmsSettings, deps: AwsKmsDeps): Promise<KMSClient> {
   const { KMSClient } = await loadKmsSdk();
-  const extras = extrasOf(deps);
+  const given = deps.awsKms ?? {};
   const env = deps.env ?? processEnv;
   const region = regionOf(s.arn);
-  const endpoint = extras.endpoint ?? env.AWS_ENDPOINT_URL_KMS ?? env.AWS_ENDPOINT_URL;
+  const endpoint = given.endpoint ?? env.AWS_ENDPOINT_URL_KMS ?? env.AWS_ENDPOINT_URL;
   const credentials = s.role
-    ? assumeRoleCredentials(s.role, region, s.profile, extras, env)
-    : extras.credentials;
+    ? assumeRoleCredentials(s.role, region, s.profile, given, env)
+    : given.credentials;
   return new KMSClient({
     region,
     // retry.ts is the only retry loop, so the bound is known.
     maxAttempts: 1,
-    requestHandler: { connectionTimeout: extras.connectTimeoutMs ?? 2_000 },
+    requestHandler: { connectionTimeout: given.connectTimeoutMs ?? 2_000 },
     ...(endpoint ? { endpoint } : {}),
     ...(s.profile ? { profile: s.profile } : {}),
     ...(credentials ? { credentials } : {}),
@@ -248,10 +328,10 @@ function isNoCredentials(err: BootsealError): boolean {
   return (err.cause as { name?: string } | undefined)?.name === "CredentialsProviderError";
 }
 
-function kmsKey(s: KmsSettings, deps: ProviderDeps): MasterKey {
+function kmsKey(s: KmsSettings, deps: AwsKmsDeps): MasterKey {
   regionOf(s.arn); // fail at configuration, not on first use
   const id = kmsKeyId(s);
-  const policy = retryPolicy(extrasOf(deps).retry);
+  const policy = retryPolicy(deps.awsKms?.retry);
   const context = s.context && Object.keys(s.context).length > 0 ? { ...s.context } : undefined;
   let client: Promise<KMSClient> | undefined;
   const kms = () => {
@@ -341,19 +421,28 @@ function kmsKey(s: KmsSettings, deps: ProviderDeps): MasterKey {
   };
 }
 
-/** kms.NewMasterKeyFromArn: spaces removed, `ARN+ROLE_ARN` split at `+arn:`. */
+/** kms.NewMasterKeyFromArn, for `--kms` and SOPS_KMS_ARN. */
 function settingsFromArn(text: string): KmsSettings {
-  const arn = text.replaceAll(" ", "");
-  const at = arn.indexOf("+arn:");
-  return at > 0
-    ? { arn: arn.slice(0, at), role: arn.slice(at + 1), context: undefined, profile: "" }
-    : { arn, role: "", context: undefined, profile: "" };
+  return { ...splitArnRole(text), context: undefined, profile: "" };
 }
 
-export const awsKmsKeyType: MasterKeyType = {
+export const awsKmsKeyType: MasterKeyType<"kms", AwsKmsDeps> = {
   kind: "kms",
+  format: AWS_KMS_FORMAT,
+  flag: {
+    flag: "kms",
+    short: "k",
+    env: "SOPS_KMS_ARN",
+    help: "comma separated list of KMS ARNs",
+    rank: 0,
+    takesContext: true,
+  },
+  config: { groupKey: "kms", groupItem: "mapping", shorthandKey: "kms" },
 
-  fromMetadata(entry: KeyEntry, deps: ProviderDeps): MasterKey {
+  entryFromText: kmsEntryFromText,
+  entriesFromConfig: kmsEntryFromConfig,
+
+  fromMetadata(entry: KeyEntry, deps: AwsKmsDeps): MasterKey {
     const arn = stringField(entry.fields, "arn", "kms entry");
     if (arn === "") throw new BootsealError("BAD_INPUT", "kms entry without arn");
     checkCreatedAt(entry.fields.get("created_at"), `kms entry ${arn}`);
@@ -372,7 +461,7 @@ export const awsKmsKeyType: MasterKeyType = {
     );
   },
 
-  fromUserInput(text: string, deps: ProviderDeps): MasterKey[] {
+  fromUserInput(text: string, deps: AwsKmsDeps): MasterKey[] {
     return text
       .split(",")
       .filter((part) => part.trim() !== "")
@@ -395,12 +484,12 @@ export interface GeneratedDataKey {
 export async function generateDataKey(
   arn: string,
   context: Readonly<Record<string, string>> | undefined,
-  deps: ProviderDeps = {},
+  deps: AwsKmsDeps = {},
   options: CallOptions = {},
 ): Promise<GeneratedDataKey> {
   const s = { ...settingsFromArn(arn), context };
   const id = kmsKeyId(s);
-  const policy = retryPolicy(extrasOf(deps).retry);
+  const policy = retryPolicy(deps.awsKms?.retry);
   const { GenerateDataKeyCommand } = await loadKmsSdk();
   const client = await newClient(s, deps);
   try {

@@ -22,8 +22,8 @@ import { mkdir, open, readdir, readFile, rename, rmdir, stat, unlink } from "nod
 import { hostname } from "node:os";
 import { dirname, join, sep } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import type { CallOptions } from "../../src/call-options.ts";
 import { BootsealError } from "../../src/errors.ts";
-import type { CallOptions } from "../keys/master-key.ts";
 import type { ObjectInfo, ObjectStore, StoredObject, WriteCondition } from "./object-store.ts";
 import {
   compareKeys,

@@ -9,8 +9,8 @@
  * precondition too: atomic on real GCS, check-then-delete (a small race window) on the fake.
  */
 import type { File, Storage, StorageOptions } from "@google-cloud/storage";
+import type { CallOptions } from "../../src/call-options.ts";
 import { BootsealError } from "../../src/errors.ts";
-import type { CallOptions } from "../keys/master-key.ts";
 import { lazyModule } from "../lazy-module.ts";
 import type { ObjectInfo, ObjectStore, StoredObject, WriteCondition } from "./object-store.ts";
 import { etagValue, formatStoreUrl, fullKey, isValidKey, validateListPrefix } from "./store-url.ts";

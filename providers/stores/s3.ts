@@ -12,8 +12,8 @@
  * a second HEAD tells "gone" (false) from "changed" (PRECONDITION_FAILED).
  */
 import type { S3Client, S3ClientConfig, S3ServiceException } from "@aws-sdk/client-s3";
+import type { CallOptions } from "../../src/call-options.ts";
 import { BootsealError } from "../../src/errors.ts";
-import type { CallOptions } from "../keys/master-key.ts";
 import { lazyModule } from "../lazy-module.ts";
 import type { ObjectInfo, ObjectStore, StoredObject, WriteCondition } from "./object-store.ts";
 import { formatStoreUrl, fullKey, isValidKey, validateListPrefix } from "./store-url.ts";

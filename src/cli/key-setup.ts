@@ -3,10 +3,11 @@
  * order) win; otherwise the first matching `.sops.yaml` creation rule.
  */
 import { dirname, resolve } from "node:path";
-import { keysFromUserInput } from "../../providers/keys/index.ts";
-import type { MasterKey, ProviderDeps } from "../../providers/keys/master-key.ts";
+import type { ProviderDeps } from "../../providers/keys/index.ts";
+import { keysFromUserInput, keyTypeOf } from "../../providers/keys/index.ts";
 import { newKeyFromEntry } from "../config/rule-keys.ts";
 import { findSopsConfig, loadSopsConfig, matchCreationRule } from "../config/sops-config.ts";
+import type { MasterKey } from "../envelope/sops/master-key.ts";
 import type { SelectionRule } from "../envelope/sops/metadata.ts";
 import { BootsealError } from "../errors.ts";
 import type { CliIo } from "./command.ts";
@@ -32,18 +33,19 @@ export function keysFromFlags(
   const keys: MasterKey[] = [];
   const context = parseEncryptionContext(values["encryption-context"] as string | undefined);
   for (const { kind, text } of keyListsFromFlags(values, env, prefix)) {
-    if (kind === "kms" && (context || values["aws-profile"])) {
-      // A context or profile cannot ride in the ARN string: build the entry sops would write.
+    const type = keyTypeOf(kind);
+    if (type?.flag.takesContext && (context || values["aws-profile"])) {
+      // A context or profile cannot ride in the key string: build the entry sops would write.
+      const shorthand = {
+        kmsContext: context ?? null,
+        awsProfile: (values["aws-profile"] as string | undefined) ?? "",
+      };
       for (const item of text
         .split(",")
         .map((s) => s.trim())
         .filter(Boolean)) {
-        const [arn, role] = item.split("+");
-        const fields = new Map<string, string | Record<string, string>>([["arn", arn as string]]);
-        if (role) fields.set("role", role);
-        if (context) fields.set("context", context);
-        fields.set("aws_profile", (values["aws-profile"] as string | undefined) ?? "");
-        keys.push(newKeyFromEntry({ kind, enc: "", fields }, deps));
+        const entry = type.entryFromText(item, shorthand);
+        if (entry) keys.push(newKeyFromEntry(entry, deps));
       }
     } else {
       keys.push(...keysFromUserInput(kind, text, deps));

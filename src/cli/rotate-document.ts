@@ -12,12 +12,13 @@
  * here has proven to open.
  */
 import { createHash } from "node:crypto";
+import type { KeyKind, ProviderDeps } from "../../providers/keys/index.ts";
 import { resolverFor } from "../../providers/keys/index.ts";
-import type { KeyEntry, KeyKind, MasterKey, ProviderDeps } from "../../providers/keys/master-key.ts";
 import type { EmitOptions, Format } from "../envelope/sops/codecs/codec.ts";
 import { codecFor } from "../envelope/sops/codecs/index.ts";
 import { decryptDocument } from "../envelope/sops/decrypt.ts";
 import { encryptDocument } from "../envelope/sops/encrypt.ts";
+import type { KeyEntry, MasterKey } from "../envelope/sops/master-key.ts";
 import type { Metadata } from "../envelope/sops/metadata.ts";
 import { BootsealError, isBootsealError } from "../errors.ts";
 import { masterKeyFromEntry } from "./key-setup.ts";

@@ -3,8 +3,8 @@
  * into branches + typed metadata, emit one, and build master keys from flags or entries.
  */
 
-import type { KeyKind, ProviderDeps } from "../../providers/keys/master-key.ts";
-import { KEY_KINDS } from "../../providers/keys/master-key.ts";
+import type { KeyKind, ProviderDeps } from "../../providers/keys/index.ts";
+import { isKeyKind, KEY_KIND_NAMES, KEY_KINDS } from "../../providers/keys/index.ts";
 import type { Codec, EmitOptions, Format } from "../envelope/sops/codecs/codec.ts";
 import { FORMATS } from "../envelope/sops/codecs/codec.ts";
 import { codecFor, formatFromPath } from "../envelope/sops/codecs/index.ts";
@@ -59,7 +59,7 @@ export interface LoadedDocument {
 export function loadEncrypted(bytes: Uint8Array, format: Format): LoadedDocument {
   const codec = codecFor(format);
   const { branches, metadata } = codec.parseEncrypted(bytes);
-  return { codec, branches, metadata: metadataFromTree(metadata) };
+  return { codec, branches, metadata: metadataFromTree(metadata, KEY_KINDS) };
 }
 
 export function emitEncrypted(
@@ -68,7 +68,7 @@ export function emitEncrypted(
   metadata: Metadata,
   options: EmitOptions = {},
 ): Uint8Array {
-  return codecFor(format).emitEncrypted(branches, metadataToTree(metadata), options);
+  return codecFor(format).emitEncrypted(branches, metadataToTree(metadata, KEY_KINDS), options);
 }
 
 export function providerDeps(env: Readonly<Record<string, string | undefined>>): ProviderDeps {
@@ -80,10 +80,10 @@ export function parseDecryptionOrder(text: string | undefined): KeyKind[] | unde
   if (text === undefined || text.trim() === "") return undefined;
   const kinds = text.split(",").map((k) => k.trim());
   for (const k of kinds) {
-    if (!(KEY_KINDS as readonly string[]).includes(k)) {
+    if (!isKeyKind(k)) {
       throw new BootsealError(
         "USAGE",
-        `--decryption-order: unknown key type "${k}" (${KEY_KINDS.join(", ")})`,
+        `--decryption-order: unknown key type "${k}" (${KEY_KIND_NAMES.join(", ")})`,
       );
     }
   }

@@ -16,8 +16,9 @@
  * enforces the same through the machine's IAM policy; checking it here fails closed where
  * the policy is looser than it should be (and on emulators, which enforce no policy).
  */
-import { keysFromUserInput, resolverFor } from "../../providers/keys/index.ts";
-import type { KeyKind, ProviderDeps } from "../../providers/keys/master-key.ts";
+
+import type { KeyKind, ProviderDeps } from "../../providers/keys/index.ts";
+import { KEY_KINDS, keysFromUserInput, resolverFor } from "../../providers/keys/index.ts";
 import { loadEncrypted } from "../cli/sops-file.ts";
 import { decryptConfig } from "../envelope/encrypted-config/encrypted-config.ts";
 import { FORMATS, type Format } from "../envelope/sops/codecs/codec.ts";
@@ -88,7 +89,7 @@ export function checkMachineBinding(metadata: Metadata, machine: string | null):
 }
 
 async function decryptEnvelope(bytes: Uint8Array, options: DecryptPayloadOptions): Promise<Uint8Array> {
-  const resolve = (kind: KeyKind, keyId: string) => {
+  const resolve = (kind: string, keyId: string) => {
     try {
       return keysFromUserInput(kind, keyId, options.deps)[0] ?? null;
     } catch {
@@ -98,13 +99,13 @@ async function decryptEnvelope(bytes: Uint8Array, options: DecryptPayloadOptions
   const signal = options.signal ? { signal: options.signal } : {};
   if (options.machine !== null) {
     try {
-      return await decryptConfig(bytes, { resolve, machineId: options.machine, ...signal });
+      return await decryptConfig(bytes, { kinds: KEY_KINDS, resolve, machineId: options.machine, ...signal });
     } catch (err) {
       // An unbound document fails the bound check; one bound to another machine fails both.
       if (!isBootsealError(err) || err.code !== "MAC_MISMATCH") throw err;
     }
   }
-  return await decryptConfig(bytes, { resolve, ...signal });
+  return await decryptConfig(bytes, { kinds: KEY_KINDS, resolve, ...signal });
 }
 
 export async function decryptPayload(bytes: Uint8Array, options: DecryptPayloadOptions): Promise<Uint8Array> {

@@ -7,8 +7,9 @@
  *   tokens/<ns>/<name>.json     bootstrap token record (SHA-256, expiry, uses left)
  *   status/<ns>/<name>.json     current phase, publish counter and history (last 100)
  */
-import type { CallOptions } from "../../providers/keys/master-key.ts";
+
 import type { ObjectInfo, ObjectStore } from "../../providers/stores/object-store.ts";
+import type { CallOptions } from "../call-options.ts";
 import { BootsealError } from "../errors.ts";
 import { isDnsLabel, type MachineRef, machineId } from "./names.ts";
 import { decodeTokenRecord, digestsEqual, encodeTokenRecord, sha256Hex, type TokenRecord } from "./tokens.ts";

@@ -5,7 +5,6 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { after, describe, it } from "node:test";
 import { parse as parseYaml } from "yaml";
-import type { KeyEntry } from "../../providers/keys/master-key.ts";
 import {
   findSopsConfig,
   keyIdentity,
@@ -14,6 +13,7 @@ import {
   parseSopsConfig,
   type SopsConfig,
 } from "../../src/config/sops-config.ts";
+import type { KeyEntry } from "../../src/envelope/sops/master-key.ts";
 import { compileRe2 } from "../../src/envelope/sops/re2.ts";
 import { isBootsealError } from "../../src/errors.ts";
 import { peer } from "../helpers/peers.ts";

@@ -11,7 +11,9 @@ import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { createServer } from "node:net";
 import { before, describe, test } from "node:test";
-import type { MasterKey, MasterKeyType, ProviderDeps } from "../../providers/keys/master-key.ts";
+import type { ProviderDeps } from "../../providers/keys/index.ts";
+import type { MasterKeyType } from "../../providers/keys/key-type.ts";
+import type { MasterKey } from "../../src/envelope/sops/master-key.ts";
 import { BootsealError, ERROR_CODES } from "../../src/errors.ts";
 
 export interface MasterKeyFixture {

@@ -1,6 +1,6 @@
 import { parseArgs } from "node:util";
-import { keysFromUserInput, resolverFor } from "../../../providers/keys/index.ts";
-import type { KeyKind, ProviderDeps } from "../../../providers/keys/master-key.ts";
+import type { ProviderDeps } from "../../../providers/keys/index.ts";
+import { KEY_KINDS, keysFromUserInput, resolverFor } from "../../../providers/keys/index.ts";
 import { decryptConfig } from "../../envelope/encrypted-config/encrypted-config.ts";
 import { codecFor } from "../../envelope/sops/codecs/index.ts";
 import { decryptDocument } from "../../envelope/sops/decrypt.ts";
@@ -24,7 +24,7 @@ function isEncryptedConfig(bytes: Uint8Array): boolean {
 }
 
 function envelopeResolver(deps: ProviderDeps) {
-  return (kind: KeyKind, keyId: string) => {
+  return (kind: string, keyId: string) => {
     try {
       return keysFromUserInput(kind, keyId, deps)[0] ?? null;
     } catch {
@@ -61,6 +61,7 @@ export const decryptCommand: Command = {
 
     if (isEncryptedConfig(input)) {
       const plaintext = await decryptConfig(input, {
+        kinds: KEY_KINDS,
         resolve: envelopeResolver(deps),
         machineId: values.machine,
       });

@@ -1,4 +1,5 @@
 import { parseArgs } from "node:util";
+import { KEY_KINDS } from "../../../providers/keys/index.ts";
 import { encryptConfig } from "../../envelope/encrypted-config/encrypted-config.ts";
 import { codecFor } from "../../envelope/sops/codecs/index.ts";
 import { encryptDocument } from "../../envelope/sops/encrypt.ts";
@@ -53,6 +54,7 @@ export const encryptCommand: Command = {
         throw new BootsealError("USAGE", "--format envelope wraps the data key with exactly one master key");
       }
       const doc = await encryptConfig(input, {
+        kinds: KEY_KINDS,
         key: keys[0] as (typeof keys)[number],
         machineId: values.machine,
       });

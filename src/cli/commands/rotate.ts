@@ -8,7 +8,7 @@
  * whole store").
  */
 import { parseArgs } from "node:util";
-import type { ProviderDeps } from "../../../providers/keys/master-key.ts";
+import type { ProviderDeps } from "../../../providers/keys/index.ts";
 import { openStore } from "../../../providers/stores/index.ts";
 import { BootsealError } from "../../errors.ts";
 import { MACHINE_CONTEXT_KEY } from "../../fetcher/decrypt-payload.ts";
