@@ -344,6 +344,7 @@ export const ageKeyType: MasterKeyType<"age"> = {
     short: "a",
     env: "SOPS_AGE_RECIPIENTS",
     help: "comma separated list of age recipients",
+    example: "age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p",
     rank: 5,
   },
   config: { groupKey: "age", groupItem: "string", shorthandKey: "age" },

@@ -434,6 +434,8 @@ export const awsKmsKeyType: MasterKeyType<"kms", AwsKmsDeps> = {
     short: "k",
     env: "SOPS_KMS_ARN",
     help: "comma separated list of KMS ARNs",
+    example:
+      "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab+arn:aws:iam::123456789012:role/sops",
     rank: 0,
     takesContext: true,
   },

@@ -265,6 +265,7 @@ export const azureKvKeyType: MasterKeyType<"azure_kv", AzureKvDeps> = {
     flag: "azure-kv",
     env: "SOPS_AZURE_KEYVAULT_URLS",
     help: "comma separated list of Azure Key Vault URLs",
+    example: "https://v.vault.azure.net/keys/k/0123456789abcdef0123456789abcdef",
     rank: 2,
   },
   config: { groupKey: "azure_keyvault", groupItem: "mapping", shorthandKey: "azure_keyvault" },

@@ -304,6 +304,7 @@ export const gcpKmsKeyType: MasterKeyType<"gcp_kms", GcpKmsDeps> = {
     flag: "gcp-kms",
     env: "SOPS_GCP_KMS_IDS",
     help: "comma separated list of GCP KMS resource IDs",
+    example: "projects/p/locations/global/keyRings/r/cryptoKeys/k",
     rank: 1,
   },
   config: { groupKey: "gcp_kms", groupItem: "mapping", shorthandKey: "gcp_kms" },

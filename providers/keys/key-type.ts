@@ -26,6 +26,8 @@ export interface KindFlag {
   readonly short?: string;
   readonly env: string;
   readonly help: string;
+  /** One valid key in flag form, for help texts and the registry test. */
+  readonly example: string;
   /** Position in the single group sops builds from command-line keys (kms first, age last). */
   readonly rank: number;
   /** Its keys take `--encryption-context` and `--aws-profile` (ShorthandContext). */

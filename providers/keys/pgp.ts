@@ -336,6 +336,7 @@ export const pgpKeyType: MasterKeyType<"pgp", PgpDeps> = {
     short: "p",
     env: "SOPS_PGP_FP",
     help: "comma separated list of PGP fingerprints",
+    example: "FBC7B9E2A4F9289AC0C1D4843D16CEE4A27381B4",
     rank: 3,
   },
   config: { groupKey: "pgp", groupItem: "string", shorthandKey: "pgp" },

@@ -315,6 +315,7 @@ export const vaultTransitKeyType: MasterKeyType<"hc_vault", VaultTransitDeps> = 
     flag: "hc-vault-transit",
     env: "SOPS_VAULT_URIS",
     help: "comma separated list of vault's key URI (e.g. 'https://vault.example.org:8200/v1/transit/keys/dev')",
+    example: "https://vault.example.org:8200/v1/transit/keys/dev",
     rank: 4,
   },
   config: { groupKey: "hc_vault", groupItem: "string", shorthandKey: "hc_vault_transit_uri" },
