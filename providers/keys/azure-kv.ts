@@ -88,12 +88,10 @@ function azureEntry(vaultUrl: string, name: string, version: string): KeyEntry {
   ]);
 }
 
-/** azkv.NewMasterKeyFromURL: `https://vault/keys/name[/version]`. */
+/** azkv.NewMasterKeyFromURL, for flags and `.sops.yaml` alike. */
 function azureEntryFromUrl(url: string): KeyEntry {
-  const m = KEY_URL.exec(url.trim());
-  if (!m)
-    throw new BootsealError("BAD_INPUT", "cannot parse azure_keyvault URL (https://VAULT/keys/NAME/VERSION)");
-  return azureEntry(m[1] ?? "", m[2] ?? "", (m[3] ?? "").slice(1));
+  const s = parseAzureKeyUrl(url);
+  return azureEntry(s.vaultUrl, s.name, s.version);
 }
 
 /** `https://VAULT/keys/NAME[/VERSION]`. */

@@ -75,19 +75,27 @@ export const VAULT_TRANSIT_FORMAT: KeyKindFormat = {
 const bad = (message: string): BootsealError => new BootsealError("BAD_INPUT", message);
 
 /**
- * hcvault.NewMasterKeyFromURI, as the `.sops.yaml` reader uses it: `https://host:8200/v1/transit/keys/name`
- * -> address `https://host:8200`, engine path `transit` (may hold `/`), key `name`; a path
- * with a prefix before `/v1/` is refused, as sops refuses it. "" is skipped (null), as sops does.
+ * hcvault.NewMasterKeyFromURI, for flags and `.sops.yaml` alike:
+ * `https://host:8200/v1/transit/keys/name` -> address `https://host:8200` (as written, like
+ * Go's url.Parse), engine path `transit` (may hold `/`), key `name`. A prefix before `/v1/`
+ * is refused, as sops refuses it; so are a query, a fragment and credentials (they would end
+ * up in the metadata and in every log line).
  */
-function vaultEntry(uri: string): KeyEntry | null {
-  if (uri === "") return null;
+export function parseVaultKeyUri(uri: string): VaultSettings {
   const m = /^([A-Za-z][A-Za-z0-9+.-]*):\/\/([^/?#]*)([^?#]*)(\?[^#]*)?(#.*)?$/.exec(uri);
   if (!m) throw bad("missing scheme in Vault URL (https://vault.example.com:8200/v1/transit/keys/NAME)");
   if (m[4] || m[5]) throw bad("Vault URL must not have a query or fragment");
+  const authority = m[2] ?? "";
+  if (authority.includes("@")) throw bad("hc_vault: credentials in the Vault URL");
+  const address = `${m[1]}://${authority}`;
+  try {
+    new URL(address);
+  } catch (cause) {
+    throw new BootsealError("BAD_INPUT", "hc_vault: the Vault address is not a URL", { cause });
+  }
   const path = m[3] || "/";
-  if (/\/[^/]+\/v\d+\/[^/]+\/[^/]+\/[^/]+/.test(path))
-    throw bad("running Vault with a prefixed URL is not supported");
-  if (!/\/v\d+\/[^/]+\/[^/]+\/[^/]+/.test(path)) {
+  if (PREFIXED_PATH.test(path)) throw bad("running Vault with a prefixed URL is not supported");
+  if (!KEY_PATH.test(path)) {
     throw bad("Vault path is not like https://vault.example.com:8200/v1/transit/keys/NAME");
   }
   const dirs = path.replace(/^\/+|\/+$/g, "").split("/");
@@ -99,44 +107,18 @@ function vaultEntry(uri: string): KeyEntry | null {
     if (d === ".." && engine.length > 0 && engine[engine.length - 1] !== "..") engine.pop();
     else engine.push(d);
   }
+  return { address, enginePath: engine.join("/"), keyName };
+}
+
+/** A shorthand or `key_groups` Vault URI as an entry; "" is skipped (null), as sops does. */
+function vaultEntry(uri: string): KeyEntry | null {
+  if (uri === "") return null;
+  const s = parseVaultKeyUri(uri);
   return newEntry("hc_vault", [
-    ["vault_address", `${m[1]}://${m[2]}`],
-    ["engine_path", engine.join("/")],
-    ["key_name", keyName],
+    ["vault_address", s.address],
+    ["engine_path", s.enginePath],
+    ["key_name", s.keyName],
   ]);
-}
-
-/** sops engineAndKeyFromPath: `/v1/<engine…>/keys/<name>`; a proxy prefix before /v1 is refused. */
-function engineAndKey(path: string, uri: string): { enginePath: string; keyName: string } {
-  if (PREFIXED_PATH.test(path)) {
-    throw new BootsealError("BAD_INPUT", `hc_vault: a prefixed Vault URL is not supported: ${uri}`);
-  }
-  if (!KEY_PATH.test(path)) {
-    throw new BootsealError(
-      "BAD_INPUT",
-      `hc_vault: not a transit key URL (https://vault.example.com:8200/v1/transit/keys/NAME): ${uri}`,
-    );
-  }
-  const dirs = path.replace(/^\/+|\/+$/g, "").split("/");
-  const keyName = dirs[dirs.length - 1] as string;
-  // Go's path.Join drops empty elements.
-  const enginePath = dirs.slice(1, -2).filter(Boolean).join("/");
-  return { enginePath, keyName };
-}
-
-/** hcvault.NewMasterKeyFromURI. */
-export function parseVaultKeyUri(uri: string): VaultSettings {
-  let u: URL;
-  try {
-    u = new URL(uri);
-  } catch (cause) {
-    throw new BootsealError("BAD_INPUT", `hc_vault: missing scheme or not a URL: ${uri}`, { cause });
-  }
-  // Credentials in the URL would end up in the metadata and in every log line.
-  if (u.username || u.password)
-    throw new BootsealError("BAD_INPUT", "hc_vault: credentials in the Vault URL");
-  const { enginePath, keyName } = engineAndKey(u.pathname + u.search, uri);
-  return { address: `${u.protocol}//${u.host}`, enginePath, keyName };
 }
 
 function vaultKeyId(s: VaultSettings): string {

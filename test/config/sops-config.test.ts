@@ -262,6 +262,18 @@ describe("config errors", () => {
       "creation_rules:\n  - hc_vault_transit_uri: h/v1/transit/keys/k\n",
       "BAD_INPUT",
     ],
+    [
+      "Vault URL with credentials (the flag parser's rule: one parser per kind)",
+      "creation_rules:\n  - key_groups:\n    - hc_vault: ['https://u:p@h/v1/transit/keys/k']\n",
+      "BAD_INPUT",
+      /credentials/,
+    ],
+    [
+      "kms context not a mapping",
+      "creation_rules:\n  - key_groups:\n    - kms: [{arn: a, context: x}]\n",
+      "BAD_INPUT",
+      /kms context must be a mapping/,
+    ],
     ["non-string in key list", "creation_rules:\n  - age: [1]\n", "BAD_INPUT"],
     [
       "kms context null",
