@@ -150,7 +150,7 @@ describe("PGP wrap", () => {
     assert.deepEqual(out, secret);
   });
 
-  test("public keys from extras; private keys from extras unwrap", async () => {
+  test("public keys from deps.pgp; private keys from deps.pgp unwrap", async () => {
     const priv = await openpgp.readPrivateKey({ armoredKey: readFileSync(KEY1_FILE, "utf8") });
     const pub = priv.toPublic().armor();
     const secret = randomBytes(32);
