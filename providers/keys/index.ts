@@ -7,7 +7,8 @@
 import type { KeyEntry, KeyKinds, KeyResolver, MasterKey } from "../../src/envelope/sops/master-key.ts";
 import { BootsealError } from "../../src/errors.ts";
 import { ageKeyType } from "./age.ts";
-import { type AwsKmsDeps, awsKmsKeyType } from "./aws-kms.ts";
+import { awsKmsKeyType } from "./aws-kms.ts";
+import type { AwsKmsDeps } from "./aws-kms-client.ts";
 import { type AzureKvDeps, azureKvKeyType } from "./azure-kv.ts";
 import { type GcpKmsDeps, gcpKmsKeyType } from "./gcp-kms.ts";
 import type { BaseDeps, MasterKeyType } from "./key-type.ts";

@@ -9,13 +9,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { CreateKeyCommand, DisableKeyCommand, KMSClient } from "@aws-sdk/client-kms";
-import {
-  awsKmsKeyType,
-  generateDataKey,
-  kmsKeyId,
-  mapKmsError,
-  stsSessionName,
-} from "../../../providers/keys/aws-kms.ts";
+import { awsKmsKeyType, generateDataKey, kmsKeyId } from "../../../providers/keys/aws-kms.ts";
+import { mapKmsError, stsSessionName } from "../../../providers/keys/aws-kms-client.ts";
 import type { ProviderDeps } from "../../../providers/keys/index.ts";
 import { keysFromUserInput, resolverFor } from "../../../providers/keys/index.ts";
 import type { KeyEntry, KeyFieldValue } from "../../../src/envelope/sops/master-key.ts";
