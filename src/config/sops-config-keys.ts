@@ -5,7 +5,7 @@
  * file system.
  */
 import { KEY_TYPES, keyIdentity } from "../../providers/keys/index.ts";
-import type { ConfigItem, ShorthandContext } from "../../providers/keys/key-type.ts";
+import { type ConfigItem, NO_SHORTHAND_CONTEXT, type ShorthandContext } from "../../providers/keys/key-type.ts";
 import type { KeyEntry, KeyFieldValue } from "../envelope/sops/master-key.ts";
 import { BootsealError } from "../errors.ts";
 import { bad, isNull, keyList, map, seq, str, type Tree } from "./sops-config-yaml.ts";
@@ -78,7 +78,7 @@ export function shorthandFromConfig(rule: ReadonlyMap<string, Tree>): ShorthandK
     kind: type.kind,
     texts: keyList(rule.get(type.config.shorthandKey), type.config.shorthandKey),
   }));
-  shorthandEntries(out, { kmsContext: null, awsProfile: "" });
+  shorthandEntries(out, NO_SHORTHAND_CONTEXT);
   return out;
 }
 

@@ -6,8 +6,9 @@
  * types. Key entries keep the sops-known fields of their kind (canonical names, file order,
  * `enc` included); unknown fields are dropped on read, as sops does. Which kinds exist and
  * what their entries hold comes from the injected KeyKinds table (the key registry's
- * KEY_KINDS). hckms entries are refused (UNSUPPORTED): no provider has such a kind and
- * dropping them would lose recipients; so is any other kind listed but not in the table.
+ * KEY_KINDS). hckms entries are refused (UNSUPPORTED) unless the table has that kind:
+ * dropping them would lose recipients. Writing an entry whose kind is not in the table is
+ * refused the same way.
  */
 import { BootsealError } from "../../errors.ts";
 import { formatGoFloat, formatRfc3339Seconds, parseGoBool, parseRfc3339 } from "./canonical.ts";
