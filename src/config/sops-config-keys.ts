@@ -5,7 +5,11 @@
  * file system.
  */
 import { KEY_TYPES, keyIdentity } from "../../providers/keys/index.ts";
-import { type ConfigItem, NO_SHORTHAND_CONTEXT, type ShorthandContext } from "../../providers/keys/key-type.ts";
+import {
+  type ConfigItem,
+  NO_SHORTHAND_CONTEXT,
+  type ShorthandContext,
+} from "../../providers/keys/key-type.ts";
 import type { KeyEntry, KeyFieldValue } from "../envelope/sops/master-key.ts";
 import { BootsealError } from "../errors.ts";
 import { bad, isNull, keyList, map, seq, str, type Tree } from "./sops-config-yaml.ts";
