@@ -4,7 +4,7 @@
  */
 import { dirname, resolve } from "node:path";
 import type { ProviderDeps } from "../../providers/keys/index.ts";
-import { keysFromUserInput, keyTypeOf } from "../../providers/keys/index.ts";
+import { KEY_TYPES, keysFromUserInput, keyTypeOf } from "../../providers/keys/index.ts";
 import { newKeyFromEntry } from "../config/rule-keys.ts";
 import { findSopsConfig, loadSopsConfig, matchCreationRule } from "../config/sops-config.ts";
 import type { MasterKey } from "../envelope/sops/master-key.ts";
@@ -14,6 +14,11 @@ import type { CliIo } from "./command.ts";
 import { keyListsFromFlags, parseEncryptionContext, ruleFromFlags } from "./key-flags.ts";
 
 export { masterKeyFromEntry } from "../config/rule-keys.ts";
+
+/** `--age, --pgp, … or --hc-vault-transit`, in registry order. */
+const KEY_FLAG_LIST = KEY_TYPES.map((t) => `--${t.flag.flag}`)
+  .join(", ")
+  .replace(/, ([^,]*)$/, " or $1");
 
 export interface KeySetup {
   readonly groups: MasterKey[][];
@@ -102,10 +107,7 @@ export function keySetup(
   }
   const groups = flagKeys.length > 0 ? [flagKeys] : fromConfig?.groups;
   if (!groups || groups.length === 0 || groups.some((g) => g.length === 0)) {
-    throw new BootsealError(
-      "USAGE",
-      "no master keys: give --age, --pgp, --kms, --gcp-kms, --azure-kv or --hc-vault-transit, or a .sops.yaml creation rule",
-    );
+    throw new BootsealError("USAGE", `no master keys: give ${KEY_FLAG_LIST}, or a .sops.yaml creation rule`);
   }
   return {
     groups,
