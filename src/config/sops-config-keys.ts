@@ -14,8 +14,6 @@ import type { KeyEntry, KeyFieldValue } from "../envelope/sops/master-key.ts";
 import { BootsealError } from "../errors.ts";
 import { bad, isNull, keyList, map, seq, str, type Tree } from "./sops-config-yaml.ts";
 
-export { keyIdentity };
-
 /** sops keeps the first of two keys of the same kind with the same identity (deduplicateKeygroup). */
 export function dedupGroup(group: readonly KeyEntry[]): KeyEntry[] {
   const seen = new Set<string>();

@@ -21,7 +21,8 @@ import {
 } from "./sops-config-keys.ts";
 import { bad, bool, int, isNull, map, seq, str, type Tree, toTree } from "./sops-config-yaml.ts";
 
-export { keyIdentity } from "./sops-config-keys.ts";
+/** Kept here for the service and tests that compare creation-rule keys; the registry owns it. */
+export { keyIdentity } from "../../providers/keys/index.ts";
 
 function compilePathRegex(pattern: string): RegExp {
   try {
