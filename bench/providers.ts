@@ -39,11 +39,12 @@ import { Storage } from "@google-cloud/storage";
 import { credentials as grpcCredentials } from "@grpc/grpc-js";
 import { generateX25519Identity, identityToRecipient } from "age-encryption";
 import * as openpgp from "openpgp";
-import { keyTypes } from "../providers/keys/index.ts";
-import type { KeyEntry, KeyKind, MasterKey, ProviderDeps } from "../providers/keys/master-key.ts";
+import type { KeyKind, ProviderDeps } from "../providers/keys/index.ts";
+import { keyTypeOf } from "../providers/keys/index.ts";
 import { openStore } from "../providers/stores/index.ts";
 import { createMemoryStore } from "../providers/stores/memory.ts";
 import type { ObjectStore } from "../providers/stores/object-store.ts";
+import type { KeyEntry, MasterKey } from "../src/envelope/sops/master-key.ts";
 import { optionalPeer, type PeerName, peer, uniqueName } from "../test/helpers/peers.ts";
 import { moto, rawS3, removeS3Bucket, type S3Peer, seaweedfs } from "../test/helpers/s3.ts";
 
@@ -190,7 +191,7 @@ interface Case<T> {
 }
 
 function keyFrom(kind: KeyKind, fields: [string, string | Record<string, string>][], deps: ProviderDeps) {
-  const type = keyTypes[kind];
+  const type = keyTypeOf(kind);
   if (!type) throw new Error(`no provider for ${kind}`);
   const entry: KeyEntry = { kind, enc: "", fields: new Map(fields) };
   return type.fromMetadata(entry, deps);
@@ -221,7 +222,7 @@ function awsKmsCase(id: string, variable: PeerName, peerName: string): Case<Mast
       const arn = meta?.Arn;
       if (!arn || !meta?.KeyId) throw new Error("CreateKey gave no ARN");
       const keyId = meta.KeyId;
-      const deps = { env: {}, extras: { kms: { endpoint, credentials: AWS_TEST_CREDENTIALS } } };
+      const deps = { env: {}, awsKms: { endpoint, credentials: AWS_TEST_CREDENTIALS } };
       const key = keyFrom(
         "kms",
         [
@@ -282,7 +283,7 @@ const keyCases: Case<MasterKey>[] = [
       const file = join(dir, "key.asc");
       await writeFile(file, privateKey, { mode: 0o600 });
       const fp = (await openpgp.readKey({ armoredKey: publicKey })).getFingerprint().toUpperCase();
-      const deps = { env: { BOOTSEAL_PGP_KEY_FILE: file }, extras: { pgp: { gpg: false } } };
+      const deps = { env: { BOOTSEAL_PGP_KEY_FILE: file }, pgp: { gpg: false } };
       return {
         subject: keyFrom(
           "pgp",
@@ -321,7 +322,7 @@ const keyCases: Case<MasterKey>[] = [
           cryptoKeyId: "providers",
           cryptoKey: { purpose: "ENCRYPT_DECRYPT" },
         });
-        const deps = { env: {}, extras: { gcp_kms: { endpoint, insecure: true } } };
+        const deps = { env: {}, gcpKms: { endpoint, insecure: true } };
         return {
           subject: keyFrom(
             "gcp_kms",
@@ -349,7 +350,7 @@ const keyCases: Case<MasterKey>[] = [
       const admin = new KeyClient(vaultUrl, STATIC_TOKEN, { disableChallengeResourceVerification: true });
       const name = uniqueName("bench");
       const created = await admin.createRsaKey(name, { keySize: 2048 });
-      const extras = { azure_kv: { credential: STATIC_TOKEN, disableChallengeResourceVerification: true } };
+      const azureKv = { credential: STATIC_TOKEN, disableChallengeResourceVerification: true };
       return {
         subject: keyFrom(
           "azure_kv",
@@ -359,7 +360,7 @@ const keyCases: Case<MasterKey>[] = [
             ["version", created.properties.version ?? ""],
             ["created_at", "2026-01-01T00:00:00Z"],
           ],
-          { env: {}, extras },
+          { env: {}, azureKv },
         ),
         // The fake has no key deletion; its keys live in memory only.
         cleanup: async () => {},

@@ -10,8 +10,15 @@
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { armor, Decrypter, Encrypter, type Identity } from "age-encryption";
+import type { CallOptions } from "../../src/call-options.ts";
+import {
+  entryString,
+  type KeyEntry,
+  type KeyKindFormat,
+  type MasterKey,
+} from "../../src/envelope/sops/master-key.ts";
 import { BootsealError, type ErrorCode } from "../../src/errors.ts";
-import type { CallOptions, KeyEntry, MasterKey, MasterKeyType, ProviderDeps } from "./master-key.ts";
+import { type BaseDeps, itemText, type MasterKeyType, newEntry } from "./key-type.ts";
 
 // The global, not `node:process`: importing that module as ESM evaluates its lazy getters
 // (process.stdin among them), which costs every CLI run start-up time.
@@ -24,6 +31,28 @@ export interface AgeIdentities {
   readonly identities: string[];
   /** One per source that failed (location and reason; never key material). */
   readonly errors: { readonly code: ErrorCode; readonly message: string }[];
+}
+
+/** sops `age` entries (stores.go ageKey): no created_at; written in every key group. */
+export const AGE_FORMAT: KeyKindFormat = {
+  kind: "age",
+  fields: ["enc", "recipient"],
+  omitEmpty: [],
+  mapFields: [],
+  alwaysInGroup: true,
+  readRank: 5,
+  decryptionRank: 0,
+  identity: (entry) => entryString(entry, "recipient"),
+  passphrase: { scheme: "age", provider: "age", wrapped: "text" },
+};
+
+/** age.MasterKeyFromRecipient: trimmed; the recipient's encoding is checked by fromMetadata. */
+function ageEntry(text: string): KeyEntry {
+  const recipient = text.trim();
+  if (!recipient.startsWith("age1") && !recipient.startsWith("ssh-")) {
+    throw new BootsealError("BAD_INPUT", "unknown age recipient type");
+  }
+  return newEntry("age", [["recipient", recipient]]);
 }
 
 /** SOPS_AGE_KEY_CMD may hang; sops waits forever, a bootstrap agent should not. */
@@ -244,12 +273,12 @@ function noMatchSentinel(): { identity: Identity; reached: () => boolean } {
   };
 }
 
-function ageKey(recipient: string, deps: ProviderDeps): MasterKey {
+function ageKey(recipient: string, deps: BaseDeps): MasterKey {
   const env = deps.env ?? processEnv;
   let loaded: Promise<AgeIdentities> | undefined;
   return {
     kind: "age",
-    id: recipient,
+    id: AGE_FORMAT.identity(newEntry("age", [["recipient", recipient]])),
 
     async wrap(secret: Uint8Array): Promise<string> {
       const encrypter = new Encrypter();
@@ -307,10 +336,26 @@ function ageKey(recipient: string, deps: ProviderDeps): MasterKey {
   };
 }
 
-export const ageKeyType: MasterKeyType = {
+export const ageKeyType: MasterKeyType<"age"> = {
   kind: "age",
+  format: AGE_FORMAT,
+  flag: {
+    flag: "age",
+    short: "a",
+    env: "SOPS_AGE_RECIPIENTS",
+    help: "comma separated list of age recipients",
+    example: "age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p",
+    rank: 5,
+  },
+  config: { groupKey: "age", groupItem: "string", shorthandKey: "age" },
 
-  fromMetadata(entry: KeyEntry, deps: ProviderDeps): MasterKey {
+  entryFromText: ageEntry,
+
+  entriesFromConfig(item) {
+    return itemText(item, "age").split(",").map(ageEntry);
+  },
+
+  fromMetadata(entry: KeyEntry, deps: BaseDeps): MasterKey {
     const recipient = entry.fields.get("recipient");
     if (typeof recipient !== "string" || recipient.trim() === "") {
       throw new BootsealError("BAD_INPUT", "age entry without a recipient");
@@ -320,7 +365,7 @@ export const ageKeyType: MasterKeyType = {
     return ageKey(trimmed, deps);
   },
 
-  fromUserInput(text: string, deps: ProviderDeps): MasterKey[] {
+  fromUserInput(text: string, deps: BaseDeps): MasterKey[] {
     const keys: MasterKey[] = [];
     for (const part of text.split(",")) {
       const recipient = part.trim();

@@ -4,7 +4,7 @@
  * Wrap is Encrypt(KeyId = arn, Plaintext = the raw secret, EncryptionContext = `context`),
  * enc the standard base64 of the CiphertextBlob; unwrap is Decrypt with the same KeyId and
  * context. The region comes from the ARN (sops does the same); the endpoint from
- * `extras.kms.endpoint`, else AWS_ENDPOINT_URL_KMS, else AWS_ENDPOINT_URL of deps.env. `aws_profile`
+ * `deps.awsKms.endpoint`, else AWS_ENDPOINT_URL_KMS, else AWS_ENDPOINT_URL of deps.env. `aws_profile`
  * selects a shared-config profile (the SDK's `profile` option); `role` is assumed through STS
  * with the session name sops uses, `sops@<sanitised hostname>`.
  *
@@ -15,235 +15,126 @@
  * -> KEY_UNAVAILABLE, retried (src/retry.ts). An ARN that does not match sops's ARN pattern is
  * refused when the key is configured (BAD_INPUT), as the interface asks of fromMetadata.
  */
-import { hostname } from "node:os";
-import type { DecryptCommandOutput, KMSClient, KMSClientConfig } from "@aws-sdk/client-kms";
+
+import type { DecryptCommandOutput, KMSClient } from "@aws-sdk/client-kms";
+import type { CallOptions } from "../../src/call-options.ts";
+import {
+  entryString,
+  type KeyEntry,
+  type KeyFieldValue,
+  type KeyKindFormat,
+  type MasterKey,
+} from "../../src/envelope/sops/master-key.ts";
 import { BootsealError } from "../../src/errors.ts";
-import { type RetryPolicy, retryCall, retryPolicy } from "../../src/retry.ts";
-import { lazyModule } from "../lazy-module.ts";
+import { retryCall, retryPolicy } from "../../src/retry.ts";
+import {
+  type AwsKmsDeps,
+  checkAnsweredKey,
+  isNoCredentials,
+  type KmsSettings,
+  loadKmsSdk,
+  mapKmsError,
+  newClient,
+  regionOf,
+} from "./aws-kms-client.ts";
 import { checkCreatedAt, decodeStdBase64, formatCreatedAt, stringField } from "./entry-fields.ts";
-import type {
-  CallOptions,
-  KeyEntry,
-  KeyFieldValue,
-  MasterKey,
-  MasterKeyType,
-  ProviderDeps,
-} from "./master-key.ts";
-
-// The global, not `node:process`: importing that module as ESM evaluates its lazy getters
-// (process.stdin among them), which costs every CLI run start-up time.
-const processEnv = process.env;
-
-/** `extras.kms` in ProviderDeps. */
-export interface AwsKmsExtras {
-  /** KMS endpoint (an emulator); default from AWS_ENDPOINT_URL_KMS / AWS_ENDPOINT_URL. */
-  readonly endpoint?: string;
-  /** STS endpoint for `role`; default AWS_ENDPOINT_URL_STS / AWS_ENDPOINT_URL. */
-  readonly stsEndpoint?: string;
-  /** Static credentials instead of the SDK's default chain (tests, injected identities). */
-  readonly credentials?: { accessKeyId: string; secretAccessKey: string; sessionToken?: string };
-  readonly retry?: Partial<RetryPolicy>;
-  /** Connect timeout of one attempt, ms (default 2000). */
-  readonly connectTimeoutMs?: number;
-}
-
-/** sops kms arnRegex: the region is the first group. */
-const ARN = /^arn:aws[\w-]*:kms:(.+):[0-9]+:(key|alias)\/.+$/;
-/** sops stsSessionRegex, `[^a-zA-Z0-9=,.@-_]+`: note `@-_` is a range (@ through _), kept as is. */
-const STS_SESSION_DROP = /[^a-zA-Z0-9=,.@-_]+/g;
-const SESSION_NAME_LIMIT = 64;
-
-interface KmsSettings {
-  readonly arn: string;
-  readonly role: string;
-  readonly context: Readonly<Record<string, string>> | undefined;
-  readonly profile: string;
-}
-
-function extrasOf(deps: ProviderDeps): AwsKmsExtras {
-  const extras = deps.extras?.kms;
-  return typeof extras === "object" && extras !== null ? (extras as AwsKmsExtras) : {};
-}
-
-function regionOf(arn: string): string {
-  const m = ARN.exec(arn);
-  if (!m) throw new BootsealError("BAD_INPUT", `kms: not a KMS key ARN: ${arn}`);
-  return m[1] as string;
-}
+import {
+  type ConfigItem,
+  itemString,
+  type MasterKeyType,
+  newEntry,
+  type ShorthandContext,
+} from "./key-type.ts";
 
 /** sops ToString: arn[+role], then `|k:v,…` (sorted) when there is a context or profile, then `|profile`. */
-export function kmsKeyId(s: KmsSettings): string {
-  const arnRole = s.role ? `${s.arn}+${s.role}` : s.arn;
-  const ctx = s.context ?? {};
-  const context = Object.keys(ctx)
-    .sort()
-    .map((k) => `${k}:${ctx[k]}`)
-    .join(",");
-  if (s.profile) return `${arnRole}|${context}|${s.profile}`;
+function kmsIdentity(entry: KeyEntry): string {
+  const role = entryString(entry, "role");
+  const arn = entryString(entry, "arn");
+  const arnRole = role ? `${arn}+${role}` : arn;
+  const ctx = entry.fields.get("context");
+  const context =
+    typeof ctx === "object"
+      ? Object.keys(ctx)
+          .sort()
+          .map((k) => `${k}:${ctx[k]}`)
+          .join(",")
+      : "";
+  const profile = entryString(entry, "aws_profile");
+  if (profile) return `${arnRole}|${context}|${profile}`;
   return context ? `${arnRole}|${context}` : arnRole;
 }
 
-/** sops stsSessionName. */
-export function stsSessionName(host: string = hostname()): string {
-  return `sops@${host.replace(STS_SESSION_DROP, "")}`.slice(0, SESSION_NAME_LIMIT);
+/** sops `kms` entries (stores.go kmskey): `role` and `context` are `omitempty`. */
+export const AWS_KMS_FORMAT: KeyKindFormat = {
+  kind: "kms",
+  fields: ["arn", "aws_profile", "context", "created_at", "enc", "role"],
+  omitEmpty: ["role", "context"],
+  mapFields: ["context"],
+  alwaysInGroup: false,
+  readRank: 0,
+  decryptionRank: 2,
+  identity: kmsIdentity,
+  passphrase: { scheme: "kms", provider: "aws", wrapped: "base64" },
+};
+
+/**
+ * The one `ARN+ROLE_ARN` split (kms.NewMasterKeyFromArn): spaces removed, split at `+arn:`
+ * (a role ARN always starts `arn:`; a key ARN path may hold `+`).
+ */
+export function splitArnRole(text: string): { arn: string; role: string } {
+  const arn = text.replaceAll(" ", "");
+  const at = arn.indexOf("+arn:");
+  return at > 0 ? { arn: arn.slice(0, at), role: arn.slice(at + 1) } : { arn, role: "" };
 }
 
-/** The key part of a key ARN (`key/<id>`), or null for an alias ARN. */
-function keyPart(arn: string): string | null {
-  const m = /:(key\/.+)$/.exec(arn);
-  return m ? (m[1] as string) : null;
-}
-
-const DENIED = new Set([
-  "AccessDeniedException",
-  "UnrecognizedClientException",
-  "InvalidSignatureException",
-  "IncompleteSignature",
-  "ExpiredTokenException",
-  "InvalidClientTokenId",
-  "MissingAuthenticationToken",
-  "DisabledException",
-  "KMSInvalidStateException",
-  "KeyUnavailableException",
-]);
-const NOT_FOUND = new Set(["NotFoundException", "InvalidArnException", "InvalidKeyUsageException"]);
-const TRANSIENT = new Set([
-  "ThrottlingException",
-  "LimitExceededException",
-  "KMSInternalException",
-  "DependencyTimeoutException",
-  "ServiceUnavailable",
-  "InternalFailure",
-  "TimeoutError",
-  "RequestTimeout",
-]);
-
-/** One SDK failure as a BootsealError naming the key and the cause class, never key bytes. */
-export function mapKmsError(err: unknown, id: string, op: string): BootsealError {
-  if (err instanceof BootsealError) return err;
-  const e = err as { name?: string; code?: string; $metadata?: { httpStatusCode?: number } };
-  const name = e?.name ?? "Error";
-  const status = e?.$metadata?.httpStatusCode;
-  const what = `kms: ${op} with ${id}`;
-  if (name === "InvalidCiphertextException") {
-    return new BootsealError("BAD_INPUT", `${what}: wrong encryption context or ciphertext (${name})`, {
-      cause: err,
-    });
-  }
-  if (name === "IncorrectKeyException") {
-    return new BootsealError("BAD_INPUT", `${what}: the ciphertext was made by another key (${name})`, {
-      cause: err,
-    });
-  }
-  if (DENIED.has(name) || status === 403) {
-    return new BootsealError("KEY_ACCESS_DENIED", `${what}: access denied (${name})`, { cause: err });
-  }
-  if (NOT_FOUND.has(name)) {
-    return new BootsealError("KEY_NOT_FOUND", `${what}: key not found (${name})`, { cause: err });
-  }
-  if (name === "CredentialsProviderError") {
-    return new BootsealError("KEY_ACCESS_DENIED", `${what}: no AWS credentials`, { cause: err });
-  }
-  // No HTTP status: the request never got an answer (refused, reset, timed out, aborted).
-  if (TRANSIENT.has(name) || status === undefined || status === 429 || status >= 500) {
-    const why =
-      status === undefined ? `unreachable (${e?.code ?? name})` : `unavailable (${name}, HTTP ${status})`;
-    return new BootsealError("KEY_UNAVAILABLE", `${what}: ${why}`, { cause: err });
-  }
-  return new BootsealError("BAD_INPUT", `${what}: refused (${name}, HTTP ${status})`, { cause: err });
-}
-
-type Credentials = NonNullable<KMSClientConfig["credentials"]>;
-
-/** The SDK loads on the first KMS call, not with the registry: it is large and most runs never use it. */
-const loadKmsSdk = lazyModule(() => import("@aws-sdk/client-kms")).load;
-
-/** AssumeRole through STS, memoised until shortly before expiry (sops createSTSConfig). */
-function assumeRoleCredentials(
+function kmsEntry(
+  arn: string,
   role: string,
-  region: string,
-  profile: string,
-  extras: AwsKmsExtras,
-  env: Readonly<Record<string, string | undefined>>,
-): Credentials {
-  let cached:
-    | { accessKeyId: string; secretAccessKey: string; sessionToken: string; expiration?: Date }
-    | undefined;
-  return async () => {
-    if (cached && (!cached.expiration || cached.expiration.getTime() - Date.now() > 300_000)) return cached;
-    // STS ships inside the SDK (the nested client its credential providers use to assume roles);
-    // loaded only when a role is configured.
-    const { STSClient, AssumeRoleCommand } = await import("@aws-sdk/nested-clients/sts");
-    const endpoint = extras.stsEndpoint ?? env.AWS_ENDPOINT_URL_STS ?? env.AWS_ENDPOINT_URL;
-    const sts = new STSClient({
-      region,
-      maxAttempts: 1,
-      ...(endpoint ? { endpoint } : {}),
-      ...(profile ? { profile } : {}),
-      ...(extras.credentials ? { credentials: extras.credentials } : {}),
-    });
-    try {
-      const out = await sts.send(new AssumeRoleCommand({ RoleArn: role, RoleSessionName: stsSessionName() }));
-      const c = out.Credentials;
-      if (!c?.AccessKeyId || !c.SecretAccessKey || !c.SessionToken)
-        throw new Error("no credentials in answer");
-      cached = {
-        accessKeyId: c.AccessKeyId,
-        secretAccessKey: c.SecretAccessKey,
-        sessionToken: c.SessionToken,
-        ...(c.Expiration ? { expiration: c.Expiration } : {}),
-      };
-      return cached;
-    } catch (cause) {
-      const mapped = mapKmsError(cause, role, "assume role");
-      throw new BootsealError(
-        mapped.code === "BAD_INPUT" ? "KEY_ACCESS_DENIED" : mapped.code,
-        `kms: failed to assume role ${role}: ${mapped.message}`,
-        { cause },
-      );
-    } finally {
-      sts.destroy();
-    }
-  };
+  context: Readonly<Record<string, string>> | null,
+  awsProfile: string,
+): KeyEntry {
+  if (arn === "") throw new BootsealError("BAD_INPUT", "empty kms arn");
+  const fields: [string, KeyFieldValue][] = [["arn", arn]];
+  if (role) fields.push(["role", role]);
+  if (context && Object.keys(context).length > 0) fields.push(["context", { ...context }]);
+  fields.push(["aws_profile", awsProfile]);
+  return newEntry("kms", fields);
 }
 
-async function newClient(s: KmsSettings, deps: ProviderDeps): Promise<KMSClient> {
-  const { KMSClient } = await loadKmsSdk();
-  const extras = extrasOf(deps);
-  const env = deps.env ?? processEnv;
-  const region = regionOf(s.arn);
-  const endpoint = extras.endpoint ?? env.AWS_ENDPOINT_URL_KMS ?? env.AWS_ENDPOINT_URL;
-  const credentials = s.role
-    ? assumeRoleCredentials(s.role, region, s.profile, extras, env)
-    : extras.credentials;
-  return new KMSClient({
-    region,
-    // src/retry.ts is the only retry loop, so the bound is known.
-    maxAttempts: 1,
-    requestHandler: { connectionTimeout: extras.connectTimeoutMs ?? 2_000 },
-    ...(endpoint ? { endpoint } : {}),
-    ...(s.profile ? { profile: s.profile } : {}),
-    ...(credentials ? { credentials } : {}),
-  });
+function kmsEntryFromText(text: string, context: ShorthandContext): KeyEntry {
+  const { arn, role } = splitArnRole(text);
+  return kmsEntry(arn, role, context.kmsContext, context.awsProfile);
 }
 
-/** Precondition on KMS's answer (ESDK kms_keyring): the key that did the work is the one asked for. */
-function checkAnsweredKey(s: KmsSettings, answered: string | undefined, id: string): void {
-  const wanted = keyPart(s.arn);
-  if (wanted === null) return; // an alias ARN: KMS answers with the key it points to
-  if (answered === undefined || keyPart(answered) !== wanted) {
-    throw new BootsealError("BAD_INPUT", `kms: ${id}: KMS answered for another key (${answered ?? "none"})`);
-  }
+function kmsEntryFromConfig(item: ConfigItem): KeyEntry[] {
+  const what = "kms key";
+  const ctx = typeof item === "string" ? undefined : item.get("context");
+  if (typeof ctx === "string") throw new BootsealError("BAD_INPUT", "kms context must be a mapping");
+  return [
+    kmsEntry(
+      itemString(item, "arn", what),
+      itemString(item, "role", what),
+      ctx ?? null,
+      itemString(item, "aws_profile", what),
+    ),
+  ];
 }
 
-function isNoCredentials(err: BootsealError): boolean {
-  return (err.cause as { name?: string } | undefined)?.name === "CredentialsProviderError";
+/** The identity of a configured key: AWS_KMS_FORMAT.identity of its entry. */
+export function kmsKeyId(s: KmsSettings): string {
+  const fields: [string, KeyFieldValue][] = [
+    ["arn", s.arn],
+    ["role", s.role],
+    ["aws_profile", s.profile],
+  ];
+  if (s.context) fields.push(["context", s.context]);
+  return kmsIdentity(newEntry("kms", fields));
 }
 
-function kmsKey(s: KmsSettings, deps: ProviderDeps): MasterKey {
+function kmsKey(s: KmsSettings, deps: AwsKmsDeps): MasterKey {
   regionOf(s.arn); // fail at configuration, not on first use
   const id = kmsKeyId(s);
-  const policy = retryPolicy(extrasOf(deps).retry);
+  const policy = retryPolicy(deps.awsKms?.retry);
   const context = s.context && Object.keys(s.context).length > 0 ? { ...s.context } : undefined;
   let client: Promise<KMSClient> | undefined;
   const kms = () => {
@@ -334,19 +225,30 @@ function kmsKey(s: KmsSettings, deps: ProviderDeps): MasterKey {
   };
 }
 
-/** kms.NewMasterKeyFromArn: spaces removed, `ARN+ROLE_ARN` split at `+arn:`. */
+/** kms.NewMasterKeyFromArn, for `--kms` and SOPS_KMS_ARN. */
 function settingsFromArn(text: string): KmsSettings {
-  const arn = text.replaceAll(" ", "");
-  const at = arn.indexOf("+arn:");
-  return at > 0
-    ? { arn: arn.slice(0, at), role: arn.slice(at + 1), context: undefined, profile: "" }
-    : { arn, role: "", context: undefined, profile: "" };
+  return { ...splitArnRole(text), context: undefined, profile: "" };
 }
 
-export const awsKmsKeyType: MasterKeyType = {
+export const awsKmsKeyType: MasterKeyType<"kms", AwsKmsDeps> = {
   kind: "kms",
+  format: AWS_KMS_FORMAT,
+  flag: {
+    flag: "kms",
+    short: "k",
+    env: "SOPS_KMS_ARN",
+    help: "comma separated list of KMS ARNs",
+    example:
+      "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab+arn:aws:iam::123456789012:role/sops",
+    rank: 0,
+    takesContext: true,
+  },
+  config: { groupKey: "kms", groupItem: "mapping", shorthandKey: "kms" },
 
-  fromMetadata(entry: KeyEntry, deps: ProviderDeps): MasterKey {
+  entryFromText: kmsEntryFromText,
+  entriesFromConfig: kmsEntryFromConfig,
+
+  fromMetadata(entry: KeyEntry, deps: AwsKmsDeps): MasterKey {
     const arn = stringField(entry.fields, "arn", "kms entry");
     if (arn === "") throw new BootsealError("BAD_INPUT", "kms entry without arn");
     checkCreatedAt(entry.fields.get("created_at"), `kms entry ${arn}`);
@@ -365,7 +267,7 @@ export const awsKmsKeyType: MasterKeyType = {
     );
   },
 
-  fromUserInput(text: string, deps: ProviderDeps): MasterKey[] {
+  fromUserInput(text: string, deps: AwsKmsDeps): MasterKey[] {
     return text
       .split(",")
       .filter((part) => part.trim() !== "")
@@ -388,12 +290,12 @@ export interface GeneratedDataKey {
 export async function generateDataKey(
   arn: string,
   context: Readonly<Record<string, string>> | undefined,
-  deps: ProviderDeps = {},
+  deps: AwsKmsDeps = {},
   options: CallOptions = {},
 ): Promise<GeneratedDataKey> {
   const s = { ...settingsFromArn(arn), context };
   const id = kmsKeyId(s);
-  const policy = retryPolicy(extrasOf(deps).retry);
+  const policy = retryPolicy(deps.awsKms?.retry);
   const { GenerateDataKeyCommand } = await loadKmsSdk();
   const client = await newClient(s, deps);
   try {

@@ -6,23 +6,30 @@
  * result as base64url without padding. Unwrap is decrypt with the same algorithm on
  * `name` at `version`. When no version is configured (a `.sops.yaml` key or a URL without
  * one), the current version is looked up before the first wrap and recorded, as sops 3.11+
- * does; until then `id` ends at the key name.
+ * does; until then `id` ends in `/` (sops's ToString with an empty version).
  *
- * Credential: `extras.azure_kv.credential`, else @azure/identity's DefaultAzureCredential
+ * Credential: `deps.azureKv.credential`, else @azure/identity's DefaultAzureCredential
  * (as sops). TLS is always verified; a private CA comes in through NODE_EXTRA_CA_CERTS.
- * `extras.azure_kv.disableChallengeResourceVerification` is for emulators whose host is not
+ * `deps.azureKv.disableChallengeResourceVerification` is for emulators whose host is not
  * a vault domain (lowkey-vault).
  */
 import type { TokenCredential } from "@azure/identity";
 import type { CryptographyClient } from "@azure/keyvault-keys";
+import type { CallOptions } from "../../src/call-options.ts";
+import {
+  entryString,
+  type KeyEntry,
+  type KeyKindFormat,
+  type MasterKey,
+} from "../../src/envelope/sops/master-key.ts";
 import { BootsealError } from "../../src/errors.ts";
 import { type RetryPolicy, retryCall, retryPolicy } from "../../src/retry.ts";
 import { lazyModule } from "../lazy-module.ts";
 import { checkCreatedAt, formatCreatedAt, stringField } from "./entry-fields.ts";
-import type { CallOptions, KeyEntry, MasterKey, MasterKeyType, ProviderDeps } from "./master-key.ts";
+import { type BaseDeps, itemString, type MasterKeyType, newEntry } from "./key-type.ts";
 
-/** `extras.azure_kv` in ProviderDeps. */
-export interface AzureKvExtras {
+/** `azureKv` in ProviderDeps. */
+export interface AzureKvOptions {
   readonly credential?: TokenCredential;
   readonly disableChallengeResourceVerification?: boolean;
   readonly retry?: Partial<RetryPolicy>;
@@ -41,9 +48,43 @@ const KEY_URL = /^(https:\/\/[^/]+)\/keys\/([^/]+)(\/[^/]*)?$/;
 /** @azure/keyvault-keys loads on the first call, not with the registry. */
 const loadKeyVaultSdk = lazyModule(() => import("@azure/keyvault-keys")).load;
 
-function extrasOf(deps: ProviderDeps): AzureKvExtras {
-  const extras = deps.extras?.azure_kv;
-  return typeof extras === "object" && extras !== null ? (extras as AzureKvExtras) : {};
+export interface AzureKvDeps extends BaseDeps {
+  readonly azureKv?: AzureKvOptions;
+}
+
+/** sops `azure_kv` entries (stores.go azkvkey). */
+export const AZURE_KV_FORMAT: KeyKindFormat = {
+  kind: "azure_kv",
+  fields: ["created_at", "enc", "name", "vault_url", "version"],
+  omitEmpty: [],
+  mapFields: [],
+  alwaysInGroup: false,
+  readRank: 2,
+  decryptionRank: 4,
+  // azkv ToString: `%s/keys/%s/%s` whether or not there is a version.
+  identity: (entry) =>
+    `${entryString(entry, "vault_url")}/keys/${entryString(entry, "name")}/${entryString(entry, "version")}`,
+  passphrase: { scheme: "azkv", provider: "azure", wrapped: "base64url" },
+};
+
+/**
+ * `version` may be empty (sops 3.11+): sops then asks the vault for the current version at
+ * encryption time, and so does this provider.
+ */
+function azureEntry(vaultUrl: string, name: string, version: string): KeyEntry {
+  if (vaultUrl === "" || name === "")
+    throw new BootsealError("BAD_INPUT", "azure_keyvault needs vaultUrl and key");
+  return newEntry("azure_kv", [
+    ["vault_url", vaultUrl],
+    ["name", name],
+    ["version", version],
+  ]);
+}
+
+/** azkv.NewMasterKeyFromURL, for flags and `.sops.yaml` alike. */
+function azureEntryFromUrl(url: string): KeyEntry {
+  const s = parseAzureKeyUrl(url);
+  return azureEntry(s.vaultUrl, s.name, s.version);
 }
 
 /** `https://VAULT/keys/NAME[/VERSION]`. */
@@ -93,22 +134,29 @@ export function mapAzureError(err: unknown, id: string, op: string): BootsealErr
   );
 }
 
-function azureKey(s: AzureSettings, deps: ProviderDeps): MasterKey {
-  const extras = extrasOf(deps);
-  const policy = retryPolicy(extras.retry);
+function azureKey(s: AzureSettings, deps: AzureKvDeps): MasterKey {
+  const given = deps.azureKv ?? {};
+  const policy = retryPolicy(given.retry);
   let version = s.version;
   let credential: Promise<TokenCredential> | undefined;
-  const currentId = () => `${s.vaultUrl}/keys/${s.name}${version ? `/${version}` : ""}`;
+  const currentId = () =>
+    AZURE_KV_FORMAT.identity(
+      newEntry("azure_kv", [
+        ["vault_url", s.vaultUrl],
+        ["name", s.name],
+        ["version", version],
+      ]),
+    );
   const clientOptions = {
     // src/retry.ts is the only retry loop.
     retryOptions: { maxRetries: 0 },
-    ...(extras.disableChallengeResourceVerification ? { disableChallengeResourceVerification: true } : {}),
+    ...(given.disableChallengeResourceVerification ? { disableChallengeResourceVerification: true } : {}),
   };
 
   function getCredential(): Promise<TokenCredential> {
     // @azure/identity is loaded only when no credential is injected: it is large.
-    credential ??= extras.credential
-      ? Promise.resolve(extras.credential)
+    credential ??= given.credential
+      ? Promise.resolve(given.credential)
       : import("@azure/identity").then((m) => new m.DefaultAzureCredential());
     return credential;
   }
@@ -119,9 +167,8 @@ function azureKey(s: AzureSettings, deps: ProviderDeps): MasterKey {
     run: (o: object) => Promise<T>,
   ): Promise<T> {
     const what = `azure_kv: ${op} with ${currentId()}`;
-    return retryCall(policy, what, "KEY_UNAVAILABLE", signal, async (attemptSignal) => {
+    return retryCall(policy, what, "KEY_UNAVAILABLE", signal, async (abortSignal) => {
       try {
-        const abortSignal = attemptSignal;
         return await run({ abortSignal, requestOptions: { timeout: policy.timeoutMs } });
       } catch (err) {
         throw mapAzureError(err, currentId(), op);
@@ -202,10 +249,32 @@ function azureKey(s: AzureSettings, deps: ProviderDeps): MasterKey {
   };
 }
 
-export const azureKvKeyType: MasterKeyType = {
+export const azureKvKeyType: MasterKeyType<"azure_kv", AzureKvDeps> = {
   kind: "azure_kv",
+  format: AZURE_KV_FORMAT,
+  flag: {
+    flag: "azure-kv",
+    env: "SOPS_AZURE_KEYVAULT_URLS",
+    help: "comma separated list of Azure Key Vault URLs",
+    example: "https://v.vault.azure.net/keys/k/0123456789abcdef0123456789abcdef",
+    rank: 2,
+  },
+  config: { groupKey: "azure_keyvault", groupItem: "mapping", shorthandKey: "azure_keyvault" },
 
-  fromMetadata(entry: KeyEntry, deps: ProviderDeps): MasterKey {
+  entryFromText: azureEntryFromUrl,
+
+  entriesFromConfig(item) {
+    const what = "azure_keyvault key";
+    return [
+      azureEntry(
+        itemString(item, "vaultUrl", what),
+        itemString(item, "key", what),
+        itemString(item, "version", what),
+      ),
+    ];
+  },
+
+  fromMetadata(entry: KeyEntry, deps: AzureKvDeps): MasterKey {
     const label = "azure_kv entry";
     const vaultUrl = stringField(entry.fields, "vault_url", label);
     const name = stringField(entry.fields, "name", label);
@@ -219,7 +288,7 @@ export const azureKvKeyType: MasterKeyType = {
     return azureKey({ vaultUrl, name, version: stringField(entry.fields, "version", label) }, deps);
   },
 
-  fromUserInput(text: string, deps: ProviderDeps): MasterKey[] {
+  fromUserInput(text: string, deps: AzureKvDeps): MasterKey[] {
     return text
       .split(",")
       .filter((part) => part.trim() !== "")

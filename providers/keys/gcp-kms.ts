@@ -5,27 +5,34 @@
  * standard base64 of the ciphertext. Unwrap is Decrypt on the same resource.
  *
  * Configuration, first match wins:
- * - endpoint: `extras.gcp_kms.endpoint` (`host:port`), else BOOTSEAL_GCP_KMS_ENDPOINT, else
+ * - endpoint: `deps.gcpKms.endpoint` (`host:port`), else BOOTSEAL_GCP_KMS_ENDPOINT, else
  *   SOPS_GCP_KMS_ENDPOINT (sops's variable); default the public service.
- * - plaintext gRPC without credentials, for emulators only: `extras.gcp_kms.insecure` or
+ * - plaintext gRPC without credentials, for emulators only: `deps.gcpKms.insecure` or
  *   BOOTSEAL_GCP_KMS_INSECURE=1. Never used unless asked for.
  * - credentials: GOOGLE_CREDENTIALS (a file path or the JSON itself, as sops reads it), else
  *   GOOGLE_OAUTH_ACCESS_TOKEN (a bearer token, as sops), else Application Default Credentials.
  * A client is made per operation and closed after it, as sops does, so no channel outlives it.
  */
 import type { KeyManagementServiceClient, protos } from "@google-cloud/kms";
+import type { CallOptions } from "../../src/call-options.ts";
+import {
+  entryString,
+  type KeyEntry,
+  type KeyKindFormat,
+  type MasterKey,
+} from "../../src/envelope/sops/master-key.ts";
 import { BootsealError } from "../../src/errors.ts";
 import { type RetryPolicy, retryCall, retryPolicy } from "../../src/retry.ts";
 import { lazyModule } from "../lazy-module.ts";
 import { checkCreatedAt, decodeStdBase64, formatCreatedAt, stringField } from "./entry-fields.ts";
-import type { CallOptions, KeyEntry, MasterKey, MasterKeyType, ProviderDeps } from "./master-key.ts";
+import { type BaseDeps, itemString, type MasterKeyType, newEntry } from "./key-type.ts";
 
 // The global, not `node:process`: importing that module as ESM evaluates its lazy getters
 // (process.stdin among them), which costs every CLI run start-up time.
 const processEnv = process.env;
 
-/** `extras.gcp_kms` in ProviderDeps. */
-export interface GcpKmsExtras {
+/** `gcpKms` in ProviderDeps. */
+export interface GcpKmsOptions {
   /** `host:port` of the KMS gRPC endpoint. */
   readonly endpoint?: string;
   /** Plaintext gRPC, no credentials: emulators only. */
@@ -56,9 +63,28 @@ const TRANSIENT: ReadonlySet<number> = new Set([
   GRPC.UNAVAILABLE,
 ]);
 
-function extrasOf(deps: ProviderDeps): GcpKmsExtras {
-  const extras = deps.extras?.gcp_kms;
-  return typeof extras === "object" && extras !== null ? (extras as GcpKmsExtras) : {};
+export interface GcpKmsDeps extends BaseDeps {
+  readonly gcpKms?: GcpKmsOptions;
+}
+
+/** sops `gcp_kms` entries (stores.go gcpkmskey). */
+export const GCP_KMS_FORMAT: KeyKindFormat = {
+  kind: "gcp_kms",
+  fields: ["created_at", "enc", "resource_id"],
+  omitEmpty: [],
+  mapFields: [],
+  alwaysInGroup: false,
+  readRank: 1,
+  decryptionRank: 3,
+  identity: (entry) => entryString(entry, "resource_id"),
+  passphrase: { scheme: "gcpkms", provider: "gcp", wrapped: "base64" },
+};
+
+/** gcpkms.NewMasterKeyFromResourceID removes spaces; the shape is checked by fromMetadata. */
+function gcpEntry(text: string): KeyEntry {
+  const id = text.replaceAll(" ", "");
+  if (id === "") throw new BootsealError("BAD_INPUT", "empty gcp_kms resource_id");
+  return newEntry("gcp_kms", [["resource_id", id]]);
 }
 
 /** "No Application Default Credentials here": google-auth-library's message for it. */
@@ -150,14 +176,13 @@ const loadGcpSdk = lazyModule<GcpSdk>(async () => {
   };
 }).load;
 
-function insecureFor(deps: ProviderDeps): boolean {
-  return extrasOf(deps).insecure ?? (deps.env ?? processEnv).BOOTSEAL_GCP_KMS_INSECURE === "1";
+function insecureFor(deps: GcpKmsDeps): boolean {
+  return deps.gcpKms?.insecure ?? (deps.env ?? processEnv).BOOTSEAL_GCP_KMS_INSECURE === "1";
 }
 
-function newClient(deps: ProviderDeps, sdk: GcpSdk): KeyManagementServiceClient {
-  const extras = extrasOf(deps);
+function newClient(deps: GcpKmsDeps, sdk: GcpSdk): KeyManagementServiceClient {
   const env = deps.env ?? processEnv;
-  const endpoint = extras.endpoint ?? env.BOOTSEAL_GCP_KMS_ENDPOINT ?? env.SOPS_GCP_KMS_ENDPOINT;
+  const endpoint = deps.gcpKms?.endpoint ?? env.BOOTSEAL_GCP_KMS_ENDPOINT ?? env.SOPS_GCP_KMS_ENDPOINT;
   const insecure = insecureFor(deps);
   const options: ClientOptions = { fallback: false };
   if (endpoint) {
@@ -171,9 +196,9 @@ function newClient(deps: ProviderDeps, sdk: GcpSdk): KeyManagementServiceClient 
   return new sdk.KeyManagementServiceClient(options);
 }
 
-function gcpKey(resourceId: string, deps: ProviderDeps): MasterKey {
-  const id = resourceId;
-  const policy = retryPolicy(extrasOf(deps).retry);
+function gcpKey(resourceId: string, deps: GcpKmsDeps): MasterKey {
+  const id = GCP_KMS_FORMAT.identity(newEntry("gcp_kms", [["resource_id", resourceId]]));
+  const policy = retryPolicy(deps.gcpKms?.retry);
 
   async function call<T>(
     op: string,
@@ -266,16 +291,31 @@ function checkResourceId(text: string): string {
   return id;
 }
 
-export const gcpKmsKeyType: MasterKeyType = {
+export const gcpKmsKeyType: MasterKeyType<"gcp_kms", GcpKmsDeps> = {
   kind: "gcp_kms",
+  format: GCP_KMS_FORMAT,
+  flag: {
+    flag: "gcp-kms",
+    env: "SOPS_GCP_KMS_IDS",
+    help: "comma separated list of GCP KMS resource IDs",
+    example: "projects/p/locations/global/keyRings/r/cryptoKeys/k",
+    rank: 1,
+  },
+  config: { groupKey: "gcp_kms", groupItem: "mapping", shorthandKey: "gcp_kms" },
 
-  fromMetadata(entry: KeyEntry, deps: ProviderDeps): MasterKey {
+  entryFromText: gcpEntry,
+
+  entriesFromConfig(item) {
+    return [gcpEntry(itemString(item, "resource_id", "gcp_kms key"))];
+  },
+
+  fromMetadata(entry: KeyEntry, deps: GcpKmsDeps): MasterKey {
     const id = checkResourceId(stringField(entry.fields, "resource_id", "gcp_kms entry"));
     checkCreatedAt(entry.fields.get("created_at"), `gcp_kms entry ${id}`);
     return gcpKey(id, deps);
   },
 
-  fromUserInput(text: string, deps: ProviderDeps): MasterKey[] {
+  fromUserInput(text: string, deps: GcpKmsDeps): MasterKey[] {
     return text
       .split(",")
       .filter((part) => part.trim() !== "")

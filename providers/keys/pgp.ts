@@ -3,7 +3,7 @@
  * binary as the fallback, as sops falls back from its Go library to `gpg`.
  *
  * Keys we are given: armoured (or binary) keys in the files listed in BOOTSEAL_PGP_KEY_FILE
- * (`:`-separated; private keys also serve as public keys) and in `extras.pgp`. Files often
+ * (`:`-separated; private keys also serve as public keys) and in `deps.pgp`. Files often
  * hold several armoured blocks in a row and OpenPGP.js reads only the first block of a
  * string, so blocks are split here. Passphrase-protected private keys are skipped (gpg and
  * its agent can still use them).
@@ -15,9 +15,16 @@
  */
 import { readFile } from "node:fs/promises";
 import type * as openpgp from "openpgp";
+import type { CallOptions } from "../../src/call-options.ts";
+import {
+  entryString,
+  type KeyEntry,
+  type KeyKindFormat,
+  type MasterKey,
+} from "../../src/envelope/sops/master-key.ts";
 import { BootsealError } from "../../src/errors.ts";
 import { lazyModule } from "../lazy-module.ts";
-import type { CallOptions, KeyEntry, MasterKey, MasterKeyType, ProviderDeps } from "./master-key.ts";
+import { type BaseDeps, itemText, type MasterKeyType, newEntry } from "./key-type.ts";
 
 // The global, not `node:process`: importing that module as ESM evaluates its lazy getters
 // (process.stdin among them), which costs every CLI run start-up time.
@@ -25,8 +32,8 @@ const processEnv = process.env;
 
 type Env = Readonly<Record<string, string | undefined>>;
 
-/** `extras.pgp` in ProviderDeps. */
-export interface PgpExtras {
+/** `pgp` in ProviderDeps. */
+export interface PgpOptions {
   /** Armoured public keys (one or more blocks per string). */
   readonly publicKeys?: readonly string[];
   /** Armoured unencrypted private keys. */
@@ -52,9 +59,28 @@ const ARMOURED_KEY_BLOCK =
 const openpgpModule = lazyModule(() => import("openpgp"));
 const loadOpenpgp = openpgpModule.load;
 
-function extrasOf(deps: ProviderDeps): PgpExtras {
-  const extras = deps.extras?.pgp;
-  return typeof extras === "object" && extras !== null ? (extras as PgpExtras) : {};
+export interface PgpDeps extends BaseDeps {
+  readonly pgp?: PgpOptions;
+}
+
+/** sops `pgp` entries (stores.go pgpkey). */
+export const PGP_FORMAT: KeyKindFormat = {
+  kind: "pgp",
+  fields: ["created_at", "enc", "fp"],
+  omitEmpty: [],
+  mapFields: [],
+  alwaysInGroup: false,
+  readRank: 4,
+  decryptionRank: 1,
+  identity: (entry) => entryString(entry, "fp"),
+  passphrase: { scheme: "pgp", provider: "pgp", wrapped: "text" },
+};
+
+/** pgp.NewMasterKeyFromFingerprint removes spaces; the shape is checked by fromMetadata. */
+function pgpEntry(text: string): KeyEntry {
+  const fp = text.replaceAll(" ", "");
+  if (fp === "") throw new BootsealError("BAD_INPUT", "empty pgp fingerprint");
+  return newEntry("pgp", [["fp", fp]]);
 }
 
 /** Every key in `text`: each armoured block read on its own; binary if there is no armour. */
@@ -89,14 +115,14 @@ function addKeys(keys: openpgp.Key[], source: string, out: PgpKeyMaterial): void
   }
 }
 
-/** Keys from BOOTSEAL_PGP_KEY_FILE and extras.pgp; a failing source is noted, not fatal. */
-export async function loadPgpKeyMaterial(deps: ProviderDeps): Promise<PgpKeyMaterial> {
+/** Keys from BOOTSEAL_PGP_KEY_FILE and deps.pgp; a failing source is noted, not fatal. */
+export async function loadPgpKeyMaterial(deps: PgpDeps): Promise<PgpKeyMaterial> {
   const env = deps.env ?? processEnv;
   const out: PgpKeyMaterial = { publicKeys: [], privateKeys: [], notes: [] };
   const encoder = new TextEncoder();
-  const extras = extrasOf(deps);
-  for (const text of [...(extras.privateKeys ?? []), ...(extras.publicKeys ?? [])]) {
-    await readKeyText(encoder.encode(text), "extras.pgp", out);
+  const given = deps.pgp ?? {};
+  for (const text of [...(given.privateKeys ?? []), ...(given.publicKeys ?? [])]) {
+    await readKeyText(encoder.encode(text), "deps.pgp", out);
   }
   for (const path of (env.BOOTSEAL_PGP_KEY_FILE ?? "").split(":").filter(Boolean)) {
     let bytes: Uint8Array;
@@ -112,9 +138,9 @@ export async function loadPgpKeyMaterial(deps: ProviderDeps): Promise<PgpKeyMate
 }
 
 // One load per deps object: the resolver builds a key per entry, all sharing deps.
-const materialCache = new WeakMap<ProviderDeps, Promise<PgpKeyMaterial>>();
+const materialCache = new WeakMap<PgpDeps, Promise<PgpKeyMaterial>>();
 
-function materialFor(deps: ProviderDeps): Promise<PgpKeyMaterial> {
+function materialFor(deps: PgpDeps): Promise<PgpKeyMaterial> {
   let material = materialCache.get(deps);
   if (material === undefined) {
     material = loadPgpKeyMaterial(deps);
@@ -201,9 +227,9 @@ function shortFingerprint(fp: string): string {
   return fp.length > length ? fp.slice(-length) : fp;
 }
 
-function pgpKey(fp: string, deps: ProviderDeps): MasterKey {
+function pgpKey(fp: string, deps: PgpDeps): MasterKey {
   const env = deps.env ?? processEnv;
-  const useGpg = extrasOf(deps).gpg !== false;
+  const useGpg = deps.pgp?.gpg !== false;
 
   async function wrapWithGpg(secret: Uint8Array, signal?: AbortSignal): Promise<string> {
     const args = ["--batch", "--no-default-recipient", "--yes", "--encrypt", "-a", "-r", fp];
@@ -217,7 +243,7 @@ function pgpKey(fp: string, deps: ProviderDeps): MasterKey {
 
   return {
     kind: "pgp",
-    id: fp,
+    id: PGP_FORMAT.identity(newEntry("pgp", [["fp", fp]])),
 
     async wrap(secret: Uint8Array, options?: CallOptions): Promise<string> {
       const found = findKey((await materialFor(deps)).publicKeys, fp);
@@ -302,10 +328,26 @@ function checkFingerprint(fp: string): string {
   return cleaned;
 }
 
-export const pgpKeyType: MasterKeyType = {
+export const pgpKeyType: MasterKeyType<"pgp", PgpDeps> = {
   kind: "pgp",
+  format: PGP_FORMAT,
+  flag: {
+    flag: "pgp",
+    short: "p",
+    env: "SOPS_PGP_FP",
+    help: "comma separated list of PGP fingerprints",
+    example: "FBC7B9E2A4F9289AC0C1D4843D16CEE4A27381B4",
+    rank: 3,
+  },
+  config: { groupKey: "pgp", groupItem: "string", shorthandKey: "pgp" },
 
-  fromMetadata(entry: KeyEntry, deps: ProviderDeps): MasterKey {
+  entryFromText: pgpEntry,
+
+  entriesFromConfig(item) {
+    return [pgpEntry(itemText(item, "pgp"))];
+  },
+
+  fromMetadata(entry: KeyEntry, deps: PgpDeps): MasterKey {
     const fp = entry.fields.get("fp");
     if (typeof fp !== "string" || fp === "") throw new BootsealError("BAD_INPUT", "pgp entry without fp");
     const created = entry.fields.get("created_at");
@@ -316,7 +358,7 @@ export const pgpKeyType: MasterKeyType = {
     return pgpKey(checkFingerprint(fp), deps);
   },
 
-  fromUserInput(text: string, deps: ProviderDeps): MasterKey[] {
+  fromUserInput(text: string, deps: PgpDeps): MasterKey[] {
     return text
       .split(",")
       .filter((part) => part.trim() !== "")

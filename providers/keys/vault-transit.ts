@@ -7,17 +7,24 @@
  * verbatim. Unwrap: …/decrypt/{key_name} with `ciphertext` = enc. Note that Vault creates a
  * missing transit key on encrypt when the token may (sops behaves the same).
  *
- * Token: `extras.hc_vault.token`, else VAULT_TOKEN, else `~/.vault-token` (sops's order).
+ * Token: `deps.vaultTransit.token`, else VAULT_TOKEN, else `~/.vault-token` (sops's order).
  * With no token at all, unwrap answers null (no credential here) and wrap refuses.
  * SOPS_HC_VAULT_ALLOWLIST (`all`, `none` or comma-separated URL prefixes) is honoured as in sops.
  */
 import { readFile } from "node:fs/promises";
 import { homedir } from "node:os";
 import { join } from "node:path";
+import type { CallOptions } from "../../src/call-options.ts";
+import {
+  entryString,
+  type KeyEntry,
+  type KeyKindFormat,
+  type MasterKey,
+} from "../../src/envelope/sops/master-key.ts";
 import { BootsealError, type ErrorCode } from "../../src/errors.ts";
 import { type RetryPolicy, retryCall, retryPolicy } from "../../src/retry.ts";
 import { checkCreatedAt, formatCreatedAt, stringField } from "./entry-fields.ts";
-import type { CallOptions, KeyEntry, MasterKey, MasterKeyType, ProviderDeps } from "./master-key.ts";
+import { type BaseDeps, itemText, type MasterKeyType, newEntry } from "./key-type.ts";
 
 // The global, not `node:process`: importing that module as ESM evaluates its lazy getters
 // (process.stdin among them), which costs every CLI run start-up time.
@@ -25,8 +32,8 @@ const processEnv = process.env;
 
 type Env = Readonly<Record<string, string | undefined>>;
 
-/** `extras.hc_vault` in ProviderDeps. */
-export interface VaultTransitExtras {
+/** `vaultTransit` in ProviderDeps. */
+export interface VaultTransitOptions {
   readonly token?: string;
   readonly retry?: Partial<RetryPolicy>;
 }
@@ -40,46 +47,81 @@ interface VaultSettings {
 const PREFIXED_PATH = /\/[^/]+\/v[\d]+\/[^/]+\/[^/]+\/[^/]+/;
 const KEY_PATH = /\/v[\d]+\/[^/]+\/[^/]+\/[^/]+/;
 
-function extrasOf(deps: ProviderDeps): VaultTransitExtras {
-  const extras = deps.extras?.hc_vault;
-  return typeof extras === "object" && extras !== null ? (extras as VaultTransitExtras) : {};
+export interface VaultTransitDeps extends BaseDeps {
+  readonly vaultTransit?: VaultTransitOptions;
 }
 
-/** sops engineAndKeyFromPath: `/v1/<engine…>/keys/<name>`; a proxy prefix before /v1 is refused. */
-function engineAndKey(path: string, uri: string): { enginePath: string; keyName: string } {
-  if (PREFIXED_PATH.test(path)) {
-    throw new BootsealError("BAD_INPUT", `hc_vault: a prefixed Vault URL is not supported: ${uri}`);
+/** sops `hc_vault` entries (stores.go vaultkey): written in every key group, even empty. */
+export const VAULT_TRANSIT_FORMAT: KeyKindFormat = {
+  kind: "hc_vault",
+  fields: ["created_at", "enc", "engine_path", "key_name", "vault_address"],
+  omitEmpty: [],
+  mapFields: [],
+  alwaysInGroup: true,
+  readRank: 3,
+  decryptionRank: 5,
+  identity: (entry) =>
+    `${entryString(entry, "vault_address")}/v1/${entryString(entry, "engine_path")}/keys/${entryString(entry, "key_name")}`,
+  passphrase: { scheme: "hcvault", provider: "vault", wrapped: "text" },
+};
+
+const bad = (message: string): BootsealError => new BootsealError("BAD_INPUT", message);
+
+/**
+ * hcvault.NewMasterKeyFromURI, for flags and `.sops.yaml` alike:
+ * `https://host:8200/v1/transit/keys/name` -> address `https://host:8200` (as written, like
+ * Go's url.Parse), engine path `transit` (may hold `/`), key `name`. A prefix before `/v1/`
+ * is refused, as sops refuses it; so are a query, a fragment and credentials (they would end
+ * up in the metadata and in every log line).
+ */
+export function parseVaultKeyUri(uri: string): VaultSettings {
+  const m = /^([A-Za-z][A-Za-z0-9+.-]*):\/\/([^/?#]*)([^?#]*)(\?[^#]*)?(#.*)?$/.exec(uri);
+  if (!m) throw bad("missing scheme in Vault URL (https://vault.example.com:8200/v1/transit/keys/NAME)");
+  if (m[4] || m[5]) throw bad("Vault URL must not have a query or fragment");
+  const authority = m[2] ?? "";
+  if (authority.includes("@")) throw bad("hc_vault: credentials in the Vault URL");
+  const address = `${m[1]}://${authority}`;
+  try {
+    new URL(address);
+  } catch (cause) {
+    throw new BootsealError("BAD_INPUT", "hc_vault: the Vault address is not a URL", { cause });
   }
+  const path = m[3] || "/";
+  if (PREFIXED_PATH.test(path)) throw bad("running Vault with a prefixed URL is not supported");
   if (!KEY_PATH.test(path)) {
-    throw new BootsealError(
-      "BAD_INPUT",
-      `hc_vault: not a transit key URL (https://vault.example.com:8200/v1/transit/keys/NAME): ${uri}`,
-    );
+    throw bad("Vault path is not like https://vault.example.com:8200/v1/transit/keys/NAME");
   }
   const dirs = path.replace(/^\/+|\/+$/g, "").split("/");
-  const keyName = dirs[dirs.length - 1] as string;
-  // Go's path.Join drops empty elements.
-  const enginePath = dirs.slice(1, -2).filter(Boolean).join("/");
-  return { enginePath, keyName };
+  const keyName = dirs[dirs.length - 1] ?? "";
+  // Go's path.Join: drops empty elements and cleans `.`/`..`.
+  const engine: string[] = [];
+  for (const d of dirs.slice(1, -2)) {
+    if (d === "" || d === ".") continue;
+    if (d === ".." && engine.length > 0 && engine[engine.length - 1] !== "..") engine.pop();
+    else engine.push(d);
+  }
+  return { address, enginePath: engine.join("/"), keyName };
 }
 
-/** hcvault.NewMasterKeyFromURI. */
-export function parseVaultKeyUri(uri: string): VaultSettings {
-  let u: URL;
-  try {
-    u = new URL(uri);
-  } catch (cause) {
-    throw new BootsealError("BAD_INPUT", `hc_vault: missing scheme or not a URL: ${uri}`, { cause });
-  }
-  // Credentials in the URL would end up in the metadata and in every log line.
-  if (u.username || u.password)
-    throw new BootsealError("BAD_INPUT", "hc_vault: credentials in the Vault URL");
-  const { enginePath, keyName } = engineAndKey(u.pathname + u.search, uri);
-  return { address: `${u.protocol}//${u.host}`, enginePath, keyName };
+/** A shorthand or `key_groups` Vault URI as an entry; "" is skipped (null), as sops does. */
+function vaultEntry(uri: string): KeyEntry | null {
+  if (uri === "") return null;
+  const s = parseVaultKeyUri(uri);
+  return newEntry("hc_vault", [
+    ["vault_address", s.address],
+    ["engine_path", s.enginePath],
+    ["key_name", s.keyName],
+  ]);
 }
 
 function vaultKeyId(s: VaultSettings): string {
-  return `${s.address}/v1/${s.enginePath}/keys/${s.keyName}`;
+  return VAULT_TRANSIT_FORMAT.identity(
+    newEntry("hc_vault", [
+      ["vault_address", s.address],
+      ["engine_path", s.enginePath],
+      ["key_name", s.keyName],
+    ]),
+  );
 }
 
 /** sops getAllowlist/Allows. */
@@ -103,9 +145,9 @@ function checkAllowlist(address: string, env: Env): void {
   }
 }
 
-async function findToken(deps: ProviderDeps): Promise<string | null> {
+async function findToken(deps: VaultTransitDeps): Promise<string | null> {
   const env = deps.env ?? processEnv;
-  const given = extrasOf(deps).token ?? env.VAULT_TOKEN;
+  const given = deps.vaultTransit?.token ?? env.VAULT_TOKEN;
   if (given) return given;
   try {
     const text = await readFile(join(env.HOME || homedir(), ".vault-token"), "utf8");
@@ -131,10 +173,10 @@ const CAUSE = {
   BAD_INPUT: "refused (wrong key or damaged ciphertext)",
 } as const;
 
-function vaultKey(s: VaultSettings, deps: ProviderDeps): MasterKey {
+function vaultKey(s: VaultSettings, deps: VaultTransitDeps): MasterKey {
   const id = vaultKeyId(s);
   const env = deps.env ?? processEnv;
-  const policy = retryPolicy(extrasOf(deps).retry);
+  const policy = retryPolicy(deps.vaultTransit?.retry);
 
   /** One transit call; resolves to the `data` object of the answer. */
   async function post(
@@ -242,10 +284,26 @@ function vaultKey(s: VaultSettings, deps: ProviderDeps): MasterKey {
   };
 }
 
-export const vaultTransitKeyType: MasterKeyType = {
+export const vaultTransitKeyType: MasterKeyType<"hc_vault", VaultTransitDeps> = {
   kind: "hc_vault",
+  format: VAULT_TRANSIT_FORMAT,
+  flag: {
+    flag: "hc-vault-transit",
+    env: "SOPS_VAULT_URIS",
+    help: "comma separated list of vault's key URI (e.g. 'https://vault.example.org:8200/v1/transit/keys/dev')",
+    example: "https://vault.example.org:8200/v1/transit/keys/dev",
+    rank: 4,
+  },
+  config: { groupKey: "hc_vault", groupItem: "string", shorthandKey: "hc_vault_transit_uri" },
 
-  fromMetadata(entry: KeyEntry, deps: ProviderDeps): MasterKey {
+  entryFromText: vaultEntry,
+
+  entriesFromConfig(item) {
+    const entry = vaultEntry(itemText(item, "hc_vault"));
+    return entry === null ? [] : [entry];
+  },
+
+  fromMetadata(entry: KeyEntry, deps: VaultTransitDeps): MasterKey {
     const label = "hc_vault entry";
     const address = stringField(entry.fields, "vault_address", label);
     const enginePath = stringField(entry.fields, "engine_path", label);
@@ -264,7 +322,7 @@ export const vaultTransitKeyType: MasterKeyType = {
     return vaultKey({ address, enginePath, keyName }, deps);
   },
 
-  fromUserInput(text: string, deps: ProviderDeps): MasterKey[] {
+  fromUserInput(text: string, deps: VaultTransitDeps): MasterKey[] {
     return text
       .split(",")
       .filter((part) => part !== "")

@@ -20,16 +20,19 @@ import { createHash, randomBytes } from "node:crypto";
 import type { FileHandle } from "node:fs/promises";
 import { mkdir, open, readdir, readFile, rename, rmdir, stat, unlink } from "node:fs/promises";
 import { hostname } from "node:os";
-import { dirname, join, sep } from "node:path";
+import { dirname, join, resolve, sep } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import type { CallOptions } from "../../src/call-options.ts";
 import { BootsealError } from "../../src/errors.ts";
-import type { CallOptions } from "../keys/master-key.ts";
 import type { ObjectInfo, ObjectStore, StoredObject, WriteCondition } from "./object-store.ts";
 import {
   compareKeys,
   etagValue,
+  type FileLocation,
   isValidKey,
   RESERVED_SEGMENT_PREFIX,
+  type StoreSchemeType,
+  usage,
   validateKey,
   validateListPrefix,
 } from "./store-url.ts";
@@ -406,3 +409,22 @@ export class FileStore implements ObjectStore {
 export function createFileStore(dir: string, options?: FileStoreOptions): ObjectStore {
   return new FileStore(dir, options);
 }
+
+/** `file://DIR`: DIR absolute or relative to `cwd`; `..` and the root are refused. */
+function parseFileUrl(rest: string, cwd: string): FileLocation {
+  if (rest === "")
+    throw usage("file:// needs a directory, e.g. file://./data/store or file:///var/lib/bootseal");
+  // `.` is fine (file://./data/store is the embedded default); `..` would let a URL climb out
+  // of the directory an operator thinks it names.
+  if (rest.split("/").includes("..")) throw usage("'..' is not allowed in a store URL");
+  const dir = resolve(cwd, rest);
+  if (dir === sep || dir === resolve(sep)) throw usage("refusing the file system root as a store directory");
+  return { scheme: "file", dir };
+}
+
+export const fileScheme: StoreSchemeType<"file", FileLocation, { readonly file?: FileStoreOptions }> = {
+  scheme: "file",
+  example: "file://DIR",
+  parse: parseFileUrl,
+  open: (location, options) => new FileStore(location.dir, options.file),
+};

@@ -9,11 +9,24 @@
  * precondition too: atomic on real GCS, check-then-delete (a small race window) on the fake.
  */
 import type { File, Storage, StorageOptions } from "@google-cloud/storage";
+import type { CallOptions } from "../../src/call-options.ts";
 import { BootsealError } from "../../src/errors.ts";
-import type { CallOptions } from "../keys/master-key.ts";
 import { lazyModule } from "../lazy-module.ts";
 import type { ObjectInfo, ObjectStore, StoredObject, WriteCondition } from "./object-store.ts";
-import { etagValue, formatStoreUrl, fullKey, isValidKey, validateListPrefix } from "./store-url.ts";
+import { retryingStore } from "./retrying.ts";
+import {
+  type BucketLocation,
+  checkEndpoint,
+  type Env,
+  etagValue,
+  formatStoreUrl,
+  fullKey,
+  isValidKey,
+  nonEmpty,
+  parseBucketUrl,
+  type StoreSchemeType,
+  validateListPrefix,
+} from "./store-url.ts";
 
 export interface GcsStoreOptions {
   /** e.g. http://127.0.0.1:4443 for fake-gcs-server; default STORAGE_EMULATOR_HOST, then Google. */
@@ -297,3 +310,35 @@ export class GcsStore implements ObjectStore {
     } while (pageToken);
   }
 }
+
+// GCS bucket names: S3's rules plus '_', and up to 222 characters when the name has dots.
+const GS_BUCKET = /^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$/;
+
+/** GCS settings: explicit options, then STORAGE_EMULATOR_HOST and GOOGLE_CLOUD_PROJECT. */
+export function gcsSettings(options: GcsStoreOptions, env: Env): GcsStoreOptions {
+  const emulator = nonEmpty(env.STORAGE_EMULATOR_HOST);
+  // The Google library accepts STORAGE_EMULATOR_HOST without a scheme (host:port).
+  const fromEnv = emulator && !/^https?:\/\//.test(emulator) ? `http://${emulator}` : emulator;
+  const apiEndpoint =
+    checkEndpoint(nonEmpty(options.apiEndpoint), "the GCS endpoint") ??
+    checkEndpoint(fromEnv, "STORAGE_EMULATOR_HOST");
+  const projectId =
+    nonEmpty(options.projectId) ?? nonEmpty(env.GOOGLE_CLOUD_PROJECT) ?? nonEmpty(env.GCLOUD_PROJECT);
+  return { ...options, ...(apiEndpoint ? { apiEndpoint } : {}), ...(projectId ? { projectId } : {}) };
+}
+
+export const gcsScheme: StoreSchemeType<"gs", BucketLocation<"gs">, { readonly gcs?: GcsStoreOptions }> = {
+  scheme: "gs",
+  example: "gs://BUCKET/PREFIX",
+  parse: (rest) =>
+    parseBucketUrl("gs", rest, {
+      bucket: GS_BUCKET,
+      endpointHint: "STORAGE_EMULATOR_HOST or the store options",
+      example: "gs://BUCKET/PREFIX",
+    }),
+  // The library's own retries are off: src/retry.ts (through retryingStore) is the only loop.
+  open: (location, options, env) =>
+    retryingStore(new GcsStore(location.bucket, location.prefix, gcsSettings(options.gcs ?? {}, env)), {
+      attempts: (options.gcs?.maxRetries ?? 1) + 1,
+    }),
+};

@@ -5,8 +5,8 @@
  * the way in and out, so a caller mutating its buffer cannot change a stored object.
  */
 import { createHash } from "node:crypto";
+import type { CallOptions } from "../../src/call-options.ts";
 import { BootsealError } from "../../src/errors.ts";
-import type { CallOptions } from "../keys/master-key.ts";
 import type { ObjectInfo, ObjectStore, StoredObject, WriteCondition } from "./object-store.ts";
 import { compareKeys, etagValue, validateKey, validateListPrefix } from "./store-url.ts";
 

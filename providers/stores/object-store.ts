@@ -4,7 +4,7 @@
  * peer answered on a lost race: 412, 409 or 304), STORE_FORBIDDEN and STORE_UNAVAILABLE
  * (retryable). Each backend maps its own quirks inside its own file.
  */
-import type { CallOptions } from "../keys/master-key.ts";
+import type { CallOptions } from "../../src/call-options.ts";
 
 export interface ObjectInfo {
   readonly key: string;

@@ -6,8 +6,8 @@
  * only layer; a caller with a loop of its own (the fetcher) opens its store with one attempt.
  */
 
+import type { CallOptions } from "../../src/call-options.ts";
 import { withRetry } from "../../src/retry.ts";
-import type { CallOptions } from "../keys/master-key.ts";
 import type { ObjectInfo, ObjectStore, StoredObject, WriteCondition } from "./object-store.ts";
 
 export interface StoreRetry {

@@ -12,11 +12,24 @@
  * a second HEAD tells "gone" (false) from "changed" (PRECONDITION_FAILED).
  */
 import type { S3Client, S3ClientConfig, S3ServiceException } from "@aws-sdk/client-s3";
+import type { CallOptions } from "../../src/call-options.ts";
 import { BootsealError } from "../../src/errors.ts";
-import type { CallOptions } from "../keys/master-key.ts";
 import { lazyModule } from "../lazy-module.ts";
 import type { ObjectInfo, ObjectStore, StoredObject, WriteCondition } from "./object-store.ts";
-import { formatStoreUrl, fullKey, isValidKey, validateListPrefix } from "./store-url.ts";
+import { retryingStore } from "./retrying.ts";
+import {
+  type BucketLocation,
+  checkEndpoint,
+  type Env,
+  formatStoreUrl,
+  fullKey,
+  isValidKey,
+  nonEmpty,
+  parseBool,
+  parseBucketUrl,
+  type StoreSchemeType,
+  validateListPrefix,
+} from "./store-url.ts";
 
 export interface S3Credentials {
   readonly accessKeyId: string;
@@ -349,3 +362,39 @@ function quoted(etag: string): string {
 function unquoted(etag: string): string {
   return etag.replace(/^W\//, "").replace(/^"(.*)"$/, "$1");
 }
+
+// S3 bucket rules (3-63 characters: lower case, digits, '.', '-'; alphanumeric at both ends).
+const S3_BUCKET = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/;
+
+/** S3 settings: explicit options, then AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL, AWS_REGION... */
+export function s3Settings(options: S3StoreOptions, env: Env): S3StoreOptions & { region: string } {
+  const endpoint =
+    checkEndpoint(nonEmpty(options.endpoint), "the S3 endpoint") ??
+    checkEndpoint(nonEmpty(env.AWS_ENDPOINT_URL_S3), "AWS_ENDPOINT_URL_S3") ??
+    checkEndpoint(nonEmpty(env.AWS_ENDPOINT_URL), "AWS_ENDPOINT_URL");
+  const region =
+    nonEmpty(options.region) ?? nonEmpty(env.AWS_REGION) ?? nonEmpty(env.AWS_DEFAULT_REGION) ?? "us-east-1";
+  // Path-style (http://host/bucket/key) is what MinIO, SeaweedFS and moto serve without DNS
+  // set-up, so it is the default whenever a custom endpoint is set.
+  const forcePathStyle =
+    options.forcePathStyle ??
+    parseBool(nonEmpty(env.BOOTSEAL_S3_FORCE_PATH_STYLE), "BOOTSEAL_S3_FORCE_PATH_STYLE") ??
+    endpoint !== undefined;
+  return { ...options, ...(endpoint ? { endpoint } : {}), region, forcePathStyle };
+}
+
+export const s3Scheme: StoreSchemeType<"s3", BucketLocation<"s3">, { readonly s3?: S3StoreOptions }> = {
+  scheme: "s3",
+  example: "s3://BUCKET/PREFIX",
+  parse: (rest) =>
+    parseBucketUrl("s3", rest, {
+      bucket: S3_BUCKET,
+      endpointHint: "AWS_ENDPOINT_URL_S3 or the store options",
+      example: "s3://BUCKET/PREFIX",
+    }),
+  // The SDK's own retries are off: src/retry.ts (through retryingStore) is the only loop.
+  open: (location, options, env) =>
+    retryingStore(new S3Store(location.bucket, location.prefix, s3Settings(options.s3 ?? {}, env)), {
+      attempts: options.s3?.maxAttempts ?? 3,
+    }),
+};

@@ -1,19 +1,39 @@
 /**
- * Store URLs and object keys, checked in one place so every backend accepts and refuses the
- * same things: `file://DIR`, `s3://BUCKET/PREFIX`, `gs://BUCKET/PREFIX`. A malformed URL is a
- * USAGE error (it comes from a flag or config file); a malformed key is BAD_INPUT (it comes
- * from a request). Messages never repeat a URL, which might hold a credential.
+ * What every store scheme shares: splitting `scheme://rest`, bucket-style URLs (s3://, gs://),
+ * endpoint and flag checks for settings, and object keys, checked in one place so every backend
+ * accepts and refuses the same things. Each scheme's own parsing and settings live in its file
+ * (file.ts, s3.ts, gcs.ts); index.ts is the scheme registry. A malformed URL is a USAGE error
+ * (it comes from a flag or config file); a malformed key is BAD_INPUT (it comes from a request).
+ * Messages never repeat a URL, which might hold a credential.
  */
-import { resolve, sep } from "node:path";
 import { BootsealError } from "../../src/errors.ts";
+import type { ObjectStore } from "./object-store.ts";
 
-export type StoreScheme = "file" | "s3" | "gs";
+export type Env = Readonly<Record<string, string | undefined>>;
 
-export type StoreLocation =
-  /** `dir` is absolute. */
-  | { readonly scheme: "file"; readonly dir: string }
-  /** `prefix` is "" or ends with "/"; keys are appended to it. */
-  | { readonly scheme: "s3" | "gs"; readonly bucket: string; readonly prefix: string };
+/** `dir` is absolute. */
+export interface FileLocation {
+  readonly scheme: "file";
+  readonly dir: string;
+}
+
+/** `prefix` is "" or ends with "/"; keys are appended to it. */
+export interface BucketLocation<S extends string = string> {
+  readonly scheme: S;
+  readonly bucket: string;
+  readonly prefix: string;
+}
+
+/** One store scheme, in its own file; `O` is the part of StoreOptions it reads. */
+export interface StoreSchemeType<S extends string, L extends { readonly scheme: S }, O> {
+  readonly scheme: S;
+  /** How a URL of this scheme looks, for usage messages: `s3://BUCKET/PREFIX`. */
+  readonly example: string;
+  /** What follows `scheme://`; `cwd` anchors relative paths. Throws USAGE. */
+  parse(rest: string, cwd: string): L;
+  /** The store at `location`; no I/O until the first request. */
+  open(location: L, options: O, env: Env): ObjectStore;
+}
 
 /** Longest key, in UTF-8 bytes: the S3 and GCS object-name limit. */
 export const MAX_KEY_BYTES = 1024;
@@ -24,48 +44,40 @@ export const MAX_KEY_BYTES = 1024;
  */
 export const RESERVED_SEGMENT_PREFIX = ".bootseal-";
 
-const USAGE_HINT = "expected file://DIR, s3://BUCKET/PREFIX or gs://BUCKET/PREFIX";
-
 // C0 and C1 controls, DEL, and lone UTF-16 surrogates (which have no UTF-8 form).
 const UNPRINTABLE =
   /[\u0000-\u001f\u007f-\u009f]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 
-// S3 bucket rules (3-63 characters: lower case, digits, '.', '-'; alphanumeric at both ends).
-const S3_BUCKET = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/;
-// GCS adds '_' and allows up to 222 characters when the name has dots (63 per dot-separated part).
-const GS_BUCKET = /^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$/;
-
-function usage(message: string): BootsealError {
+export function usage(message: string): BootsealError {
   return new BootsealError("USAGE", message);
 }
 
-export function parseStoreUrl(url: string, cwd: string = process.cwd()): StoreLocation {
+/** `scheme://rest` with the checks every scheme shares; the scheme lower-cased. */
+export function splitStoreUrl(url: string, hint: string): { scheme: string; rest: string } {
   if (UNPRINTABLE.test(url) || /\s/.test(url)) throw usage("store URL contains spaces or control characters");
   const match = /^([A-Za-z][A-Za-z0-9+.-]*):\/\/(.*)$/s.exec(url);
-  if (!match) throw usage(`malformed store URL: ${USAGE_HINT}`);
-  const scheme = match[1]!.toLowerCase();
+  if (!match) throw usage(`malformed store URL: ${hint}`);
   const rest = match[2]!;
   if (rest.includes("?") || rest.includes("#")) {
     throw usage("store URLs take no query string or fragment: endpoint and options come from flags or env");
   }
-  if (scheme === "file") return parseFile(rest, cwd);
-  if (scheme === "s3" || scheme === "gs") return parseBucket(scheme, rest);
-  const hint = scheme === "gcs" ? " (use gs://)" : scheme === "minio" ? " (use s3:// with an endpoint)" : "";
-  throw usage(`unknown store scheme "${scheme}"${hint}: ${USAGE_HINT}`);
+  return { scheme: match[1]!.toLowerCase(), rest };
 }
 
-function parseFile(rest: string, cwd: string): StoreLocation {
-  if (rest === "")
-    throw usage("file:// needs a directory, e.g. file://./data/store or file:///var/lib/bootseal");
-  // `.` is fine (file://./data/store is the embedded default); `..` would let a URL climb out
-  // of the directory an operator thinks it names.
-  if (rest.split("/").includes("..")) throw usage("'..' is not allowed in a store URL");
-  const dir = resolve(cwd, rest);
-  if (dir === sep || dir === resolve(sep)) throw usage("refusing the file system root as a store directory");
-  return { scheme: "file", dir };
+export interface BucketRules {
+  /** Valid bucket names of the service. */
+  readonly bucket: RegExp;
+  /** Where the endpoint is set instead, for the host:port message. */
+  readonly endpointHint: string;
+  readonly example: string;
 }
 
-function parseBucket(scheme: "s3" | "gs", rest: string): StoreLocation {
+/** `BUCKET[/PREFIX[/]]` after `scheme://`. */
+export function parseBucketUrl<S extends string>(
+  scheme: S,
+  rest: string,
+  rules: BucketRules,
+): BucketLocation<S> {
   const slash = rest.indexOf("/");
   const bucket = slash < 0 ? rest : rest.slice(0, slash);
   const path = slash < 0 ? "" : rest.slice(slash + 1);
@@ -76,19 +88,13 @@ function parseBucket(scheme: "s3" | "gs", rest: string): StoreLocation {
   }
   if (bucket.includes(":")) {
     throw usage(
-      `a store URL names a bucket, not a host or port: set the endpoint with ${endpointHint(scheme)}`,
+      `a store URL names a bucket, not a host or port: set the endpoint with ${rules.endpointHint}`,
     );
   }
-  if (bucket === "") throw usage(`${scheme}:// needs a bucket: ${USAGE_HINT}`);
-  const rule = scheme === "s3" ? S3_BUCKET : GS_BUCKET;
-  if (!rule.test(bucket) || bucket.includes("..")) throw usage(`invalid ${scheme} bucket name "${bucket}"`);
+  if (bucket === "") throw usage(`${scheme}:// needs a bucket: expected ${rules.example}`);
+  if (!rules.bucket.test(bucket) || bucket.includes(".."))
+    throw usage(`invalid ${scheme} bucket name "${bucket}"`);
   return { scheme, bucket, prefix: parsePrefix(path) };
-}
-
-function endpointHint(scheme: "s3" | "gs"): string {
-  return scheme === "s3"
-    ? "AWS_ENDPOINT_URL_S3 or the store options"
-    : "STORAGE_EMULATOR_HOST or the store options";
 }
 
 /** The path after the bucket: "" or "a/b/" (a trailing slash is optional in the URL). */
@@ -104,10 +110,40 @@ function parsePrefix(path: string): string {
 }
 
 /** The canonical URL of a location, as stores report it in `url`. */
-export function formatStoreUrl(location: StoreLocation): string {
-  if (location.scheme === "file") return `file://${location.dir}`;
+export function formatStoreUrl(location: FileLocation | BucketLocation): string {
+  if ("dir" in location) return `${location.scheme}://${location.dir}`;
   const prefix = location.prefix.endsWith("/") ? location.prefix.slice(0, -1) : location.prefix;
   return `${location.scheme}://${location.bucket}${prefix ? `/${prefix}` : ""}`;
+}
+
+export function nonEmpty(value: string | undefined): string | undefined {
+  return value === undefined || value.trim() === "" ? undefined : value.trim();
+}
+
+/** An endpoint must be a plain http(s) URL; messages name the variable, never its value. */
+export function checkEndpoint(value: string | undefined, source: string): string | undefined {
+  if (value === undefined) return undefined;
+  let parsed: URL;
+  try {
+    parsed = new URL(value);
+  } catch {
+    throw new BootsealError("USAGE", `${source} is not a URL`);
+  }
+  if (parsed.protocol !== "http:" && parsed.protocol !== "https:") {
+    throw new BootsealError("USAGE", `${source} must be an http:// or https:// URL`);
+  }
+  if (parsed.username || parsed.password) {
+    throw new BootsealError("USAGE", `${source} must not carry credentials`);
+  }
+  return value;
+}
+
+export function parseBool(value: string | undefined, source: string): boolean | undefined {
+  if (value === undefined) return undefined;
+  const v = value.toLowerCase();
+  if (["1", "true", "yes", "on"].includes(v)) return true;
+  if (["0", "false", "no", "off"].includes(v)) return false;
+  throw new BootsealError("USAGE", `${source} must be true or false`);
 }
 
 function badKey(what: string, key: string, reason: string): BootsealError {

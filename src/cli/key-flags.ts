@@ -3,7 +3,7 @@
  * environment variables are sops's own, so scripts move between the two tools unchanged.
  */
 
-import type { KeyKind } from "../../providers/keys/master-key.ts";
+import { KEY_TYPES, type KeyKind } from "../../providers/keys/index.ts";
 import type { SelectionRule } from "../envelope/sops/metadata.ts";
 import { BootsealError } from "../errors.ts";
 import type { Flag } from "./flags.ts";
@@ -14,17 +14,16 @@ export interface KeyFlag {
   readonly flag: string;
   readonly short?: string;
   readonly env: string;
+  /** One line, as `sops encrypt --help` describes the flag. */
+  readonly help: string;
 }
 
-/** In the order sops puts command-line keys into the single group. */
-export const KEY_FLAGS: readonly KeyFlag[] = [
-  { kind: "kms", flag: "kms", short: "k", env: "SOPS_KMS_ARN" },
-  { kind: "gcp_kms", flag: "gcp-kms", env: "SOPS_GCP_KMS_IDS" },
-  { kind: "azure_kv", flag: "azure-kv", env: "SOPS_AZURE_KEYVAULT_URLS" },
-  { kind: "pgp", flag: "pgp", short: "p", env: "SOPS_PGP_FP" },
-  { kind: "hc_vault", flag: "hc-vault-transit", env: "SOPS_VAULT_URIS" },
-  { kind: "age", flag: "age", short: "a", env: "SOPS_AGE_RECIPIENTS" },
-];
+/** In the order sops puts command-line keys into the single group; each provider owns its flag. */
+export const KEY_FLAGS: readonly KeyFlag[] = [...KEY_TYPES]
+  .sort((a, b) => a.flag.rank - b.flag.rank)
+  .map(({ kind, flag: { flag, short, env, help } }) =>
+    short === undefined ? { kind, flag, env, help } : { kind, flag, short, env, help },
+  );
 
 export const RULE_FLAGS: readonly { readonly flag: string; readonly kind: SelectionRule["kind"] }[] = [
   { flag: "unencrypted-suffix", kind: "unencrypted_suffix" },
@@ -35,12 +34,6 @@ export const RULE_FLAGS: readonly { readonly flag: string; readonly kind: Select
   { flag: "encrypted-comment-regex", kind: "encrypted_comment_regex" },
 ];
 
-/** The help line of a key flag: the registry's own (keys helper) or a generic one until then. */
-function keyHelp(k: KeyFlag): string {
-  const help = (k as KeyFlag & { readonly help?: string }).help;
-  return help ?? `comma separated list of ${k.kind} master keys`;
-}
-
 /**
  * The key flags as table rows: `set` for encrypt (with sops's environment variables),
  * `add`/`rm` for rotate's --add-X and --rm-X (no environment: a variable must never change
@@ -49,11 +42,11 @@ function keyHelp(k: KeyFlag): string {
 export function keyFlags(variant: "set" | "add" | "rm"): Flag[] {
   return KEY_FLAGS.map((k): Flag => {
     if (variant === "set")
-      return { name: k.flag, short: k.short, type: "string", env: k.env, value: "KEYS", help: keyHelp(k) };
+      return { name: k.flag, short: k.short, type: "string", env: k.env, value: "KEYS", help: k.help };
     const help =
       variant === "add"
-        ? `add to the document's first key group: ${keyHelp(k)}`
-        : `remove from every key group (by key identity): ${keyHelp(k)}`;
+        ? `add to the document's first key group: ${k.help}`
+        : `remove from every key group (by key identity): ${k.help}`;
     return { name: `${variant}-${k.flag}`, type: "string", value: "KEYS", help };
   });
 }

@@ -3,16 +3,22 @@
  * order) win; otherwise the first matching `.sops.yaml` creation rule.
  */
 import { dirname, resolve } from "node:path";
-import { keysFromUserInput } from "../../providers/keys/index.ts";
-import type { MasterKey, ProviderDeps } from "../../providers/keys/master-key.ts";
+import type { ProviderDeps } from "../../providers/keys/index.ts";
+import { KEY_TYPES, keysFromUserInput, keyTypeOf } from "../../providers/keys/index.ts";
 import { newKeyFromEntry } from "../config/rule-keys.ts";
 import { findSopsConfig, loadSopsConfig, matchCreationRule } from "../config/sops-config.ts";
+import type { MasterKey } from "../envelope/sops/master-key.ts";
 import type { SelectionRule } from "../envelope/sops/metadata.ts";
 import { BootsealError } from "../errors.ts";
 import type { CliIo } from "./command.ts";
 import { keyListsFromFlags, parseEncryptionContext, ruleFromFlags } from "./key-flags.ts";
 
 export { masterKeyFromEntry } from "../config/rule-keys.ts";
+
+/** `--age, --pgp, … or --hc-vault-transit`, in registry order. */
+const KEY_FLAG_LIST = KEY_TYPES.map((t) => `--${t.flag.flag}`)
+  .join(", ")
+  .replace(/, ([^,]*)$/, " or $1");
 
 export interface KeySetup {
   readonly groups: MasterKey[][];
@@ -32,18 +38,19 @@ export function keysFromFlags(
   const keys: MasterKey[] = [];
   const context = parseEncryptionContext(values["encryption-context"] as string | undefined);
   for (const { kind, text } of keyListsFromFlags(values, env, prefix)) {
-    if (kind === "kms" && (context || values["aws-profile"])) {
-      // A context or profile cannot ride in the ARN string: build the entry sops would write.
+    const type = keyTypeOf(kind);
+    if (type?.flag.takesContext && (context || values["aws-profile"])) {
+      // A context or profile cannot ride in the key string: build the entry sops would write.
+      const shorthand = {
+        kmsContext: context ?? null,
+        awsProfile: (values["aws-profile"] as string | undefined) ?? "",
+      };
       for (const item of text
         .split(",")
         .map((s) => s.trim())
         .filter(Boolean)) {
-        const [arn, role] = item.split("+");
-        const fields = new Map<string, string | Record<string, string>>([["arn", arn as string]]);
-        if (role) fields.set("role", role);
-        if (context) fields.set("context", context);
-        fields.set("aws_profile", (values["aws-profile"] as string | undefined) ?? "");
-        keys.push(newKeyFromEntry({ kind, enc: "", fields }, deps));
+        const entry = type.entryFromText(item, shorthand);
+        if (entry) keys.push(newKeyFromEntry(entry, deps));
       }
     } else {
       keys.push(...keysFromUserInput(kind, text, deps));
@@ -100,10 +107,7 @@ export function keySetup(
   }
   const groups = flagKeys.length > 0 ? [flagKeys] : fromConfig?.groups;
   if (!groups || groups.length === 0 || groups.some((g) => g.length === 0)) {
-    throw new BootsealError(
-      "USAGE",
-      "no master keys: give --age, --pgp, --kms, --gcp-kms, --azure-kv or --hc-vault-transit, or a .sops.yaml creation rule",
-    );
+    throw new BootsealError("USAGE", `no master keys: give ${KEY_FLAG_LIST}, or a .sops.yaml creation rule`);
   }
   return {
     groups,

@@ -12,13 +12,14 @@
  * here has proven to open.
  */
 import { createHash } from "node:crypto";
-import { resolverFor } from "../../providers/keys/index.ts";
-import type { KeyEntry, KeyKind, MasterKey, ProviderDeps } from "../../providers/keys/master-key.ts";
+import type { KeyKind, ProviderDeps } from "../../providers/keys/index.ts";
+import { KEY_KINDS, resolverFor } from "../../providers/keys/index.ts";
 import { emitEncrypted, loadEncrypted } from "../envelope/document.ts";
 import type { EmitOptions, Format } from "../envelope/sops/codecs/codec.ts";
 import { codecFor } from "../envelope/sops/codecs/index.ts";
 import { decryptDocument } from "../envelope/sops/decrypt.ts";
 import { encryptDocument } from "../envelope/sops/encrypt.ts";
+import type { KeyEntry, MasterKey } from "../envelope/sops/master-key.ts";
 import type { Metadata } from "../envelope/sops/metadata.ts";
 import { BootsealError, isBootsealError } from "../errors.ts";
 import { masterKeyFromEntry } from "./key-setup.ts";
@@ -91,7 +92,7 @@ export async function rotateDocument(
     ...(options.order ? { order: options.order } : {}),
     ...(options.signal ? { signal: options.signal } : {}),
   };
-  const doc = loadEncrypted(bytes, input);
+  const doc = loadEncrypted(bytes, input, KEY_KINDS);
   const plain = await decryptDocument(doc.branches, doc.metadata, {
     ...common,
     ignoreMac: options.ignoreMac === true,
@@ -127,14 +128,14 @@ export async function rotateDocument(
     ...(options.signal ? { signal: options.signal } : {}),
   });
   const metadata = keepCreatedAt(encrypted.metadata, remaining, old);
-  const out = emitEncrypted(output, encrypted.branches, metadata, options.emit);
+  const out = emitEncrypted(output, encrypted.branches, metadata, KEY_KINDS, options.emit);
   const outCodec = codecFor(output);
   const before = outCodec.emitPlain(plain, {});
 
   if (options.verify === true) {
     let after: Uint8Array;
     try {
-      const back = loadEncrypted(out, output);
+      const back = loadEncrypted(out, output, KEY_KINDS);
       after = outCodec.emitPlain(await decryptDocument(back.branches, back.metadata, common), {});
     } catch (err) {
       const code = isBootsealError(err) ? err.code : "INTERNAL";

@@ -16,7 +16,7 @@
  * (SIGKILL included) leaves every object either the old or the new document, both verified to
  * decrypt to the same plaintext.
  */
-import type { KeyKind, ProviderDeps } from "../../providers/keys/master-key.ts";
+import type { KeyKind, ProviderDeps } from "../../providers/keys/index.ts";
 import type { ObjectStore } from "../../providers/stores/object-store.ts";
 import { contentTypeOf, type StoredFormat, sniffFormat } from "../envelope/document.ts";
 import { BootsealError, type ErrorCode, isBootsealError } from "../errors.ts";

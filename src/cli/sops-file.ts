@@ -3,8 +3,8 @@
  * decryption order. Loading and emitting documents is src/envelope/document.ts.
  */
 
-import type { KeyKind, ProviderDeps } from "../../providers/keys/master-key.ts";
-import { KEY_KINDS } from "../../providers/keys/master-key.ts";
+import type { KeyKind, ProviderDeps } from "../../providers/keys/index.ts";
+import { isKeyKind, KEY_KIND_NAMES } from "../../providers/keys/index.ts";
 import { isFormat } from "../envelope/document.ts";
 import type { EmitOptions, Format } from "../envelope/sops/codecs/codec.ts";
 import { FORMATS } from "../envelope/sops/codecs/codec.ts";
@@ -51,10 +51,10 @@ export function parseDecryptionOrder(text: string | undefined): KeyKind[] | unde
   if (text === undefined || text.trim() === "") return undefined;
   const kinds = text.split(",").map((k) => k.trim());
   for (const k of kinds) {
-    if (!(KEY_KINDS as readonly string[]).includes(k)) {
+    if (!isKeyKind(k)) {
       throw new BootsealError(
         "USAGE",
-        `--decryption-order: unknown key type "${k}" (${KEY_KINDS.join(", ")})`,
+        `--decryption-order: unknown key type "${k}" (${KEY_KIND_NAMES.join(", ")})`,
       );
     }
   }

@@ -9,36 +9,20 @@
 import { readFileSync, statSync } from "node:fs";
 import { dirname, join, resolve, sep } from "node:path";
 import { parseDocument } from "yaml";
-import type { KeyEntry } from "../../providers/keys/master-key.ts";
+import type { KeyEntry } from "../envelope/sops/master-key.ts";
 import type { SelectionRule } from "../envelope/sops/metadata.ts";
 import { compileRegex, type GoRegexp } from "../envelope/sops/walk.ts";
 import { BootsealError } from "../errors.ts";
 import {
-  ageKey,
-  azureKey,
-  azureKeyFromUrl,
-  dedupGroup,
-  gcpKmsKey,
-  kmsKey,
-  kmsKeyFromArn,
-  pgpKey,
-  vaultKeyFromUri,
+  keyGroupFromConfig,
+  type ShorthandKeys,
+  shorthandEntries,
+  shorthandFromConfig,
 } from "./sops-config-keys.ts";
-import {
-  bad,
-  bool,
-  int,
-  isNull,
-  keyList,
-  map,
-  seq,
-  str,
-  stringList,
-  type Tree,
-  toTree,
-} from "./sops-config-yaml.ts";
+import { bad, bool, int, isNull, map, seq, str, type Tree, toTree } from "./sops-config-yaml.ts";
 
-export { keyIdentity } from "./sops-config-keys.ts";
+/** Kept here for the service and tests that compare creation-rule keys; the registry owns it. */
+export { keyIdentity } from "../../providers/keys/index.ts";
 
 function compilePathRegex(pattern: string): GoRegexp {
   try {
@@ -64,13 +48,8 @@ export interface ParsedCreationRule {
   readonly pathRegex: string | null;
   readonly regex: GoRegexp | null;
   readonly keyGroups: readonly (readonly KeyEntry[])[] | null;
-  /** Shorthand single group, in sops's order: age, pgp | kms | gcp_kms, azure_keyvault, hc_vault. */
-  readonly shorthand: {
-    readonly before: readonly KeyEntry[];
-    readonly kmsArns: readonly string[];
-    readonly awsProfile: string;
-    readonly after: readonly KeyEntry[];
-  } | null;
+  /** Shorthand single group, in sops's order (age, pgp, kms, gcp_kms, azure_keyvault, hc_vault). */
+  readonly shorthand: { readonly keys: ShorthandKeys; readonly awsProfile: string } | null;
   readonly threshold: number | null;
   readonly rule: SelectionRule | null;
   readonly macOnlyEncrypted: boolean;
@@ -149,65 +128,6 @@ export function loadSopsConfig(path: string): SopsConfig {
   return parseSopsConfig(text, path);
 }
 
-function kmsContext(v: Tree | undefined): Record<string, string> | null {
-  if (isNull(v)) return null;
-  const out: Record<string, string> = {};
-  for (const [k, value] of map(v, "kms context")) {
-    const s = str(value, "kms context value");
-    // sops would dereference a nil pointer here; refuse instead.
-    if (s === undefined) throw bad("kms context values must be strings");
-    out[k] = s;
-  }
-  return out;
-}
-
-function unsupportedHckms(v: Tree | undefined): void {
-  if (!isNull(v) && !(v?.t === "seq" && v.items.length === 0)) {
-    throw new BootsealError("UNSUPPORTED", "hckms (HuaweiCloud KMS) keys are not supported");
-  }
-}
-
-/** extractMasterKeys: merged groups first, then age, pgp, kms, gcp_kms, azure, vault; de-duplicated. */
-function keyGroup(v: Tree, depth: number): KeyEntry[] {
-  if (depth > 16) throw bad("key_groups merge nests too deeply");
-  const g = map(v, "key group");
-  const keys: KeyEntry[] = [];
-  for (const sub of seq(g.get("merge"), "merge")) keys.push(...keyGroup(sub, depth + 1));
-  for (const item of stringList(g.get("age"), "age")) {
-    for (const r of item.split(",")) keys.push(ageKey(r));
-  }
-  for (const fp of stringList(g.get("pgp"), "pgp")) keys.push(pgpKey(fp));
-  for (const k of seq(g.get("kms"), "kms")) {
-    const m = map(k, "kms key");
-    keys.push(
-      kmsKey(
-        str(m.get("arn"), "arn") ?? "",
-        str(m.get("role"), "role") ?? "",
-        kmsContext(m.get("context")),
-        str(m.get("aws_profile"), "aws_profile") ?? "",
-      ),
-    );
-  }
-  for (const k of seq(g.get("gcp_kms"), "gcp_kms")) {
-    keys.push(gcpKmsKey(str(map(k, "gcp_kms key").get("resource_id"), "resource_id") ?? ""));
-  }
-  unsupportedHckms(g.get("hckms"));
-  for (const k of seq(g.get("azure_keyvault"), "azure_keyvault")) {
-    const m = map(k, "azure_keyvault key");
-    keys.push(
-      azureKey(
-        str(m.get("vaultUrl"), "vaultUrl") ?? "",
-        str(m.get("key"), "key") ?? "",
-        str(m.get("version"), "version") ?? "",
-      ),
-    );
-  }
-  for (const uri of stringList(g.get("hc_vault"), "hc_vault")) {
-    if (uri !== "") keys.push(vaultKeyFromUri(uri));
-  }
-  return dedupGroup(keys);
-}
-
 const SELECTION_FIELDS = [
   "unencrypted_suffix",
   "encrypted_suffix",
@@ -237,25 +157,11 @@ function parseRule(v: Tree, index: number): ParsedCreationRule {
   let keyGroups: KeyEntry[][] | null = null;
   let shorthand: ParsedCreationRule["shorthand"] = null;
   if (groups.length > 0) {
-    keyGroups = groups.map((g) => keyGroup(g, 0));
+    keyGroups = groups.map((g) => keyGroupFromConfig(g));
   } else {
-    // getKeyGroupsFromCreationRule: no de-duplication in the shorthand form (sops keeps duplicates).
+    // getKeyGroupsFromCreationRule: `kms` keys take the CLI's context, so entries are made at match time.
     const awsProfile = str(r.get("aws_profile"), "aws_profile") ?? "";
-    const kmsArns = keyList(r.get("kms"), "kms");
-    for (const arn of kmsArns) kmsKeyFromArn(arn, null, awsProfile); // validate now
-    unsupportedHckms(r.get("hckms"));
-    shorthand = {
-      before: [...keyList(r.get("age"), "age").map(ageKey), ...keyList(r.get("pgp"), "pgp").map(pgpKey)],
-      kmsArns,
-      awsProfile,
-      after: [
-        ...keyList(r.get("gcp_kms"), "gcp_kms").map(gcpKmsKey),
-        ...keyList(r.get("azure_keyvault"), "azure_keyvault").map(azureKeyFromUrl),
-        ...keyList(r.get("hc_vault_transit_uri"), "hc_vault_transit_uri")
-          .filter((u) => u !== "")
-          .map(vaultKeyFromUri),
-      ],
-    };
+    shorthand = { keys: shorthandFromConfig(r), awsProfile };
   }
   return {
     pathRegex,
@@ -328,9 +234,9 @@ export function matchCreationRule(
   if (found.keyGroups !== null) {
     keyGroups = found.keyGroups;
   } else {
-    const s = found.shorthand ?? { before: [], kmsArns: [], awsProfile: "", after: [] };
-    const ctx = options.kmsEncryptionContext ?? null;
-    keyGroups = [[...s.before, ...s.kmsArns.map((a) => kmsKeyFromArn(a, ctx, s.awsProfile)), ...s.after]];
+    const s = found.shorthand ?? { keys: [], awsProfile: "" };
+    const context = { kmsContext: options.kmsEncryptionContext ?? null, awsProfile: s.awsProfile };
+    keyGroups = [shorthandEntries(s.keys, context)];
   }
   return {
     pathRegex: found.pathRegex,

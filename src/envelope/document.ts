@@ -17,6 +17,7 @@ import type { Codec, EmitOptions, Format } from "./sops/codecs/codec.ts";
 import { FORMATS } from "./sops/codecs/codec.ts";
 import { codecFor, formatFromPath } from "./sops/codecs/index.ts";
 import type { Branch } from "./sops/document.ts";
+import type { KeyKinds } from "./sops/master-key.ts";
 import { type Metadata, metadataFromTree, metadataToTree } from "./sops/metadata.ts";
 
 export const SOPS_JSON = "application/sops+json";
@@ -31,11 +32,15 @@ export interface LoadedDocument {
   readonly metadata: Metadata;
 }
 
-/** An encrypted document's branches and typed metadata (the MAC is checked on decrypt, not here). */
-export function loadEncrypted(bytes: Uint8Array, format: Format): LoadedDocument {
+/**
+ * An encrypted document's branches and typed metadata (the MAC is checked on decrypt, not here).
+ * `kinds` is the key registry's table (providers/keys/index.ts KEY_KINDS): the envelope knows no
+ * kind's fields of its own.
+ */
+export function loadEncrypted(bytes: Uint8Array, format: Format, kinds: KeyKinds): LoadedDocument {
   const codec = codecFor(format);
   const { branches, metadata } = codec.parseEncrypted(bytes);
-  return { codec, branches, metadata: metadataFromTree(metadata) };
+  return { codec, branches, metadata: metadataFromTree(metadata, kinds) };
 }
 
 /** The encrypted document's bytes, exactly as sops writes this format. */
@@ -43,9 +48,10 @@ export function emitEncrypted(
   format: Format,
   branches: readonly Branch[],
   metadata: Metadata,
+  kinds: KeyKinds,
   options: EmitOptions = {},
 ): Uint8Array {
-  return codecFor(format).emitEncrypted(branches, metadataToTree(metadata), options);
+  return codecFor(format).emitEncrypted(branches, metadataToTree(metadata, kinds), options);
 }
 
 /** A format name from outside (a flag, a header); USAGE-free: callers word their own errors. */

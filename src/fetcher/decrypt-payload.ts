@@ -15,8 +15,8 @@
  * enforces the same through the machine's IAM policy; checking it here fails closed where
  * the policy is looser than it should be (and on emulators, which enforce no policy).
  */
-import { keysFromUserInput, resolverFor } from "../../providers/keys/index.ts";
-import type { KeyKind, ProviderDeps } from "../../providers/keys/master-key.ts";
+import type { KeyKind, ProviderDeps } from "../../providers/keys/index.ts";
+import { KEY_KINDS, keysFromUserInput, resolverFor } from "../../providers/keys/index.ts";
 import { detectFormat, isEncryptedConfig, loadEncrypted } from "../envelope/document.ts";
 import { decryptConfig } from "../envelope/encrypted-config/encrypted-config.ts";
 import type { Format } from "../envelope/sops/codecs/codec.ts";
@@ -37,7 +37,7 @@ export interface DecryptPayloadOptions {
 }
 
 async function decryptEnvelope(bytes: Uint8Array, options: DecryptPayloadOptions): Promise<Uint8Array> {
-  const resolve = (kind: KeyKind, keyId: string) => {
+  const resolve = (kind: string, keyId: string) => {
     try {
       return keysFromUserInput(kind, keyId, options.deps)[0] ?? null;
     } catch {
@@ -46,13 +46,18 @@ async function decryptEnvelope(bytes: Uint8Array, options: DecryptPayloadOptions
   };
   if (options.machine !== null) {
     try {
-      return await decryptConfig(bytes, { resolve, machineId: options.machine, signal: options.signal });
+      return await decryptConfig(bytes, {
+        kinds: KEY_KINDS,
+        resolve,
+        machineId: options.machine,
+        signal: options.signal,
+      });
     } catch (err) {
       // An unbound document fails the bound check; one bound to another machine fails both.
       if (!isBootsealError(err) || err.code !== "MAC_MISMATCH") throw err;
     }
   }
-  return await decryptConfig(bytes, { resolve, signal: options.signal });
+  return await decryptConfig(bytes, { kinds: KEY_KINDS, resolve, signal: options.signal });
 }
 
 export async function decryptPayload(bytes: Uint8Array, options: DecryptPayloadOptions): Promise<Uint8Array> {
@@ -60,7 +65,7 @@ export async function decryptPayload(bytes: Uint8Array, options: DecryptPayloadO
   const format =
     options.inputType ??
     detectFormat(bytes, { format: options.formatHint, contentType: options.contentType });
-  const doc = loadEncrypted(bytes, format);
+  const doc = loadEncrypted(bytes, format, KEY_KINDS);
   checkMachineBinding(doc.metadata, options.machine);
   const branches = await decryptDocument(doc.branches, doc.metadata, {
     resolve: resolverFor(options.deps),

@@ -15,7 +15,7 @@
  */
 import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
-import type { KeyKind } from "../../providers/keys/master-key.ts";
+import type { KeyKind } from "../../providers/keys/index.ts";
 import type { Format } from "../envelope/sops/codecs/codec.ts";
 import { BootsealError, isBootsealError } from "../errors.ts";
 import { writeResolved } from "../files/atomic-write.ts";

@@ -7,7 +7,7 @@
  * before any key service is called (AWS enforces the same through the policy; checking here
  * fails closed where the policy is looser than it should be, and on emulators).
  */
-import type { KeyEntry } from "../../providers/keys/master-key.ts";
+import type { KeyEntry } from "../envelope/sops/master-key.ts";
 import { BootsealError } from "../errors.ts";
 import { formatMachineId, type MachineId } from "./machine-id.ts";
 

@@ -9,7 +9,7 @@ import rateLimit from "@fastify/rate-limit";
 import swagger from "@fastify/swagger";
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from "fastify";
 import { pino } from "pino";
-import type { ProviderDeps } from "../../providers/keys/master-key.ts";
+import type { ProviderDeps } from "../../providers/keys/index.ts";
 import type { ObjectStore } from "../../providers/stores/object-store.ts";
 import type { ServiceConfig } from "../config/service-config.ts";
 import type { ServiceContext } from "./context.ts";

@@ -1,5 +1,5 @@
 /** What the routes share: built once per app by buildApp, holding no per-machine state. */
-import type { ProviderDeps } from "../../providers/keys/master-key.ts";
+import type { ProviderDeps } from "../../providers/keys/index.ts";
 import type { FetcherArtifact, OneTimeFetch } from "../config/service-config.ts";
 import type { SopsConfig } from "../config/sops-config.ts";
 import type { EventsBus } from "./events-bus.ts";

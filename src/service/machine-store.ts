@@ -5,13 +5,13 @@
  * read-modify-write is a conditional put retried on a lost race, so any number of replicas
  * can serve the same machines. The status history keeps the last 100 entries.
  */
-import type { CallOptions } from "../../providers/keys/master-key.ts";
 import type {
   ObjectInfo,
   ObjectStore,
   StoredObject,
   WriteCondition,
 } from "../../providers/stores/object-store.ts";
+import type { CallOptions } from "../call-options.ts";
 import { BootsealError } from "../errors.ts";
 import { formatMachineId, type MachineId } from "../machine/machine-id.ts";
 import {

@@ -13,12 +13,14 @@
  * machine's IAM policy can allow decrypting its own config only. Only
  * `wrap` is ever called: the service needs no decrypt rights.
  */
-import type { KeyEntry, MasterKey, ProviderDeps } from "../../providers/keys/master-key.ts";
+
+import { KEY_KINDS, type ProviderDeps } from "../../providers/keys/index.ts";
 import { newKeyFromEntry } from "../config/rule-keys.ts";
 import { type CreationRule, keyIdentity, matchCreationRule, type SopsConfig } from "../config/sops-config.ts";
 import { mediaTypeOf, SOPS_JSON, SOPS_YAML } from "../envelope/document.ts";
 import { codecFor } from "../envelope/sops/codecs/index.ts";
 import { encryptDocument } from "../envelope/sops/encrypt.ts";
+import type { KeyEntry, MasterKey } from "../envelope/sops/master-key.ts";
 import { metadataFromTree, metadataToTree } from "../envelope/sops/metadata.ts";
 import { BootsealError } from "../errors.ts";
 import { bindKeyGroups } from "../machine/kms-binding.ts";
@@ -88,7 +90,7 @@ export async function prepareDocument(
     now: ctx.now,
     ...(ctx.signal ? { signal: ctx.signal } : {}),
   });
-  const bytes = codec.emitEncrypted(encrypted.branches, metadataToTree(encrypted.metadata));
+  const bytes = codec.emitEncrypted(encrypted.branches, metadataToTree(encrypted.metadata, KEY_KINDS));
   return { bytes, format: storeFormat, uploaded: false };
 }
 
@@ -101,7 +103,7 @@ function checkUpload(
   let entries: KeyEntry[];
   try {
     const parsed = codecFor(format).parseEncrypted(body);
-    const metadata = metadataFromTree(parsed.metadata);
+    const metadata = metadataFromTree(parsed.metadata, KEY_KINDS);
     if (metadata.mac === "") throw new BootsealError("BAD_INPUT", "the document has no MAC");
     entries = metadata.keyGroups.flat();
   } catch (err) {

@@ -5,7 +5,6 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { after, describe, it } from "node:test";
 import { parse as parseYaml } from "yaml";
-import type { KeyEntry } from "../../providers/keys/master-key.ts";
 import {
   findSopsConfig,
   keyIdentity,
@@ -14,6 +13,7 @@ import {
   parseSopsConfig,
   type SopsConfig,
 } from "../../src/config/sops-config.ts";
+import type { KeyEntry } from "../../src/envelope/sops/master-key.ts";
 import { compileRegex } from "../../src/envelope/sops/walk.ts";
 import { isBootsealError } from "../../src/errors.ts";
 import { peer } from "../helpers/peers.ts";
@@ -261,6 +261,18 @@ describe("config errors", () => {
       "Vault URL without scheme",
       "creation_rules:\n  - hc_vault_transit_uri: h/v1/transit/keys/k\n",
       "BAD_INPUT",
+    ],
+    [
+      "Vault URL with credentials (the flag parser's rule: one parser per kind)",
+      "creation_rules:\n  - key_groups:\n    - hc_vault: ['https://u:p@h/v1/transit/keys/k']\n",
+      "BAD_INPUT",
+      /credentials/,
+    ],
+    [
+      "kms context not a mapping",
+      "creation_rules:\n  - key_groups:\n    - kms: [{arn: a, context: x}]\n",
+      "BAD_INPUT",
+      /kms context must be a mapping/,
     ],
     ["non-string in key list", "creation_rules:\n  - age: [1]\n", "BAD_INPUT"],
     [

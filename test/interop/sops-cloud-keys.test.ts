@@ -13,11 +13,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, test } from "node:test";
 import { CreateKeyCommand, KMSClient } from "@aws-sdk/client-kms";
-import { keysFromUserInput, resolverFor } from "../../providers/keys/index.ts";
-import type { KeyEntry, KeyKind, MasterKey, ProviderDeps } from "../../providers/keys/master-key.ts";
+import type { KeyKind, ProviderDeps } from "../../providers/keys/index.ts";
+import { KEY_KINDS, keysFromUserInput, resolverFor } from "../../providers/keys/index.ts";
 import { codecFor } from "../../src/envelope/sops/codecs/index.ts";
 import { decryptDocument } from "../../src/envelope/sops/decrypt.ts";
 import { encryptDocument } from "../../src/envelope/sops/encrypt.ts";
+import type { KeyEntry, MasterKey } from "../../src/envelope/sops/master-key.ts";
 import { metadataFromTree, metadataToTree } from "../../src/envelope/sops/metadata.ts";
 import { BootsealError } from "../../src/errors.ts";
 import { peer, uniqueName } from "../helpers/peers.ts";
@@ -52,7 +53,7 @@ async function bootsealEncrypt(keys: MasterKey[]): Promise<string> {
   const { branches, metadata } = await encryptDocument(yaml.parsePlain(Buffer.from(PLAIN)), {
     keyGroups: [keys],
   });
-  return Buffer.from(yaml.emitEncrypted(branches, metadataToTree(metadata))).toString("utf8");
+  return Buffer.from(yaml.emitEncrypted(branches, metadataToTree(metadata, KEY_KINDS))).toString("utf8");
 }
 
 /** Opens a document with bootseal's providers; also returns its entries of `kind`. */
@@ -62,7 +63,7 @@ async function bootsealDecrypt(
   kind: KeyKind,
 ): Promise<{ plain: string; entries: KeyEntry[] }> {
   const parsed = yaml.parseEncrypted(Buffer.from(text));
-  const metadata = metadataFromTree(parsed.metadata);
+  const metadata = metadataFromTree(parsed.metadata, KEY_KINDS);
   const branches = await decryptDocument(parsed.branches, metadata, { resolve: resolverFor(deps) });
   const entries = metadata.keyGroups.flat().filter((e) => e.kind === kind);
   return { plain: Buffer.from(yaml.emitPlain(branches)).toString("utf8"), entries };
@@ -93,7 +94,7 @@ for (const [server, endpointPeer] of [
         AWS_SECRET_ACCESS_KEY: CREDENTIALS.secretAccessKey,
         AWS_REGION: "us-east-1",
       };
-      const deps: ProviderDeps = { env: {}, extras: { kms: { endpoint, credentials: CREDENTIALS } } };
+      const deps: ProviderDeps = { env: {}, awsKms: { endpoint, credentials: CREDENTIALS } };
       const entryFor = (ctx: Record<string, string>) => ({
         kind: "kms" as const,
         enc: "",
@@ -168,7 +169,7 @@ for (const [server, endpointPeer] of [
         ),
       );
       const names = (t: typeof ours) =>
-        [...(metadataFromTree(t.metadata).keyGroups[0]?.[0]?.fields.keys() ?? [])].sort();
+        [...(metadataFromTree(t.metadata, KEY_KINDS).keyGroups[0]?.[0]?.fields.keys() ?? [])].sort();
       assert.deepEqual(names(ours), names(theirs));
     });
   });

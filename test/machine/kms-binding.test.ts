@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import type { KeyEntry } from "../../providers/keys/master-key.ts";
+import type { KeyEntry } from "../../src/envelope/sops/master-key.ts";
 import { BootsealError } from "../../src/errors.ts";
 import {
   bindContext,

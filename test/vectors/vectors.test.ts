@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { after, describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
-import { resolverFor } from "../../providers/keys/index.ts";
+import { KEY_KINDS, resolverFor } from "../../providers/keys/index.ts";
 import { plaintextBytes } from "../../src/envelope/sops/canonical.ts";
 import type { Format } from "../../src/envelope/sops/codecs/codec.ts";
 import { codecFor } from "../../src/envelope/sops/codecs/index.ts";
@@ -78,7 +78,7 @@ for (const doc of manifest.documents) {
       test(`library, key ${keyName}`, async () => {
         const codec = codecFor(doc.format);
         const parsed = codec.parseEncrypted(bytes);
-        const metadata = metadataFromTree(parsed.metadata);
+        const metadata = metadataFromTree(parsed.metadata, KEY_KINDS);
         const run = decryptDocument(parsed.branches, metadata, {
           resolve: resolverFor({ env: envFor(keyName) }),
         });

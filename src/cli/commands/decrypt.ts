@@ -1,5 +1,5 @@
-import { keysFromUserInput, resolverFor } from "../../../providers/keys/index.ts";
-import type { KeyKind, ProviderDeps } from "../../../providers/keys/master-key.ts";
+import type { ProviderDeps } from "../../../providers/keys/index.ts";
+import { KEY_KINDS, keysFromUserInput, resolverFor } from "../../../providers/keys/index.ts";
 import { isEncryptedConfig, loadEncrypted } from "../../envelope/document.ts";
 import { decryptConfig } from "../../envelope/encrypted-config/encrypted-config.ts";
 import { codecFor } from "../../envelope/sops/codecs/index.ts";
@@ -13,7 +13,7 @@ import { type CommandSpec, parseFlags } from "../flags.ts";
 import { emitOptions, parseDecryptionOrder, pickFormats, providerDeps } from "../sops-file.ts";
 
 function envelopeResolver(deps: ProviderDeps) {
-  return (kind: KeyKind, keyId: string) => {
+  return (kind: string, keyId: string) => {
     try {
       return keysFromUserInput(kind, keyId, deps)[0] ?? null;
     } catch {
@@ -63,6 +63,7 @@ export const decryptCommand: Command = {
 
     if (isEncryptedConfig(input)) {
       const plaintext = await decryptConfig(input, {
+        kinds: KEY_KINDS,
         resolve: envelopeResolver(deps),
         machineId: values.machine,
       });
@@ -71,7 +72,7 @@ export const decryptCommand: Command = {
     }
 
     const formats = pickFormats(file, values);
-    const doc = loadEncrypted(input, formats.input);
+    const doc = loadEncrypted(input, formats.input, KEY_KINDS);
     if (values["ignore-mac"])
       io.stderr.write("bootseal: WARNING: --ignore-mac: the MAC is not checked, the output may be forged\n");
     const branches = await decryptDocument(doc.branches, doc.metadata, {

@@ -1,3 +1,4 @@
+import { KEY_KINDS } from "../../../providers/keys/index.ts";
 import { emitEncrypted } from "../../envelope/document.ts";
 import { encryptConfig } from "../../envelope/encrypted-config/encrypted-config.ts";
 import { codecFor } from "../../envelope/sops/codecs/index.ts";
@@ -66,6 +67,7 @@ export const encryptCommand: Command = {
         throw new BootsealError("USAGE", "--format envelope wraps the data key with exactly one master key");
       }
       const doc = await encryptConfig(input, {
+        kinds: KEY_KINDS,
         key: keys[0] as (typeof keys)[number],
         machineId: values.machine,
       });
@@ -82,7 +84,13 @@ export const encryptCommand: Command = {
       macOnlyEncrypted: setup.macOnlyEncrypted,
     });
     const indent = values.indent ?? indentFromConfig(formats.output, setup.indent);
-    const out = emitEncrypted(formats.output, encrypted.branches, encrypted.metadata, emitOptions(indent));
+    const out = emitEncrypted(
+      formats.output,
+      encrypted.branches,
+      encrypted.metadata,
+      KEY_KINDS,
+      emitOptions(indent),
+    );
     await writeOutput(out, target, io);
     return 0;
   },

@@ -7,7 +7,7 @@
  * verified and replaced with a conditional write (../rotate-store.ts; docs/cli.md "Rotating a
  * whole store").
  */
-import type { ProviderDeps } from "../../../providers/keys/master-key.ts";
+import type { ProviderDeps } from "../../../providers/keys/index.ts";
 import { openStore } from "../../../providers/stores/index.ts";
 import { BootsealError } from "../../errors.ts";
 import { bindContext } from "../../machine/kms-binding.ts";

@@ -4,7 +4,7 @@
  * the MAC is not verified (as in sops), the file is rewritten in place.
  */
 import { createInterface } from "node:readline/promises";
-import { resolverFor } from "../../../providers/keys/index.ts";
+import { KEY_KINDS, resolverFor } from "../../../providers/keys/index.ts";
 import { emitEncrypted, loadEncrypted } from "../../envelope/document.ts";
 import { unwrapDataKey, wrapDataKey } from "../../envelope/sops/key-groups.ts";
 import { BootsealError } from "../../errors.ts";
@@ -40,7 +40,7 @@ export const updatekeysCommand: Command = {
       "input-type": values["input-type"],
       "output-type": values["input-type"],
     });
-    const doc = loadEncrypted(await readInput(file, io), formats.input);
+    const doc = loadEncrypted(await readInput(file, io), formats.input, KEY_KINDS);
     const setup = setupFromConfig(file, values.config, io, deps);
     if (!setup) throw new BootsealError("USAGE", "updatekeys needs a .sops.yaml creation rule for the file");
 
@@ -85,7 +85,7 @@ export const updatekeysCommand: Command = {
         shamirThreshold:
           setup.groups.length > 1 ? threshold || setup.groups.length : doc.metadata.shamirThreshold,
       };
-      await replaceFile(file, emitEncrypted(formats.input, doc.branches, metadata));
+      await replaceFile(file, emitEncrypted(formats.input, doc.branches, metadata, KEY_KINDS));
     } finally {
       dataKey.fill(0);
     }

@@ -5,8 +5,9 @@
  * docs/envelope-format.md. Pure: the only I/O is through MasterKey.
  */
 import { createCipheriv, createDecipheriv, pbkdf2, randomBytes } from "node:crypto";
-import type { CallOptions, KeyKind, MasterKey } from "../../../providers/keys/master-key.ts";
+import type { CallOptions } from "../../call-options.ts";
 import { BootsealError, NoKeyAvailableError } from "../../errors.ts";
+import type { KeyKinds, MasterKey } from "../sops/master-key.ts";
 import {
   API_VERSION,
   CIPHER_ALGORITHM,
@@ -27,12 +28,14 @@ import {
   serializeDocument,
   TAG_BYTES,
 } from "./document.ts";
-import { formatPassphraseUri, PROVIDER_BY_KIND, parsePassphraseUri } from "./passphrase-uri.ts";
+import { formatPassphraseUri, parsePassphraseUri, passphraseFormat } from "./passphrase-uri.ts";
 
 export const DATA_KEY_BYTES = 32;
 
 export interface EncryptConfigOptions extends CallOptions {
   readonly key: MasterKey;
+  /** The key registry's KEY_KINDS: each kind's passphraseURI scheme and default provider. */
+  readonly kinds: KeyKinds;
   /** `<namespace>/<name>`: bound as additional data; decrypt must name the same machine. */
   readonly machineId?: string;
   /** PBKDF2 iterations, default 50,000; 10,000 to 10,000,000. */
@@ -53,7 +56,9 @@ export interface EncryptConfigOptions extends CallOptions {
 
 export interface DecryptConfigOptions extends CallOptions {
   /** The master key named by passphraseURI, or null when it is not available here. */
-  readonly resolve: (kind: KeyKind, keyId: string) => MasterKey | null;
+  readonly resolve: (kind: string, keyId: string) => MasterKey | null;
+  /** The key registry's KEY_KINDS: which passphraseURI scheme is which kind. */
+  readonly kinds: KeyKinds;
   readonly machineId?: string;
 }
 
@@ -73,7 +78,7 @@ function fixedBytes(value: Uint8Array | undefined, length: number, name: string)
 /** Encrypts `plaintext` into an EncryptedConfig JSON document (with a final newline). */
 export async function encryptConfig(plaintext: Uint8Array, opts: EncryptConfigOptions): Promise<string> {
   const iterations = checkIterations(opts.iterations ?? DEFAULT_ITERATIONS);
-  const provider = checkProvider(opts.provider ?? PROVIDER_BY_KIND[opts.key.kind]);
+  const provider = checkProvider(opts.provider ?? passphraseFormat(opts.kinds, opts.key.kind).provider);
   const machineId = opts.machineId === undefined ? undefined : checkMachineId(opts.machineId);
   const salt = fixedBytes(opts.salt, SALT_BYTES, "salt");
   const iv = fixedBytes(opts.iv, IV_BYTES, "iv");
@@ -93,7 +98,7 @@ export async function encryptConfig(plaintext: Uint8Array, opts: EncryptConfigOp
       apiVersion: API_VERSION,
       kind: KIND,
       provider,
-      passphraseURI: formatPassphraseUri({ kind: opts.key.kind, keyId: opts.key.id, enc }),
+      passphraseURI: formatPassphraseUri({ kind: opts.key.kind, keyId: opts.key.id, enc }, opts.kinds),
       keyDerivationAlgorithm: KEY_DERIVATION_ALGORITHM,
       digestAlgorithm: DIGEST_ALGORITHM,
       iterations,
@@ -123,7 +128,7 @@ export async function decryptConfig(
 ): Promise<Uint8Array> {
   const parsed = parseDocument(doc);
   const machineId = opts.machineId === undefined ? undefined : checkMachineId(opts.machineId);
-  const uri = parsePassphraseUri(parsed.passphraseURI);
+  const uri = parsePassphraseUri(parsed.passphraseURI, opts.kinds);
   const salt = decodeBase64Strict(parsed.salt, "salt");
   const iv = decodeBase64Strict(parsed.iv, "iv");
   const body = decodeBase64Strict(parsed.ciphertext, "ciphertext");

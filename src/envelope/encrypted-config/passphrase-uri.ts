@@ -5,37 +5,24 @@
  * The wrapped bytes are the key service's raw ciphertext where sops stores it as base64
  * (AWS/GCP: standard base64; Azure: unpadded base64url), so `kms://…` carries the KMS
  * CiphertextBlob itself, as the Cluster API proposal's example does. Kinds whose `enc` is
- * text (age and PGP armour, Vault's `vault:v1:…`) carry that text's UTF-8 bytes.
+ * text (age and PGP armour, Vault's `vault:v1:…`) carry that text's UTF-8 bytes. Each kind's
+ * scheme, default provider and enc form come from its KeyKindFormat (`passphrase`), injected
+ * as the KeyKinds table.
  */
-import type { KeyKind } from "../../../providers/keys/master-key.ts";
 import { BootsealError } from "../../errors.ts";
+import type { KeyKinds, PassphraseFormat } from "../sops/master-key.ts";
 
-/** URI schemes may not hold `_`; these follow the sops package names (kms, gcpkms, azkv, hcvault). */
-const SCHEME_BY_KIND: Readonly<Record<KeyKind, string>> = {
-  age: "age",
-  pgp: "pgp",
-  kms: "kms",
-  gcp_kms: "gcpkms",
-  azure_kv: "azkv",
-  hc_vault: "hcvault",
-};
-
-/** Default `provider` field per kind (the proposal names clouds, not key types). */
-export const PROVIDER_BY_KIND: Readonly<Record<KeyKind, string>> = {
-  age: "age",
-  pgp: "pgp",
-  kms: "aws",
-  gcp_kms: "gcp",
-  azure_kv: "azure",
-  hc_vault: "vault",
-};
-
-const KIND_BY_SCHEME: ReadonlyMap<string, KeyKind> = new Map(
-  (Object.entries(SCHEME_BY_KIND) as [KeyKind, string][]).map(([kind, scheme]) => [scheme, kind]),
-);
+/** The passphraseURI format of `kind`; UNSUPPORTED when the kind cannot wrap an EncryptedConfig. */
+export function passphraseFormat(kinds: KeyKinds, kind: string): PassphraseFormat {
+  const format = kinds.find((k) => k.kind === kind)?.passphrase;
+  if (format === undefined) {
+    throw new BootsealError("UNSUPPORTED", `${kind} keys cannot wrap an EncryptedConfig`);
+  }
+  return format;
+}
 
 export interface PassphraseUri {
-  readonly kind: KeyKind;
+  readonly kind: string;
   /** The master key's identity string (MasterKey.id). */
   readonly keyId: string;
   /** The wrapped data key exactly as MasterKey.wrap returned it. */
@@ -83,18 +70,18 @@ function base64urlDecodeStrict(text: string): Uint8Array {
 }
 
 /** enc -> the bytes the URI carries, per kind; throws when enc is not in the kind's sops form. */
-function encToBytes(kind: KeyKind, enc: string): Uint8Array {
-  if (kind === "kms" || kind === "gcp_kms") {
+function encToBytes(kind: string, wrapped: PassphraseFormat["wrapped"], enc: string): Uint8Array {
+  if (wrapped === "base64") {
     const bytes = Buffer.from(enc, "base64");
     if (enc.length === 0 || bytes.toString("base64") !== enc) {
       throw new BootsealError("INTERNAL", `${kind} key returned an enc that is not canonical base64`);
     }
     return bytes;
   }
-  if (kind === "azure_kv") {
+  if (wrapped === "base64url") {
     const bytes = Buffer.from(enc, "base64url");
     if (enc.length === 0 || bytes.toString("base64url") !== enc) {
-      throw new BootsealError("INTERNAL", "azure_kv key returned an enc that is not base64url");
+      throw new BootsealError("INTERNAL", `${kind} key returned an enc that is not base64url`);
     }
     return bytes;
   }
@@ -102,10 +89,10 @@ function encToBytes(kind: KeyKind, enc: string): Uint8Array {
   return new TextEncoder().encode(enc);
 }
 
-function bytesToEnc(kind: KeyKind, bytes: Uint8Array): string {
+function bytesToEnc(wrapped: PassphraseFormat["wrapped"], bytes: Uint8Array): string {
   const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  if (kind === "kms" || kind === "gcp_kms") return buf.toString("base64");
-  if (kind === "azure_kv") return buf.toString("base64url");
+  if (wrapped === "base64") return buf.toString("base64");
+  if (wrapped === "base64url") return buf.toString("base64url");
   try {
     return new TextDecoder("utf-8", { fatal: true }).decode(bytes);
   } catch {
@@ -113,19 +100,24 @@ function bytesToEnc(kind: KeyKind, bytes: Uint8Array): string {
   }
 }
 
-export function formatPassphraseUri(uri: PassphraseUri): string {
+export function formatPassphraseUri(uri: PassphraseUri, kinds: KeyKinds): string {
   if (uri.keyId.length === 0) throw new BootsealError("INTERNAL", "master key has an empty id");
-  const wrapped = Buffer.from(encToBytes(uri.kind, uri.enc)).toString("base64url");
-  return `${SCHEME_BY_KIND[uri.kind]}://${wrapped}@${percentEncode(uri.keyId)}`;
+  const format = passphraseFormat(kinds, uri.kind);
+  const wrapped = Buffer.from(encToBytes(uri.kind, format.wrapped, uri.enc)).toString("base64url");
+  return `${format.scheme}://${wrapped}@${percentEncode(uri.keyId)}`;
 }
 
-export function parsePassphraseUri(text: string): PassphraseUri {
+export function parsePassphraseUri(text: string, kinds: KeyKinds): PassphraseUri {
   const match = /^([a-z]+):\/\/([^@]*)@(.*)$/.exec(text);
   if (!match) throw bad("passphraseURI is malformed");
   const [, scheme = "", wrapped = "", encodedId = ""] = match;
-  const kind = KIND_BY_SCHEME.get(scheme);
-  if (!kind) throw bad("passphraseURI has an unknown scheme");
+  const found = kinds.find((k) => k.passphrase?.scheme === scheme);
+  if (!found?.passphrase) throw bad("passphraseURI has an unknown scheme");
   const keyId = percentDecode(encodedId);
   if (keyId.length === 0) throw bad("passphraseURI has no key id");
-  return { kind, keyId, enc: bytesToEnc(kind, base64urlDecodeStrict(wrapped)) };
+  return {
+    kind: found.kind,
+    keyId,
+    enc: bytesToEnc(found.passphrase.wrapped, base64urlDecodeStrict(wrapped)),
+  };
 }

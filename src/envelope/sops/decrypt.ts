@@ -3,12 +3,12 @@
  * selected leaf while recomputing the MAC from the parsed-back plaintexts, then verify it.
  * All or nothing: any failure throws, so no partial plaintext ever leaves this module.
  */
-import type { KeyKind } from "../../../providers/keys/master-key.ts";
 import { BootsealError } from "../../errors.ts";
 import { plaintextBytes, scalarFromPlaintext } from "./canonical.ts";
 import type { Branch, Comment, Scalar } from "./document.ts";
-import { type KeyResolver, unwrapDataKey } from "./key-groups.ts";
+import { unwrapDataKey } from "./key-groups.ts";
 import { createMacHasher, verifyMac } from "./mac.ts";
+import type { KeyResolver } from "./master-key.ts";
 import type { Metadata } from "./metadata.ts";
 import { type DataKey, dataKeyObject, decryptValue } from "./value-cipher.ts";
 import { compileRule, transformBranches, type Visit } from "./walk.ts";
@@ -85,7 +85,8 @@ export function decryptBranches(
 
 export interface DecryptDocumentOptions {
   readonly resolve: KeyResolver;
-  readonly order?: readonly KeyKind[];
+  /** Kind names; default the resolver's order. */
+  readonly order?: readonly string[];
   readonly ignoreMac?: boolean;
   readonly signal?: AbortSignal;
 }

@@ -4,12 +4,12 @@
  * for every master key. Pure orchestration: the only I/O is through MasterKey.
  */
 import { randomBytes } from "node:crypto";
-import type { MasterKey } from "../../../providers/keys/master-key.ts";
 import { BootsealError } from "../../errors.ts";
 import { plaintextBytes } from "./canonical.ts";
 import type { Branch, Scalar } from "./document.ts";
 import { wrapDataKey } from "./key-groups.ts";
 import { createMacHasher, encryptMac } from "./mac.ts";
+import type { MasterKey } from "./master-key.ts";
 import { DEFAULT_RULE, formatLastModified, type Metadata, type SelectionRule } from "./metadata.ts";
 import { dataKeyObject, encryptValue } from "./value-cipher.ts";
 import { compileRegex, compileRule, transformBranches } from "./walk.ts";

@@ -2,25 +2,12 @@
  * Wrapping the data key for key groups, and getting it back (docs/sops-format.md section 9).
  * OWNER: keys work package (with shamir.ts). Signatures below are the agreed contract.
  */
-import type { KeyEntry, KeyKind, MasterKey } from "../../../providers/keys/master-key.ts";
 import type { KeyFailure } from "../../errors.ts";
 import { BootsealError, NoKeyAvailableError, needs } from "../../errors.ts";
+import type { KeyEntry, KeyResolver, MasterKey } from "./master-key.ts";
 import { combine, MAX_SHARES, split } from "./shamir.ts";
 
 const DATA_KEY_LENGTH = 32;
-
-/** Turns a metadata entry into a usable key; null when this kind is not available here. */
-export type KeyResolver = (entry: KeyEntry) => MasterKey | null;
-
-/** sops's default order within a group: age, then PGP, then the others as loaded. */
-export const DEFAULT_DECRYPTION_ORDER: readonly KeyKind[] = [
-  "age",
-  "pgp",
-  "kms",
-  "gcp_kms",
-  "azure_kv",
-  "hc_vault",
-];
 
 export interface WrapOptions {
   /** Shamir threshold; 0/undefined -> number of groups. Ignored with one group. */
@@ -31,7 +18,8 @@ export interface WrapOptions {
 
 export interface UnwrapOptions {
   readonly threshold?: number;
-  readonly order?: readonly KeyKind[];
+  /** Kind names in the order to try them; default the resolver's `order` (sops's default). */
+  readonly order?: readonly string[];
   readonly signal?: AbortSignal;
 }
 
@@ -114,8 +102,8 @@ export async function wrapDataKey(
 }
 
 /** Keys of a group in decryption order: listed kinds by rank, others after, stable. */
-function ordered(group: readonly KeyEntry[], order: readonly KeyKind[]): KeyEntry[] {
-  const rank = (kind: KeyKind): number => {
+function ordered(group: readonly KeyEntry[], order: readonly string[]): KeyEntry[] {
+  const rank = (kind: string): number => {
     const i = order.indexOf(kind);
     return i === -1 ? order.length : i;
   };
@@ -129,7 +117,7 @@ function ordered(group: readonly KeyEntry[], order: readonly KeyKind[]): KeyEntr
 async function openGroup(
   group: readonly KeyEntry[],
   resolve: KeyResolver,
-  order: readonly KeyKind[],
+  order: readonly string[],
   failures: KeyFailure[],
   signal: AbortSignal | undefined,
 ): Promise<Uint8Array | null> {
@@ -169,7 +157,7 @@ export async function unwrapDataKey(
   options: UnwrapOptions = {},
 ): Promise<Uint8Array> {
   needs(groups.length > 0, "BAD_INPUT", "no keys found in the document");
-  const order = options.order ?? DEFAULT_DECRYPTION_ORDER;
+  const order = options.order ?? resolve.order ?? [];
   const failures: KeyFailure[] = [];
   const secrets: Uint8Array[] = [];
   try {

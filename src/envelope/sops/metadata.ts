@@ -4,14 +4,16 @@
  *
  * metadataFromTree/metadataToTree convert the codecs' plain `sops` mapping to and from these
  * types. Key entries keep the sops-known fields of their kind (canonical names, file order,
- * `enc` included); unknown fields are dropped on read, as sops does. hckms entries are refused
- * (UNSUPPORTED) because KeyKind has no such kind and dropping them would lose recipients.
+ * `enc` included); unknown fields are dropped on read, as sops does. Which kinds exist and
+ * what their entries hold comes from the injected KeyKinds table (the key registry's
+ * KEY_KINDS). hckms entries are refused (UNSUPPORTED) unless the table has that kind:
+ * dropping them would lose recipients. Writing an entry whose kind is not in the table is
+ * refused the same way.
  */
-import type { KeyEntry, KeyFieldValue, KeyKind } from "../../../providers/keys/master-key.ts";
-import { KEY_KINDS } from "../../../providers/keys/master-key.ts";
 import { BootsealError } from "../../errors.ts";
 import { formatGoFloat, formatRfc3339Seconds, parseGoBool, parseRfc3339 } from "./canonical.ts";
 import type { Entry, Mapping, Scalar, Value } from "./document.ts";
+import type { KeyEntry, KeyFieldValue, KeyKindFormat, KeyKinds } from "./master-key.ts";
 
 /** Exactly one of the six selection rules (docs/sops-format.md section 4). */
 export type SelectionRule =
@@ -43,21 +45,6 @@ export interface Metadata {
 // Wire shape <-> Metadata. Reading is as lenient as sops 3.13 (mapstructure with weak
 // typing); writing reproduces what sops 3.13.2 writes (alphabetical keys at every level).
 
-/** The sops-known fields of each kind's entries (stores/stores.go), as written. */
-const ENTRY_FIELDS: Readonly<Record<KeyKind, readonly string[]>> = {
-  age: ["enc", "recipient"],
-  azure_kv: ["created_at", "enc", "name", "vault_url", "version"],
-  gcp_kms: ["created_at", "enc", "resource_id"],
-  hc_vault: ["created_at", "enc", "engine_path", "key_name", "vault_address"],
-  kms: ["arn", "aws_profile", "context", "created_at", "enc", "role"],
-  pgp: ["created_at", "enc", "fp"],
-};
-/** kms fields sops omits when empty (`omitempty`); every other field is always written. */
-const OMIT_EMPTY = new Set(["role", "context"]);
-/** Order sops builds a group in when reading (internalGroupFrom). */
-const READ_ORDER: readonly KeyKind[] = ["kms", "gcp_kms", "azure_kv", "hc_vault", "pgp", "age"];
-/** Kinds sops always writes inside a key group, even empty (no `omitempty` tag). */
-const ALWAYS_IN_GROUP = new Set<KeyKind>(["age", "hc_vault"]);
 const RULE_KINDS: readonly SelectionRule["kind"][] = [
   "unencrypted_suffix",
   "encrypted_suffix",
@@ -152,18 +139,18 @@ function weakList(v: Value | undefined, name: string): Mapping[] {
   return out;
 }
 
-function readContext(v: Value): Record<string, string> | undefined {
+function readStringMap(v: Value, name: string): Record<string, string> | undefined {
   if (v.kind === "scalar" && v.type === "null") return undefined;
-  if (v.kind !== "map") throw bad("Invalid metadata field context");
+  if (v.kind !== "map") throw bad(`Invalid metadata field ${name}`);
   const out: Record<string, string> = {};
   for (const item of v.items) {
-    if (item.kind === "entry") out[item.key] = weakString(item.value, "context");
+    if (item.kind === "entry") out[item.key] = weakString(item.value, name);
   }
   return out;
 }
 
-function readEntry(kind: KeyKind, m: Mapping): KeyEntry {
-  const known = ENTRY_FIELDS[kind];
+function readEntry(format: KeyKindFormat, m: Mapping): KeyEntry {
+  const { kind, fields: known } = format;
   const fields = new Map<string, KeyFieldValue>();
   const exact = new Set<string>();
   for (const item of m.items) {
@@ -172,8 +159,8 @@ function readEntry(kind: KeyKind, m: Mapping): KeyEntry {
     // Unknown fields are ignored, as by sops; an exact name beats a case-folded one.
     if (name === undefined || (exact.has(name) && name !== item.key)) continue;
     if (name === item.key) exact.add(name);
-    if (name === "context") {
-      const ctx = readContext(item.value);
+    if (format.mapFields.includes(name)) {
+      const ctx = readStringMap(item.value, name);
       if (ctx === undefined) fields.delete(name);
       else fields.set(name, ctx);
     } else {
@@ -181,30 +168,35 @@ function readEntry(kind: KeyKind, m: Mapping): KeyEntry {
     }
   }
   const createdAt = fields.get("created_at");
-  if (kind !== "age" && (typeof createdAt !== "string" || parseRfc3339(createdAt) === null)) {
+  if (known.includes("created_at") && (typeof createdAt !== "string" || parseRfc3339(createdAt) === null)) {
     throw bad(`Invalid created_at in ${kind} key entry`);
   }
   const enc = fields.get("enc");
   return { kind, enc: typeof enc === "string" ? enc : "", fields };
 }
 
-function readGroup(m: Mapping): KeyEntry[] {
-  if (weakList(field(m, "hckms"), "hckms").length > 0) {
+function readGroup(m: Mapping, kinds: KeyKinds): KeyEntry[] {
+  if (!kinds.some((k) => k.kind === "hckms") && weakList(field(m, "hckms"), "hckms").length > 0) {
     throw new BootsealError("UNSUPPORTED", "HuaweiCloud KMS (hckms) keys are not supported");
   }
-  return READ_ORDER.flatMap((kind) => weakList(field(m, kind), kind).map((e) => readEntry(kind, e)));
+  return [...kinds]
+    .sort((a, b) => a.readRank - b.readRank)
+    .flatMap((format) => weakList(field(m, format.kind), format.kind).map((e) => readEntry(format, e)));
 }
 
-/** Typed metadata from the `sops` mapping (sops stores.go ToInternal). BAD_INPUT when unusable. */
-export function metadataFromTree(tree: Mapping): Metadata {
+/**
+ * Typed metadata from the `sops` mapping (sops stores.go ToInternal), with the kinds of
+ * `kinds` (the key registry's KEY_KINDS). BAD_INPUT when unusable.
+ */
+export function metadataFromTree(tree: Mapping, kinds: KeyKinds): Metadata {
   const lastModified = weakString(field(tree, "lastmodified"), "lastmodified");
   if (parseRfc3339(lastModified) === null) throw bad("Invalid lastmodified timestamp");
 
   // Top-level key lists win over key_groups (sops internalKeygroups).
-  const topGroup = readGroup(tree);
+  const topGroup = readGroup(tree, kinds);
   let keyGroups: KeyEntry[][];
   if (topGroup.length > 0) keyGroups = [topGroup];
-  else keyGroups = weakList(field(tree, "key_groups"), "key_groups").map(readGroup);
+  else keyGroups = weakList(field(tree, "key_groups"), "key_groups").map((g) => readGroup(g, kinds));
   if (keyGroups.length === 0) throw bad("No keys found in file");
 
   const rules: SelectionRule[] = [];
@@ -259,9 +251,9 @@ function lookup(entry: KeyEntry, name: string): KeyFieldValue | undefined {
   return undefined;
 }
 
-function writeEntry(entry: KeyEntry): Mapping {
+function writeEntry(entry: KeyEntry, format: KeyKindFormat): Mapping {
   const out: Entry[] = [];
-  for (const name of ENTRY_FIELDS[entry.kind]) {
+  for (const name of format.fields) {
     const value = name === "enc" ? entry.enc : lookup(entry, name);
     if (typeof value === "object") {
       const ctx = Object.entries(value);
@@ -270,29 +262,35 @@ function writeEntry(entry: KeyEntry): Mapping {
       continue;
     }
     const text = value ?? "";
-    if (text === "" && OMIT_EMPTY.has(name)) continue;
+    if (text === "" && format.omitEmpty.includes(name)) continue;
     out.push(entryOf(name, s(name === "created_at" ? rewriteTimestamp(text, name) : text)));
   }
   return sorted(out);
 }
 
-function writeKinds(group: readonly KeyEntry[], inGroup: boolean): Entry[] {
+function writeKinds(group: readonly KeyEntry[], inGroup: boolean, kinds: KeyKinds): Entry[] {
+  const unknown = group.find((e) => !kinds.some((k) => k.kind === e.kind));
+  // Dropping it would silently lose a recipient.
+  if (unknown) throw new BootsealError("UNSUPPORTED", `${unknown.kind} keys are not supported by this build`);
   const out: Entry[] = [];
-  for (const kind of KEY_KINDS) {
-    const entries = group.filter((e) => e.kind === kind);
-    if (entries.length === 0 && !(inGroup && ALWAYS_IN_GROUP.has(kind))) continue;
-    out.push(entryOf(kind, { kind: "seq", items: entries.map(writeEntry) }));
+  for (const format of kinds) {
+    const entries = group.filter((e) => e.kind === format.kind);
+    if (entries.length === 0 && !(inGroup && format.alwaysInGroup)) continue;
+    out.push(entryOf(format.kind, { kind: "seq", items: entries.map((e) => writeEntry(e, format)) }));
   }
   return out;
 }
 
-/** The `sops` mapping exactly as sops 3.13.2 writes it (stores.go metadataFromInternal). */
-export function metadataToTree(md: Metadata): Mapping {
+/**
+ * The `sops` mapping exactly as sops 3.13.2 writes it (stores.go metadataFromInternal), with
+ * the kinds of `kinds` (the key registry's KEY_KINDS).
+ */
+export function metadataToTree(md: Metadata, kinds: KeyKinds): Mapping {
   const out: Entry[] = [];
   if (md.keyGroups.length === 1) {
-    out.push(...writeKinds(md.keyGroups[0]!, false));
+    out.push(...writeKinds(md.keyGroups[0]!, false, kinds));
   } else if (md.keyGroups.length > 1) {
-    const groups = md.keyGroups.map((g) => sorted(writeKinds(g, true)));
+    const groups = md.keyGroups.map((g) => sorted(writeKinds(g, true, kinds)));
     out.push(entryOf("key_groups", { kind: "seq", items: groups }));
   }
   out.push(entryOf("lastmodified", s(rewriteTimestamp(md.lastModified, "lastmodified"))));

@@ -5,8 +5,9 @@
  */
 import type { FastifyInstance } from "fastify";
 import { Counter, collectDefaultMetrics, Histogram, Registry } from "prom-client";
-import type { CallOptions, MasterKey } from "../../../providers/keys/master-key.ts";
 import type { ObjectStore } from "../../../providers/stores/object-store.ts";
+import type { CallOptions } from "../../call-options.ts";
+import type { MasterKey } from "../../envelope/sops/master-key.ts";
 import { BootsealError } from "../../errors.ts";
 
 export interface Metrics {

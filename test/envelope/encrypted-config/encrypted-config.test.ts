@@ -3,8 +3,9 @@ import { execFileSync } from "node:child_process";
 import { createCipheriv, createDecipheriv, randomBytes, webcrypto } from "node:crypto";
 import { describe, it } from "node:test";
 import fc from "fast-check";
-import type { KeyKind, MasterKey } from "../../../providers/keys/master-key.ts";
+import { KEY_KINDS, type KeyKind } from "../../../providers/keys/index.ts";
 import { decryptConfig, encryptConfig } from "../../../src/envelope/encrypted-config/encrypted-config.ts";
+import type { MasterKey } from "../../../src/envelope/sops/master-key.ts";
 import { isBootsealError } from "../../../src/errors.ts";
 
 // ---- Known-answer vector 1 (docs/envelope-format.md, "Known-answer vectors") ----
@@ -108,7 +109,7 @@ function aesKwKey(kind: KeyKind, id: string): MasterKey {
 
 const resolveTo =
   (key: MasterKey) =>
-  (kind: KeyKind, keyId: string): MasterKey | null =>
+  (kind: string, keyId: string): MasterKey | null =>
     kind === key.kind && keyId === key.id ? key : null;
 
 async function rejectsWith(p: Promise<unknown>, code: string): Promise<void> {
@@ -123,7 +124,7 @@ const utf8 = (s: string): Uint8Array => new TextEncoder().encode(s);
 
 describe("EncryptedConfig known-answer vectors", () => {
   it("encryptConfig produces the documented documents exactly", async () => {
-    const opts = { key: fixedKey(), dataKey: KAT_DATA_KEY, salt: KAT_SALT, iv: KAT_IV };
+    const opts = { kinds: KEY_KINDS, key: fixedKey(), dataKey: KAT_DATA_KEY, salt: KAT_SALT, iv: KAT_IV };
     const bound = await encryptConfig(utf8(KAT_PLAINTEXT), { ...opts, machineId: "default/worker-0" });
     assert.equal(bound, katDocument(KAT_CT_MACHINE));
     assert.equal(await encryptConfig(utf8(KAT_PLAINTEXT), opts), katDocument(KAT_CT_NONE));
@@ -183,11 +184,12 @@ describe("EncryptedConfig known-answer vectors", () => {
   it("decryptConfig opens both vectors", async () => {
     const resolve = resolveTo(fixedKey());
     const bound = await decryptConfig(katDocument(KAT_CT_MACHINE), {
+      kinds: KEY_KINDS,
       resolve,
       machineId: "default/worker-0",
     });
     assert.equal(new TextDecoder().decode(bound), KAT_PLAINTEXT);
-    const unbound = await decryptConfig(utf8(katDocument(KAT_CT_NONE)), { resolve });
+    const unbound = await decryptConfig(utf8(katDocument(KAT_CT_NONE)), { kinds: KEY_KINDS, resolve });
     assert.equal(new TextDecoder().decode(unbound), KAT_PLAINTEXT);
   });
 });
@@ -205,10 +207,15 @@ describe("EncryptedConfig round trip", () => {
     it(`wraps and unwraps through a ${kind} passphraseURI`, async () => {
       const key = aesKwKey(kind, id);
       const plaintext = randomBytes(300);
-      const doc = await encryptConfig(plaintext, { key, machineId: "ns/m", iterations: 10_000 });
+      const doc = await encryptConfig(plaintext, {
+        kinds: KEY_KINDS,
+        key,
+        machineId: "ns/m",
+        iterations: 10_000,
+      });
       const parsed = JSON.parse(doc) as Record<string, unknown>;
       assert.match(String(parsed.passphraseURI), /^[a-z]+:\/\/[A-Za-z0-9_-]+@/);
-      const back = await decryptConfig(doc, { resolve: resolveTo(key), machineId: "ns/m" });
+      const back = await decryptConfig(doc, { kinds: KEY_KINDS, resolve: resolveTo(key), machineId: "ns/m" });
       assert.deepEqual(Buffer.from(back), plaintext);
     });
   }
@@ -216,25 +223,27 @@ describe("EncryptedConfig round trip", () => {
   it("uses the caller's wrapped key (GenerateDataKey) without calling wrap", async () => {
     const key = { ...fixedKey(), wrap: async () => assert.fail("wrap must not be called") };
     const doc = await encryptConfig(utf8("x"), {
+      kinds: KEY_KINDS,
       key,
       dataKey: KAT_DATA_KEY,
       enc: KAT_ENC,
       iterations: 10_000,
     });
     assert.ok(doc.includes(KAT_URI));
-    assert.equal(new TextDecoder().decode(await decryptConfig(doc, { resolve: resolveTo(key) })), "x");
+    assert.equal(
+      new TextDecoder().decode(await decryptConfig(doc, { kinds: KEY_KINDS, resolve: resolveTo(key) })),
+      "x",
+    );
   });
 
   it("random salt and IV differ between two encryptions of the same input", async () => {
     const key = aesKwKey("kms", "arn:aws:kms:us-east-1:1:key/a");
-    const a = JSON.parse(await encryptConfig(utf8("same"), { key, iterations: 10_000 })) as Record<
-      string,
-      string
-    >;
-    const b = JSON.parse(await encryptConfig(utf8("same"), { key, iterations: 10_000 })) as Record<
-      string,
-      string
-    >;
+    const a = JSON.parse(
+      await encryptConfig(utf8("same"), { kinds: KEY_KINDS, key, iterations: 10_000 }),
+    ) as Record<string, string>;
+    const b = JSON.parse(
+      await encryptConfig(utf8("same"), { kinds: KEY_KINDS, key, iterations: 10_000 }),
+    ) as Record<string, string>;
     assert.notEqual(a.salt, b.salt);
     assert.notEqual(a.iv, b.iv);
     assert.notEqual(a.ciphertext, b.ciphertext);
@@ -242,19 +251,25 @@ describe("EncryptedConfig round trip", () => {
 
   it("refuses a data key of the wrong length and enc without a data key", async () => {
     await rejectsWith(
-      encryptConfig(utf8("x"), { key: fixedKey(), dataKey: new Uint8Array(16) }),
+      encryptConfig(utf8("x"), { kinds: KEY_KINDS, key: fixedKey(), dataKey: new Uint8Array(16) }),
       "BAD_INPUT",
     );
-    await rejectsWith(encryptConfig(utf8("x"), { key: fixedKey(), enc: KAT_ENC }), "USAGE");
-    await rejectsWith(encryptConfig(utf8("x"), { key: fixedKey(), salt: new Uint8Array(16) }), "BAD_INPUT");
-    await rejectsWith(encryptConfig(utf8("x"), { key: fixedKey(), machineId: "Bad/Name" }), "BAD_INPUT");
+    await rejectsWith(encryptConfig(utf8("x"), { kinds: KEY_KINDS, key: fixedKey(), enc: KAT_ENC }), "USAGE");
+    await rejectsWith(
+      encryptConfig(utf8("x"), { kinds: KEY_KINDS, key: fixedKey(), salt: new Uint8Array(16) }),
+      "BAD_INPUT",
+    );
+    await rejectsWith(
+      encryptConfig(utf8("x"), { kinds: KEY_KINDS, key: fixedKey(), machineId: "Bad/Name" }),
+      "BAD_INPUT",
+    );
   });
 
   it("NO_KEY_AVAILABLE when the key is not configured or cannot unwrap", async () => {
     const doc = katDocument(KAT_CT_NONE);
-    await rejectsWith(decryptConfig(doc, { resolve: () => null }), "NO_KEY_AVAILABLE");
+    await rejectsWith(decryptConfig(doc, { kinds: KEY_KINDS, resolve: () => null }), "NO_KEY_AVAILABLE");
     const noCred = { ...fixedKey(), unwrap: async () => null };
-    await rejectsWith(decryptConfig(doc, { resolve: () => noCred }), "NO_KEY_AVAILABLE");
+    await rejectsWith(decryptConfig(doc, { kinds: KEY_KINDS, resolve: () => noCred }), "NO_KEY_AVAILABLE");
   });
 });
 
@@ -281,15 +296,27 @@ describe("EncryptedConfig tamper detection", () => {
   ];
   for (const [name, value] of tampered) {
     it(`altered ${name} (${String(value).slice(-12)}) -> MAC_MISMATCH`, async () => {
-      await rejectsWith(decryptConfig(withField(doc, name, value), { resolve, machineId }), "MAC_MISMATCH");
+      await rejectsWith(
+        decryptConfig(withField(doc, name, value), { kinds: KEY_KINDS, resolve, machineId }),
+        "MAC_MISMATCH",
+      );
     });
   }
 
   it("a wrong, missing or unexpected machine id -> MAC_MISMATCH", async () => {
-    await rejectsWith(decryptConfig(doc, { resolve, machineId: "default/worker-1" }), "MAC_MISMATCH");
-    await rejectsWith(decryptConfig(doc, { resolve, machineId: "other/worker-0" }), "MAC_MISMATCH");
-    await rejectsWith(decryptConfig(doc, { resolve }), "MAC_MISMATCH");
-    await rejectsWith(decryptConfig(katDocument(KAT_CT_NONE), { resolve, machineId }), "MAC_MISMATCH");
+    await rejectsWith(
+      decryptConfig(doc, { kinds: KEY_KINDS, resolve, machineId: "default/worker-1" }),
+      "MAC_MISMATCH",
+    );
+    await rejectsWith(
+      decryptConfig(doc, { kinds: KEY_KINDS, resolve, machineId: "other/worker-0" }),
+      "MAC_MISMATCH",
+    );
+    await rejectsWith(decryptConfig(doc, { kinds: KEY_KINDS, resolve }), "MAC_MISMATCH");
+    await rejectsWith(
+      decryptConfig(katDocument(KAT_CT_NONE), { kinds: KEY_KINDS, resolve, machineId }),
+      "MAC_MISMATCH",
+    );
   });
 
   it("fixed-value fields cannot be changed at all (BAD_INPUT before any key is used)", async () => {
@@ -301,7 +328,10 @@ describe("EncryptedConfig tamper detection", () => {
       "digestAlgorithm",
       "keyDerivationAlgorithm",
     ]) {
-      await rejectsWith(decryptConfig(withField(doc, name, "other"), { resolve: unused }), "BAD_INPUT");
+      await rejectsWith(
+        decryptConfig(withField(doc, name, "other"), { kinds: KEY_KINDS, resolve: unused }),
+        "BAD_INPUT",
+      );
     }
   });
 });
@@ -316,12 +346,30 @@ describe("EncryptedConfig strict parsing", () => {
   };
 
   it("iterations below 10,000 or above 10,000,000 are refused on encrypt and decrypt", async () => {
-    await rejectsWith(encryptConfig(utf8("x"), { key: fixedKey(), iterations: 9_999 }), "BAD_INPUT");
-    await rejectsWith(encryptConfig(utf8("x"), { key: fixedKey(), iterations: 10_000_001 }), "BAD_INPUT");
-    await rejectsWith(encryptConfig(utf8("x"), { key: fixedKey(), iterations: 10_000.5 }), "BAD_INPUT");
-    await rejectsWith(decryptConfig(withField(doc, "iterations", 9_999), { resolve }), "BAD_INPUT");
-    await rejectsWith(decryptConfig(withField(doc, "iterations", 10_000_001), { resolve }), "BAD_INPUT");
-    await rejectsWith(decryptConfig(withField(doc, "iterations", "50000"), { resolve }), "BAD_INPUT");
+    await rejectsWith(
+      encryptConfig(utf8("x"), { kinds: KEY_KINDS, key: fixedKey(), iterations: 9_999 }),
+      "BAD_INPUT",
+    );
+    await rejectsWith(
+      encryptConfig(utf8("x"), { kinds: KEY_KINDS, key: fixedKey(), iterations: 10_000_001 }),
+      "BAD_INPUT",
+    );
+    await rejectsWith(
+      encryptConfig(utf8("x"), { kinds: KEY_KINDS, key: fixedKey(), iterations: 10_000.5 }),
+      "BAD_INPUT",
+    );
+    await rejectsWith(
+      decryptConfig(withField(doc, "iterations", 9_999), { kinds: KEY_KINDS, resolve }),
+      "BAD_INPUT",
+    );
+    await rejectsWith(
+      decryptConfig(withField(doc, "iterations", 10_000_001), { kinds: KEY_KINDS, resolve }),
+      "BAD_INPUT",
+    );
+    await rejectsWith(
+      decryptConfig(withField(doc, "iterations", "50000"), { kinds: KEY_KINDS, resolve }),
+      "BAD_INPUT",
+    );
   });
 
   const cases: [string, string | Uint8Array][] = [
@@ -345,7 +393,7 @@ describe("EncryptedConfig strict parsing", () => {
   }
   for (const [label, input] of cases) {
     it(`${label} -> BAD_INPUT`, async () => {
-      await rejectsWith(decryptConfig(input, { resolve }), "BAD_INPUT");
+      await rejectsWith(decryptConfig(input, { kinds: KEY_KINDS, resolve }), "BAD_INPUT");
     });
   }
 });
@@ -360,8 +408,17 @@ describe("EncryptedConfig properties", () => {
         fc.nat(),
         fc.integer({ min: 1, max: 255 }),
         async (payload, where, mask) => {
-          const doc = await encryptConfig(payload, { key, machineId: "ns/m", iterations: 10_000 });
-          const back = await decryptConfig(doc, { resolve: resolveTo(key), machineId: "ns/m" });
+          const doc = await encryptConfig(payload, {
+            kinds: KEY_KINDS,
+            key,
+            machineId: "ns/m",
+            iterations: 10_000,
+          });
+          const back = await decryptConfig(doc, {
+            kinds: KEY_KINDS,
+            resolve: resolveTo(key),
+            machineId: "ns/m",
+          });
           assert.deepEqual(back, payload);
           const obj = JSON.parse(doc) as Record<string, string>;
           const body = Buffer.from(obj.ciphertext ?? "", "base64");
@@ -369,7 +426,11 @@ describe("EncryptedConfig properties", () => {
           body[at] = (body[at] ?? 0) ^ mask;
           obj.ciphertext = body.toString("base64");
           await rejectsWith(
-            decryptConfig(JSON.stringify(obj), { resolve: resolveTo(key), machineId: "ns/m" }),
+            decryptConfig(JSON.stringify(obj), {
+              kinds: KEY_KINDS,
+              resolve: resolveTo(key),
+              machineId: "ns/m",
+            }),
             "MAC_MISMATCH",
           );
         },

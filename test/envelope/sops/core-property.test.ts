@@ -2,15 +2,17 @@
  * Properties of the core as a whole: arbitrary trees survive encrypt -> decrypt under every
  * rule, and every kind of tampering the MAC and the AAD are meant to catch is rejected.
  */
+
 import assert from "node:assert/strict";
 import { createCipheriv, createDecipheriv, randomBytes } from "node:crypto";
 import { describe, test } from "node:test";
 import fc from "fast-check";
-import type { KeyEntry, MasterKey } from "../../../providers/keys/master-key.ts";
+import { KEY_KINDS } from "../../../providers/keys/index.ts";
 import { formatTimeText, plaintextBytes } from "../../../src/envelope/sops/canonical.ts";
 import { decryptBranches, decryptDocument } from "../../../src/envelope/sops/decrypt.ts";
 import type { Branch, Comment, Entry, Mapping, Scalar, Value } from "../../../src/envelope/sops/document.ts";
 import { encryptBranches, encryptDocument } from "../../../src/envelope/sops/encrypt.ts";
+import type { KeyEntry, MasterKey } from "../../../src/envelope/sops/master-key.ts";
 import {
   type Metadata,
   metadataFromTree,
@@ -368,7 +370,7 @@ describe("encryptDocument / decryptDocument", () => {
     assert.equal(metadata.lastModified, "2025-06-01T12:00:00Z");
     assert.deepEqual(metadata.rule, { kind: "unencrypted_suffix", value: "_unencrypted" });
     assert.equal(metadata.shamirThreshold, undefined);
-    const md = metadataFromTree(metadataToTree(metadata));
+    const md = metadataFromTree(metadataToTree(metadata, KEY_KINDS), KEY_KINDS);
     const resolve = (e: KeyEntry) => (e.fields.get("recipient") === k.id ? k : null);
     const out = await decryptDocument(branches, md, { resolve });
     assert.deepEqual(out, [doc]);
@@ -384,7 +386,7 @@ describe("encryptDocument / decryptDocument", () => {
     const [a, b] = [testKey("age1a"), testKey("age1b")];
     const { branches, metadata } = await encryptDocument([doc], { keyGroups: [[a], [b]] });
     assert.equal(metadata.shamirThreshold, 2);
-    const md = metadataFromTree(metadataToTree(metadata));
+    const md = metadataFromTree(metadataToTree(metadata, KEY_KINDS), KEY_KINDS);
     const resolve = (e: KeyEntry) => [a, b].find((k) => k.id === e.fields.get("recipient")) ?? null;
     assert.deepEqual(await decryptDocument(branches, md, { resolve }), [doc]);
     const tampered = { ...md, lastModified: "2000-01-01T00:00:00Z" };

@@ -2,8 +2,9 @@ import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { describe, test } from "node:test";
 import fc from "fast-check";
-import type { KeyEntry, KeyKind, MasterKey } from "../../../providers/keys/master-key.ts";
-import { type KeyResolver, unwrapDataKey, wrapDataKey } from "../../../src/envelope/sops/key-groups.ts";
+import { DEFAULT_DECRYPTION_ORDER, type KeyKind } from "../../../providers/keys/index.ts";
+import { unwrapDataKey, wrapDataKey } from "../../../src/envelope/sops/key-groups.ts";
+import type { KeyEntry, KeyResolver, MasterKey } from "../../../src/envelope/sops/master-key.ts";
 import { BootsealError, NoKeyAvailableError } from "../../../src/errors.ts";
 
 /**
@@ -62,8 +63,10 @@ function fakeKey(kind: KeyKind, id: string, behaviour: FakeKey["behaviour"] = "o
   return key;
 }
 
+/** Carries the registry's default order, as resolverFor's resolvers do. */
 function resolverOf(keys: readonly FakeKey[]): KeyResolver {
-  return (entry) => keys.find((k) => k.id === entry.fields.get("id")) ?? null;
+  const resolve = (entry: KeyEntry) => keys.find((k) => k.id === entry.fields.get("id")) ?? null;
+  return Object.assign(resolve, { order: DEFAULT_DECRYPTION_ORDER });
 }
 
 function code(c: string) {
@@ -138,6 +141,11 @@ describe("unwrapDataKey", () => {
     assert.deepEqual(calls, ["a", "p"]);
     calls.length = 0;
     await unwrapDataKey(entries, resolverOf(keys), { order: ["kms", "age"] });
+    assert.deepEqual(calls, ["k"]);
+    // A resolver without an order: the group's keys in document order.
+    calls.length = 0;
+    const plain = (entry: KeyEntry) => keys.find((k) => k.id === entry.fields.get("id")) ?? null;
+    await unwrapDataKey(entries, plain);
     assert.deepEqual(calls, ["k"]);
   });
 

@@ -1,8 +1,9 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import fc from "fast-check";
-import type { KeyEntry } from "../../../providers/keys/master-key.ts";
+import { KEY_KINDS } from "../../../providers/keys/index.ts";
 import type { Comment, Entry, Mapping, Scalar, Value } from "../../../src/envelope/sops/document.ts";
+import type { KeyEntry } from "../../../src/envelope/sops/master-key.ts";
 import {
   formatLastModified,
   type Metadata,
@@ -63,7 +64,7 @@ const FLUX_39 = map(
 
 describe("metadataFromTree", () => {
   test("3.13 layout (format.enc.yaml)", () => {
-    const md = metadataFromTree(FORMAT_313);
+    const md = metadataFromTree(FORMAT_313, KEY_KINDS);
     assert.equal(md.keyGroups.length, 1);
     const [entry] = md.keyGroups[0]!;
     assert.equal(entry!.kind, "pgp");
@@ -85,7 +86,7 @@ describe("metadataFromTree", () => {
   });
 
   test("3.9 layout with empty lists (fluxcd age.yaml); entry fields in file order", () => {
-    const md = metadataFromTree(FLUX_39);
+    const md = metadataFromTree(FLUX_39, KEY_KINDS);
     assert.deepEqual(md.keyGroups, [
       [
         {
@@ -103,7 +104,7 @@ describe("metadataFromTree", () => {
 
   test("no rule recorded (binary store since 3.11) is null", () => {
     const tree = map(...FORMAT_313.items.filter((i) => i.kind === "entry" && i.key !== "unencrypted_suffix"));
-    assert.equal(metadataFromTree(tree).rule, null);
+    assert.equal(metadataFromTree(tree, KEY_KINDS).rule, null);
   });
 
   test("lenient like mapstructure: case, numbers as strings, unknown fields, nulls, lone mapping", () => {
@@ -128,6 +129,7 @@ describe("metadataFromTree", () => {
         ["whatever", map(["nested", s("x")])],
         ["version", s("v3.13.2")],
       ),
+      KEY_KINDS,
     );
     assert.equal(md.lastModified, "2024-01-01T00:00:00.5+02:00");
     assert.equal(md.mac, MAC);
@@ -155,11 +157,12 @@ describe("metadataFromTree", () => {
       ],
     );
     assert.equal(
-      metadataFromTree(map(...FORMAT_313.items.slice(0, 4), ["version", s("1.14")])).version,
+      metadataFromTree(map(...FORMAT_313.items.slice(0, 4), ["version", s("1.14")]), KEY_KINDS).version,
       "1.14",
     );
     const intThreshold = metadataFromTree(
       map(...FORMAT_313.items, ["shamir_threshold", { kind: "scalar", type: "int", value: 3n }]),
+      KEY_KINDS,
     );
     assert.equal(intThreshold.shamirThreshold, 3);
   });
@@ -171,6 +174,7 @@ describe("metadataFromTree", () => {
         ["LASTMODIFIED", s("junk")],
         ...FORMAT_313.items.slice(1),
       ),
+      KEY_KINDS,
     );
     assert.equal(md.lastModified, "2024-01-01T00:00:00Z");
   });
@@ -180,7 +184,7 @@ describe("metadataFromTree", () => {
       "key_groups",
       seq(map(["age", seq(map(["recipient", s("age1other")], ["enc", s("x")]))])),
     ] as [string, Value];
-    const md = metadataFromTree(map(...FORMAT_313.items, groups));
+    const md = metadataFromTree(map(...FORMAT_313.items, groups), KEY_KINDS);
     assert.equal(md.keyGroups.length, 1);
     assert.equal(md.keyGroups[0]![0]!.kind, "pgp");
   });
@@ -197,6 +201,7 @@ describe("metadataFromTree", () => {
         ["unencrypted_suffix", s("_unencrypted")],
         ["version", s("3.13.2")],
       ),
+      KEY_KINDS,
     );
     assert.deepEqual(
       md.keyGroups.map((g) => g.map((e) => e.fields.get("recipient"))),
@@ -230,7 +235,7 @@ describe("metadataFromTree", () => {
     ];
     for (const [name, tree, want] of cases) {
       assert.throws(
-        () => metadataFromTree(tree),
+        () => metadataFromTree(tree, KEY_KINDS),
         (err: { code: string; message: string }) => {
           assert.ok(err.code === want || err.message === want, `${name}: ${err.code} ${err.message}`);
           return true;
@@ -241,17 +246,20 @@ describe("metadataFromTree", () => {
       ["hckms", seq(map(["key_id", s("r:u")], ["created_at", s("2024-01-01T00:00:00Z")], ["enc", s("x")]))],
       ...FORMAT_313.items,
     );
-    assert.throws(() => metadataFromTree(hckms), { code: "UNSUPPORTED" });
+    assert.throws(() => metadataFromTree(hckms, KEY_KINDS), { code: "UNSUPPORTED" });
   });
 });
 
 describe("metadataToTree", () => {
   test("3.13 layout is reproduced exactly", () => {
-    assert.deepEqual(plain(metadataToTree(metadataFromTree(FORMAT_313))), plain(FORMAT_313));
+    assert.deepEqual(
+      plain(metadataToTree(metadataFromTree(FORMAT_313, KEY_KINDS), KEY_KINDS)),
+      plain(FORMAT_313),
+    );
   });
 
   test("3.9 layout is rewritten as 3.13 does: alphabetical everywhere, empty lists omitted", () => {
-    assert.deepEqual(plain(metadataToTree(metadataFromTree(FLUX_39))), [
+    assert.deepEqual(plain(metadataToTree(metadataFromTree(FLUX_39, KEY_KINDS), KEY_KINDS)), [
       [
         "age",
         [
@@ -294,7 +302,7 @@ describe("metadataToTree", () => {
       macOnlyEncrypted: true,
       version: "3.13.2",
     };
-    const tree = metadataToTree(md);
+    const tree = metadataToTree(md, KEY_KINDS);
     assert.deepEqual(plain(tree), [
       [
         "key_groups",
@@ -342,7 +350,7 @@ describe("metadataToTree", () => {
       ["unencrypted_suffix", "_unencrypted"],
       ["version", "3.13.2"],
     ]);
-    const back = metadataFromTree(tree);
+    const back = metadataFromTree(tree, KEY_KINDS);
     assert.equal(back.shamirThreshold, 2);
     assert.equal(back.macOnlyEncrypted, true);
     assert.deepEqual(
@@ -362,14 +370,17 @@ describe("metadataToTree", () => {
         ["role", ""],
       ]),
     };
-    const tree = metadataToTree({
-      keyGroups: [[kms]],
-      lastModified: "2024-01-01T00:00:00Z",
-      mac: "",
-      rule: null,
-      macOnlyEncrypted: false,
-      version: "3.13.2",
-    });
+    const tree = metadataToTree(
+      {
+        keyGroups: [[kms]],
+        lastModified: "2024-01-01T00:00:00Z",
+        mac: "",
+        rule: null,
+        macOnlyEncrypted: false,
+        version: "3.13.2",
+      },
+      KEY_KINDS,
+    );
     assert.deepEqual(plain(tree), [
       [
         "kms",
@@ -393,13 +404,15 @@ describe("metadataToTree", () => {
       ["mac", ""],
       ["version", "3.13.2"],
     ]);
-    const back = metadataFromTree(tree).keyGroups[0]![0]!;
+    const back = metadataFromTree(tree, KEY_KINDS).keyGroups[0]![0]!;
     assert.deepEqual(back.fields.get("context"), { a: "1", "bootseal-machine": "ns/m" });
   });
 
   test("lastmodified is written at second precision", () => {
-    const md = { ...metadataFromTree(FORMAT_313), lastModified: "2026-05-22T20:16:23.75+00:00" };
-    const lm = metadataToTree(md).items.find((i) => i.kind === "entry" && i.key === "lastmodified");
+    const md = { ...metadataFromTree(FORMAT_313, KEY_KINDS), lastModified: "2026-05-22T20:16:23.75+00:00" };
+    const lm = metadataToTree(md, KEY_KINDS).items.find(
+      (i) => i.kind === "entry" && i.key === "lastmodified",
+    );
     assert.deepEqual(lm && lm.kind === "entry" ? plain(lm.value) : null, "2026-05-22T20:16:23Z");
   });
 
@@ -448,7 +461,7 @@ describe("metadataToTree", () => {
             macOnlyEncrypted: macOnly,
             version: "3.13.2",
           };
-          const back = metadataFromTree(metadataToTree(md));
+          const back = metadataFromTree(metadataToTree(md, KEY_KINDS), KEY_KINDS);
           // Reading groups entries by kind (sops order) and fields alphabetically.
           const norm = (m: Metadata) => ({
             ...m,

@@ -9,15 +9,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { CreateKeyCommand, DisableKeyCommand, KMSClient } from "@aws-sdk/client-kms";
-import {
-  awsKmsKeyType,
-  generateDataKey,
-  kmsKeyId,
-  mapKmsError,
-  stsSessionName,
-} from "../../../providers/keys/aws-kms.ts";
+import { awsKmsKeyType, generateDataKey, kmsKeyId } from "../../../providers/keys/aws-kms.ts";
+import { mapKmsError, stsSessionName } from "../../../providers/keys/aws-kms-client.ts";
+import type { ProviderDeps } from "../../../providers/keys/index.ts";
 import { keysFromUserInput, resolverFor } from "../../../providers/keys/index.ts";
-import type { KeyEntry, KeyFieldValue, ProviderDeps } from "../../../providers/keys/master-key.ts";
+import type { KeyEntry, KeyFieldValue } from "../../../src/envelope/sops/master-key.ts";
 import { BootsealError } from "../../../src/errors.ts";
 import { peer } from "../../helpers/peers.ts";
 
@@ -160,7 +156,7 @@ for (const [server, endpointPeer, otherKeyCode] of [
     before(async () => {
       endpoint = peer(endpointPeer);
       arn = await createKey(endpoint);
-      deps = { env: {}, extras: { kms: { endpoint, credentials: CREDENTIALS } } };
+      deps = { env: {}, awsKms: { endpoint, credentials: CREDENTIALS } };
     });
 
     test("the machine context round trips; the same enc under default/m2 is refused (enforced)", async () => {
@@ -181,7 +177,7 @@ for (const [server, endpointPeer, otherKeyCode] of [
     test("the endpoint comes from AWS_ENDPOINT_URL_KMS in deps.env; the region from the ARN", async () => {
       const [key] = keysFromUserInput("kms", arn, {
         env: { AWS_ENDPOINT_URL_KMS: endpoint },
-        extras: { kms: { credentials: CREDENTIALS } },
+        awsKms: { credentials: CREDENTIALS },
       });
       const enc = await key!.wrap(new Uint8Array(32).fill(1));
       assert.deepEqual(await key!.unwrap(enc), new Uint8Array(32).fill(1));
@@ -230,7 +226,7 @@ test("local-kms: a disabled key is KEY_ACCESS_DENIED (moto does not enforce Disa
   kms.destroy();
   const [key] = keysFromUserInput("kms", disabled, {
     env: {},
-    extras: { kms: { endpoint, credentials: CREDENTIALS } },
+    awsKms: { endpoint, credentials: CREDENTIALS },
   });
   await assert.rejects(key!.wrap(new Uint8Array(32)), code("KEY_ACCESS_DENIED"));
 });
@@ -258,7 +254,7 @@ describe("moto only: roles and profiles", () => {
   });
 
   test("ARN+ROLE assumes the role through STS (moto) and keeps role in the entry", async () => {
-    const deps = { env: {}, extras: { kms: { endpoint, stsEndpoint: endpoint, credentials: CREDENTIALS } } };
+    const deps = { env: {}, awsKms: { endpoint, stsEndpoint: endpoint, credentials: CREDENTIALS } };
     // moto keeps keys per account and gives an assumed role its own account's credentials:
     // a role in another account cannot see the key, which shows the role's credentials are used.
     const [elsewhere] = keysFromUserInput("kms", `${arn}+${ROLE}`, deps);
@@ -289,7 +285,7 @@ describe("moto only: roles and profiles", () => {
         ]),
         {
           env: {},
-          extras: { kms: { endpoint, retry: { attempts: 1 } } },
+          awsKms: { endpoint, retry: { attempts: 1 } },
         },
       );
     const enc = await profiled("bootseal-test").wrap(new Uint8Array(32).fill(6));

@@ -75,7 +75,7 @@ describe("Azure Key Vault (fake: wire-protocol Azure Key Vault)", () => {
   let admin: KeyClient;
   const deps = () => ({
     env: {},
-    extras: { azure_kv: { credential: STATIC_TOKEN, disableChallengeResourceVerification: true } },
+    azureKv: { credential: STATIC_TOKEN, disableChallengeResourceVerification: true },
   });
   before(async () => {
     vaultUrl = peer("AZURE_KV_URL").replace(/\/+$/, "");

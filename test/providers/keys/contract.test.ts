@@ -13,9 +13,11 @@ import { ageKeyType } from "../../../providers/keys/age.ts";
 import { awsKmsKeyType } from "../../../providers/keys/aws-kms.ts";
 import { azureKvKeyType } from "../../../providers/keys/azure-kv.ts";
 import { gcpKmsKeyType } from "../../../providers/keys/gcp-kms.ts";
-import type { KeyEntry, MasterKey, MasterKeyType, ProviderDeps } from "../../../providers/keys/master-key.ts";
+import type { ProviderDeps } from "../../../providers/keys/index.ts";
+import type { MasterKeyType } from "../../../providers/keys/key-type.ts";
 import { pgpKeyType } from "../../../providers/keys/pgp.ts";
 import { vaultTransitKeyType } from "../../../providers/keys/vault-transit.ts";
+import type { KeyEntry, MasterKey } from "../../../src/envelope/sops/master-key.ts";
 import { type MasterKeyFixture, masterKeyContract } from "../../contracts/master-key.contract.ts";
 import { peer, uniqueName } from "../../helpers/peers.ts";
 
@@ -54,7 +56,7 @@ async function pgpFixture(): Promise<MasterKeyFixture> {
     (await openpgp.readKey({ armoredKey: armored })).getFingerprint().toUpperCase();
   const deps = {
     env: {},
-    extras: { pgp: { privateKeys: [mine.privateKey], publicKeys: [theirs.publicKey], gpg: false } },
+    pgp: { privateKeys: [mine.privateKey], publicKeys: [theirs.publicKey], gpg: false },
   };
   return {
     type: pgpKeyType,
@@ -72,7 +74,7 @@ function awsFixture(endpointPeer: "KMS_MOTO_ENDPOINT" | "KMS_LOCAL_ENDPOINT") {
     const arn = (await kms.send(new CreateKeyCommand({ Description: "bootseal contract" }))).KeyMetadata?.Arn;
     kms.destroy();
     if (!arn) throw new Error("CreateKey gave no ARN");
-    const deps = { env: {}, extras: { kms: { endpoint, credentials: AWS_CREDENTIALS, retry: FAST_FAIL } } };
+    const deps = { env: {}, awsKms: { endpoint, credentials: AWS_CREDENTIALS, retry: FAST_FAIL } };
     const withContext = (machine: string, d: ProviderDeps) =>
       awsKmsKeyType.fromMetadata(
         entry("kms", [
@@ -91,7 +93,7 @@ function awsFixture(endpointPeer: "KMS_MOTO_ENDPOINT" | "KMS_LOCAL_ENDPOINT") {
       unreachable: (port) =>
         withContext("default/m1", {
           env: {},
-          extras: { kms: { ...deps.extras.kms, endpoint: `http://127.0.0.1:${port}` } },
+          awsKms: { ...deps.awsKms, endpoint: `http://127.0.0.1:${port}` },
         }),
       secrets: [AWS_CREDENTIALS.secretAccessKey],
     };
@@ -109,7 +111,7 @@ async function vaultFixture(): Promise<MasterKeyFixture> {
     });
     if (!res.ok) throw new Error(`cannot create transit key ${name}: HTTP ${res.status}`);
   }
-  const deps = { env: { VAULT_TOKEN: token }, extras: { hc_vault: { retry: FAST_FAIL } } };
+  const deps = { env: { VAULT_TOKEN: token }, vaultTransit: { retry: FAST_FAIL } };
   return {
     type: vaultTransitKeyType,
     deps,
@@ -143,14 +145,14 @@ async function gcpFixture(): Promise<MasterKeyFixture> {
     ids.push(key.name as string);
   }
   await admin.close();
-  const extras = (ep: string) => ({ gcp_kms: { endpoint: ep, insecure: true, retry: FAST_FAIL } });
-  const deps = { env: {}, extras: extras(`${host}:${port}`) };
+  const gcpKms = (ep: string) => ({ endpoint: ep, insecure: true, retry: FAST_FAIL });
+  const deps = { env: {}, gcpKms: gcpKms(`${host}:${port}`) };
   return {
     type: gcpKmsKeyType,
     deps,
     key: one(gcpKmsKeyType, ids[0] as string, deps),
     other: one(gcpKmsKeyType, ids[1] as string, deps),
-    unreachable: (p) => one(gcpKmsKeyType, ids[0] as string, { env: {}, extras: extras(`127.0.0.1:${p}`) }),
+    unreachable: (p) => one(gcpKmsKeyType, ids[0] as string, { env: {}, gcpKms: gcpKms(`127.0.0.1:${p}`) }),
   };
 }
 
@@ -164,10 +166,8 @@ async function azureFixture(): Promise<MasterKeyFixture> {
   const admin = new KeyClient(vaultUrl, STATIC_TOKEN, { disableChallengeResourceVerification: true });
   const names = [uniqueName("mk-contract"), uniqueName("mk-contract")];
   for (const name of names) await admin.createRsaKey(name, { keySize: 2048 });
-  const extras = {
-    azure_kv: { credential: STATIC_TOKEN, disableChallengeResourceVerification: true, retry: FAST_FAIL },
-  };
-  const deps = { env: {}, extras };
+  const azureKv = { credential: STATIC_TOKEN, disableChallengeResourceVerification: true, retry: FAST_FAIL };
+  const deps = { env: {}, azureKv };
   return {
     type: azureKvKeyType,
     deps,

@@ -106,7 +106,7 @@ describe("GCP KMS (fake: wire-protocol GCP KMS)", () => {
     const missing = keyId.replace(/cryptoKeys\/.*/, "cryptoKeys/missing");
     const [key] = keysFromUserInput("gcp_kms", missing, {
       env: {},
-      extras: { gcp_kms: { endpoint, insecure: true } },
+      gcpKms: { endpoint, insecure: true },
     });
     await assert.rejects(key!.wrap(new Uint8Array(32)), (err) => {
       assert.ok(err instanceof BootsealError && err.code === "KEY_NOT_FOUND", String(err));

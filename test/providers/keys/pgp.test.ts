@@ -7,10 +7,11 @@ import { basename, join } from "node:path";
 import { after, describe, test } from "node:test";
 import * as openpgp from "openpgp";
 import { parse } from "yaml";
+import type { ProviderDeps } from "../../../providers/keys/index.ts";
 import { resolverFor } from "../../../providers/keys/index.ts";
-import type { KeyEntry, ProviderDeps } from "../../../providers/keys/master-key.ts";
 import { loadPgpKeyMaterial, pgpKeyType } from "../../../providers/keys/pgp.ts";
 import { unwrapDataKey } from "../../../src/envelope/sops/key-groups.ts";
+import type { KeyEntry } from "../../../src/envelope/sops/master-key.ts";
 import { BootsealError, NoKeyAvailableError } from "../../../src/errors.ts";
 import { peer } from "../../helpers/peers.ts";
 import { VECTORS_DIR as VECTORS } from "../../helpers/vectors.ts";
@@ -48,7 +49,7 @@ function gpgEnv(home: string): ProviderDeps {
 
 const fileOnly = (file: string): ProviderDeps => ({
   env: { BOOTSEAL_PGP_KEY_FILE: file },
-  extras: { pgp: { gpg: false } },
+  pgp: { gpg: false },
 });
 
 function key(fp: string, deps: ProviderDeps) {
@@ -149,12 +150,12 @@ describe("PGP wrap", () => {
     assert.deepEqual(out, secret);
   });
 
-  test("public keys from extras; private keys from extras unwrap", async () => {
+  test("public keys from deps.pgp; private keys from deps.pgp unwrap", async () => {
     const priv = await openpgp.readPrivateKey({ armoredKey: readFileSync(KEY1_FILE, "utf8") });
     const pub = priv.toPublic().armor();
     const secret = randomBytes(32);
-    const enc = await key(KEY1, { extras: { pgp: { publicKeys: [pub], gpg: false } } }).wrap(secret);
-    const out = await key(KEY1, { extras: { pgp: { privateKeys: [priv.armor()], gpg: false } } }).unwrap(enc);
+    const enc = await key(KEY1, { pgp: { publicKeys: [pub], gpg: false } }).wrap(secret);
+    const out = await key(KEY1, { pgp: { privateKeys: [priv.armor()], gpg: false } }).unwrap(enc);
     assert.deepEqual(out, Uint8Array.from(secret));
   });
 
@@ -190,10 +191,7 @@ describe("PGP wrap", () => {
   });
 
   test("no public key anywhere: KEY_NOT_FOUND", async () => {
-    await assert.rejects(
-      key(KEY1, { extras: { pgp: { gpg: false } } }).wrap(randomBytes(32)),
-      code("KEY_NOT_FOUND"),
-    );
+    await assert.rejects(key(KEY1, { pgp: { gpg: false } }).wrap(randomBytes(32)), code("KEY_NOT_FOUND"));
     await assert.rejects(key(KEY1, gpgEnv(gnupgHome())).wrap(randomBytes(32)), code("KEY_NOT_FOUND"));
   });
 });

@@ -8,8 +8,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { keysFromUserInput } from "../../../providers/keys/index.ts";
-import type { KeyEntry } from "../../../providers/keys/master-key.ts";
 import { parseVaultKeyUri, vaultTransitKeyType } from "../../../providers/keys/vault-transit.ts";
+import type { KeyEntry } from "../../../src/envelope/sops/master-key.ts";
 import { BootsealError } from "../../../src/errors.ts";
 import { peer, uniqueName } from "../../helpers/peers.ts";
 
