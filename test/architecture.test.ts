@@ -33,6 +33,10 @@ const CASES: readonly Case[] = [
   C("src/errors.ts", "./envelope/document.ts", true),
   C("src/duration.ts", "../providers/keys/age.ts", true),
   C("src/call-options.ts", "./cli/command.ts", true),
+  C("src/files/a.ts", "../errors.ts", false),
+  C("src/files/b.ts", "./atomic-write.ts", false),
+  C("src/files/c.ts", "../machine/machine-id.ts", true),
+  C("src/files/d.ts", "../../providers/stores/index.ts", true),
   // 1 envelope: pure, only itself and the foundation.
   C("src/envelope/a.ts", "../errors.ts", false),
   C("src/envelope/sops/b.ts", "./codecs/codec.ts", false),
@@ -61,6 +65,7 @@ const CASES: readonly Case[] = [
   C("providers/keys/a.ts", "../../src/envelope/sops/key-groups.ts", false),
   C("providers/keys/b.ts", "../../src/errors.ts", false),
   C("providers/stores/c.ts", "@aws-sdk/client-s3", false),
+  C("providers/stores/j.ts", "../../src/files/atomic-write.ts", false),
   C("providers/keys/d.ts", "../../src/config/sops-config.ts", true),
   C("providers/keys/e.ts", "../../src/machine/id.ts", true),
   C("providers/stores/f.ts", "../../src/http/client.ts", true),
@@ -70,6 +75,7 @@ const CASES: readonly Case[] = [
   // 3 shared homes: layers 0-3.
   C("src/http/a.ts", "../../providers/stores/index.ts", false),
   C("src/artifact/b.ts", "../files/read-bounded.ts", false),
+  C("src/http/e.ts", "../files/token-file.ts", false),
   C("src/machine/c.ts", "../envelope/document.ts", false),
   C("src/http/d.ts", "../config/sops-config.ts", true),
   C("src/files/e.ts", "../fetcher/paths.ts", true),

@@ -2,7 +2,7 @@
  * file://DIR: the embedded default store. Object `a/b/c` is the file DIR/a/b/c (0600, in
  * directories created 0700), so an operator can read the store with ls and cat.
  *
- * Writes are atomic: a temporary file in the target directory, fsync, rename over the target,
+ * Writes are atomic (src/files/atomic-write.ts): a temporary file in the target directory, fsync, rename over the target,
  * fsync the directory. Readers never lock: a rename is atomic, so they see the old or the new
  * bytes, never a mix. The etag is the SHA-256 of the content, computed from the bytes read.
  *
@@ -18,12 +18,13 @@
  */
 import { createHash, randomBytes } from "node:crypto";
 import type { FileHandle } from "node:fs/promises";
-import { mkdir, open, readdir, readFile, rename, rmdir, stat, unlink } from "node:fs/promises";
+import { mkdir, open, readdir, readFile, rmdir, stat, unlink } from "node:fs/promises";
 import { hostname } from "node:os";
 import { dirname, join, resolve, sep } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { CallOptions } from "../../src/call-options.ts";
 import { BootsealError } from "../../src/errors.ts";
+import { syncDirectory, writeFileAtomic } from "../../src/files/atomic-write.ts";
 import type { ObjectInfo, ObjectStore, StoredObject, WriteCondition } from "./object-store.ts";
 import {
   compareKeys,
@@ -117,15 +118,6 @@ async function readObject(path: string): Promise<ReadResult | null> {
   }
 }
 
-async function fsyncDir(dir: string): Promise<void> {
-  const fh = await open(dir, "r");
-  try {
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-}
-
 interface LockOwner {
   readonly pid: number;
   readonly host: string;
@@ -216,7 +208,7 @@ export class FileStore implements ObjectStore {
       }
       try {
         await unlink(path);
-        await fsyncDir(dirname(path));
+        await syncDirectory(dirname(path));
       } catch (err) {
         if (errno(err) === "ENOENT") return false;
         throw fsError(err, "delete an object");
@@ -276,21 +268,14 @@ export class FileStore implements ObjectStore {
   }
 
   async #writeAtomic(path: string, body: Uint8Array): Promise<void> {
-    const dir = dirname(path);
-    const temp = join(dir, `${TEMP_PREFIX}${randomBytes(8).toString("hex")}`);
     try {
-      const fh = await open(temp, "wx", 0o600);
-      try {
-        await fh.writeFile(body);
-        await fh.sync();
-      } finally {
-        await fh.close();
-      }
-      await rename(temp, path);
-      await fsyncDir(dir); // makes the rename itself durable
+      await writeFileAtomic(path, body, { tempPrefix: TEMP_PREFIX });
     } catch (err) {
-      await unlink(temp).catch(() => {});
-      throw fsError(err, "write an object");
+      // writeFileAtomic says IO_ERROR; the store maps the errno to its own codes (ENOSPC -> 503).
+      throw fsError(
+        err instanceof BootsealError && err.cause !== undefined ? err.cause : err,
+        "write an object",
+      );
     }
   }
 

@@ -10,9 +10,10 @@
  * is the real directory it was: a link swapped in meanwhile fails the write instead of
  * redirecting it.
  *
- * The fetcher's files, the CLI's -i/--output and everything else above the providers that
- * replaces a file goes through writeFileAtomic. The file object store keeps its own (its
- * temporary names are reserved store segments, and layer 2 cannot import this one).
+ * Every file bootseal replaces goes through writeFileAtomic: the fetcher's files, the CLI's
+ * -i/--output, and the file object store's objects (which name their temporary files with a
+ * reserved store segment, `tempPrefix`, so that listings never show them). Layer 0: it imports
+ * only the foundation, so the providers can use it too.
  */
 import { randomBytes } from "node:crypto";
 import { constants } from "node:fs";
@@ -44,6 +45,8 @@ export interface AtomicWriteOptions {
   readonly labeler?: FileLabeler | null;
   /** Refuse the rename unless realpath(dirname) is still this. */
   readonly expectDir?: string;
+  /** Name the temporary file `<tempPrefix><random>` (default: `.<name>.bootseal-<random>.tmp`). */
+  readonly tempPrefix?: string;
 }
 
 const CREATE_FLAGS = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
@@ -73,7 +76,13 @@ export async function writeFileAtomic(
   const dir = dirname(path);
   const mode = options.mode ?? 0o600;
   // Short enough for NAME_MAX (255) whatever the target's name.
-  const tmp = join(dir, `.${basename(path).slice(0, 200)}.bootseal-${randomBytes(6).toString("hex")}.tmp`);
+  const random = randomBytes(6).toString("hex");
+  const tmp = join(
+    dir,
+    options.tempPrefix === undefined
+      ? `.${basename(path).slice(0, 200)}.bootseal-${random}.tmp`
+      : `${options.tempPrefix}${random}`,
+  );
   let created = false;
   try {
     const handle = await open(tmp, CREATE_FLAGS, 0o600);
