@@ -4,20 +4,7 @@ import { createMemoryStore } from "../providers/stores/memory.ts";
 import { retryingStore } from "../providers/stores/retrying.ts";
 import { BootsealError } from "../src/errors.ts";
 import { DEFAULT_RETRY, retryCall, retryPolicy, withRetry } from "../src/retry.ts";
-
-/** A fake clock: sleeps advance time instantly. */
-function fakeClock() {
-  let t = 1_000_000;
-  const sleeps: number[] = [];
-  return {
-    now: () => t,
-    sleep: async (ms: number) => {
-      sleeps.push(ms);
-      t += ms;
-    },
-    sleeps,
-  };
-}
+import { fakeClock } from "./helpers/fake-clock.ts";
 
 const down = () => new BootsealError("KEY_UNAVAILABLE", "kms: key k: connection refused");
 

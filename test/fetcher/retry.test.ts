@@ -6,6 +6,7 @@ import { parseFlagDuration as parseDuration } from "../../src/duration.ts";
 import { BootsealError } from "../../src/errors.ts";
 import { parseRetryAfter, sendOk } from "../../src/http/client.ts";
 import { backoffDelay, withRetry } from "../../src/retry.ts";
+import { fakeClock } from "../helpers/fake-clock.ts";
 
 test("full jitter: uniform below min(cap, base * 2^(n-1))", () => {
   const policy = { baseMs: 100, capMs: 1000 };
@@ -42,20 +43,6 @@ test("Retry-After: seconds or an HTTP date", () => {
   assert.equal(parseRetryAfter("garbage"), undefined);
   assert.equal(parseRetryAfter(undefined), undefined);
 });
-
-/** A fake clock: sleeps advance time instantly. */
-function fakeClock() {
-  let t = 1_000_000;
-  const sleeps: number[] = [];
-  return {
-    now: () => t,
-    sleep: async (ms: number) => {
-      sleeps.push(ms);
-      t += ms;
-    },
-    sleeps,
-  };
-}
 
 test("retryable failures are retried with backoff, a final one is not", async () => {
   const clock = fakeClock();
