@@ -17,3 +17,22 @@ export function describeBytes(bytes: number): string {
   }
   return `${value} ${units[unit]}`;
 }
+
+/**
+ * The deepest nesting of mappings and sequences a document may have (the top-level mapping is
+ * level 1), in every format: YAML and JSON documents, and the flattened metadata names of the
+ * dotenv and INI formats. Every walker over a document recurses once per level, so this is
+ * what keeps hostile input (`[[[[…]]]]` a hundred thousand deep) from exhausting the stack.
+ * Configuration documents nest a few dozen levels at most; sops (go-yaml, encoding/json)
+ * allows 10,000, which the `yaml` package's composer cannot reach on Node's default stack.
+ */
+export const MAX_NESTING_DEPTH = 256;
+
+/**
+ * YAML alias expansion: at most this many nodes (keys, values, collections) may come from
+ * expanding aliases in one document stream, however large it is ("billion laughs"). Below the
+ * ceiling go-yaml v3's ratio rule also applies (decode.go allowedAliasRatio): once more than
+ * 100 of over 1,000 nodes come from aliases, at most 99% of the nodes may come from aliases,
+ * falling linearly to 10% between 400,000 and 4,000,000 nodes.
+ */
+export const MAX_ALIAS_EXPANSION_NODES = 100_000;

@@ -12,6 +12,7 @@
  * out sorted by bytes like sops's convert(), list entries by index; every value is a str.
  */
 import { BootsealError } from "../../../errors.ts";
+import { MAX_NESTING_DEPTH } from "../../../limits.ts";
 import type { Entry, Mapping, Value } from "../document.ts";
 import { entry, mapping, str } from "../document.ts";
 import { scalarText } from "./flat-text.ts";
@@ -78,6 +79,8 @@ function tokenize(name: string): Step[] {
       steps.push({ list: Number(text) });
     }
     if (next === -1) return steps;
+    // Each step is a level of the tree unflattenMetadata builds (and convert recurses over).
+    if (steps.length >= MAX_NESTING_DEPTH) fail(`a name nests deeper than ${MAX_NESTING_DEPTH} levels`);
     kind = next === m ? "map" : "list";
     start = next + (kind === "map" ? MAP_STEP.length : LIST_STEP.length);
   }

@@ -13,11 +13,12 @@
  * unterminated document are errors (sops ignores the former and may accept the latter).
  */
 import { BootsealError } from "../../../errors.ts";
+import { MAX_NESTING_DEPTH } from "../../../limits.ts";
 import type { Entry, Mapping, Sequence, Value } from "../document.ts";
 import { decodeUtf8Go } from "./go-utf8.ts";
 
 /** Deeper nesting than this is refused, so hostile input cannot exhaust the stack. */
-export const MAX_JSON_DEPTH = 1000;
+export const MAX_JSON_DEPTH = MAX_NESTING_DEPTH;
 
 const INT64_MIN = -(2n ** 63n);
 const INT64_MAX = 2n ** 63n - 1n;

@@ -10,6 +10,7 @@
  * the general parser builds (same scalar resolution, ./yaml-scalar.ts). The general parser
  * costs most of the time of decrypting a large document; a line scan costs little.
  */
+import { MAX_NESTING_DEPTH } from "../../../limits.ts";
 import type { Branch, Entry, Mapping, Scalar, Sequence, Value } from "../document.ts";
 import { resolvePlain } from "./yaml-scalar.ts";
 
@@ -179,8 +180,10 @@ export function parseSimpleYaml(text: string): Branch[] | null {
   for (let i = 0; i < raw.length; i++) {
     const line = raw[i] as string;
     const indent = indentOf(line);
-    // Blank lines and markers (`---`, `...`, `%`) are left to the general parser.
-    if (indent === line.length) return null;
+    // Blank lines and markers (`---`, `...`, `%`) are left to the general parser, and so is
+    // deep indentation: every level indents at least one column, so this keeps the recursion
+    // below MAX_NESTING_DEPTH levels and leaves the depth check (and its error) to the parser.
+    if (indent === line.length || indent >= MAX_NESTING_DEPTH) return null;
     lines[i] = { indent, body: indent === 0 ? line : line.slice(indent) };
   }
   const s = new Scanner(lines);

@@ -4,16 +4,26 @@
  * offset, so this module builds the tree itself: scalars typed as go-yaml types them
  * (./yaml-scalar.ts), anchors expanded, and comments placed by ./yaml-comments.ts.
  */
-import { Composer, CST, LineCounter, Parser, parseAllDocuments } from "yaml";
+import { Composer, CST, LineCounter, parseAllDocuments } from "yaml";
 import { BootsealError } from "../../../errors.ts";
 import type { Branch, Comment, Entry, Mapping, Scalar, Sequence, Value } from "../document.ts";
 import { type Mark, type PColl, placeComments, type RawComment } from "./yaml-comments.ts";
 import { parseSimpleYaml } from "./yaml-fast.ts";
+import { boundedTokens, Expansion, tooDeep, tooDeepAt } from "./yaml-limits.ts";
 import { resolvePlain, resolveTagged } from "./yaml-scalar.ts";
 
 type PValue =
   | { readonly kind: "scalar"; readonly scalar: Scalar }
-  | { readonly kind: "coll"; readonly coll: PColl };
+  | { readonly kind: "coll"; readonly coll: PColl }
+  /** An alias: expanded (and counted against the budget, ./yaml-limits.ts) when finished. */
+  | { readonly kind: "alias"; readonly target: PValue };
+
+/** What an alias stands for. */
+function deref(value: PValue): Exclude<PValue, { kind: "alias" }> {
+  let v = value;
+  while (v.kind === "alias") v = v.target;
+  return v;
+}
 
 interface Walk {
   readonly text: string;
@@ -106,7 +116,7 @@ function walkValue(
   switch (token.type) {
     case "alias": {
       const target = w.anchors.get(token.source.slice(1));
-      return target ?? bad(w, token.offset, "unknown anchor");
+      return target ? { kind: "alias", target } : bad(w, token.offset, "unknown anchor");
     }
     case "scalar":
     case "single-quoted-scalar":
@@ -140,8 +150,9 @@ function keyOf(
   at: number,
 ): string {
   const p = props(start);
-  const key = token ? walkValue(w, token, [], p.tag, at) : undefined;
-  register(w, p.anchor, key ?? { kind: "scalar", scalar: { kind: "scalar", type: "null" } });
+  const found = token ? walkValue(w, token, [], p.tag, at) : undefined;
+  register(w, p.anchor, found ?? { kind: "scalar", scalar: { kind: "scalar", type: "null" } });
+  const key = found && deref(found);
   if (key?.kind !== "scalar" || key.scalar.type !== "str" || typeof key.scalar.value !== "string") {
     return bad(w, token?.offset ?? at, "Only string keys are supported");
   }
@@ -161,8 +172,8 @@ function valueMarks(
   // sops keeps the line comment of a flow collection that is a mapping value inside that
   // collection; in a sequence every item's line comment stays inline before the item.
   const inMap = coll.kind === "map";
-  const flowValue =
-    inMap && token.type === "flow-collection" && value.kind === "coll" ? value.coll : undefined;
+  const v = deref(value);
+  const flowValue = inMap && token.type === "flow-collection" && v.kind === "coll" ? v.coll : undefined;
   if (token.type === "block-scalar") mark(w, "value", token.offset, coll, order, stack);
   mark(w, "value", tokenEnd(token) - 1, coll, order, stack, flowValue);
 }
@@ -250,24 +261,47 @@ function walkFlow(w: Walk, token: CST.FlowCollection, stack: readonly PColl[]): 
   return coll;
 }
 
-function finish(value: PValue): Value {
-  if (value.kind === "scalar") return value.scalar;
+/** Text units a scalar holds (what its output is at least as long as). */
+function unitsOf(s: Scalar): number {
+  if (s.type === "str" || s.type === "time")
+    return typeof s.value === "string" ? s.value.length : s.value.byteLength;
+  return s.type === "bytes" ? s.value.byteLength : 0;
+}
+
+/** The tree of a value `depth` levels deep, aliases expanded within the budget `x`. */
+function finish(value: PValue, x: Expansion, depth: number): Value {
+  if (value.kind === "alias") {
+    x.enterAlias();
+    const expanded = finish(value.target, x, depth);
+    x.leaveAlias();
+    return expanded;
+  }
+  if (value.kind === "scalar") {
+    x.node(unitsOf(value.scalar), depth);
+    return value.scalar;
+  }
+  x.node(0, depth);
   const slots = [...value.coll.slots].sort((a, b) => a.order - b.order);
   if (value.coll.kind === "map") {
     const items: (Entry | Comment)[] = [];
     for (const s of slots) {
-      if (s.comment) items.push(toComment(s.comment));
-      else items.push({ kind: "entry", key: s.key ?? "", value: finish(s.value as PValue) });
+      if (s.comment) items.push(toComment(s.comment, x));
+      else {
+        const key = s.key ?? "";
+        x.node(key.length, depth + 1);
+        items.push({ kind: "entry", key, value: finish(s.value as PValue, x, depth + 1) });
+      }
     }
     return { kind: "map", items } satisfies Mapping;
   }
   const items: (Value | Comment)[] = slots.map((s) =>
-    s.comment ? toComment(s.comment) : finish(s.value as PValue),
+    s.comment ? toComment(s.comment, x) : finish(s.value as PValue, x, depth + 1),
   );
   return { kind: "seq", items } satisfies Sequence;
 }
 
-function toComment(c: { text: string; inline: boolean }): Comment {
+function toComment(c: { text: string; inline: boolean }, x: Expansion): Comment {
+  x.text(c.text.length);
   return c.inline ? { kind: "comment", text: c.text, inline: true } : { kind: "comment", text: c.text };
 }
 
@@ -321,7 +355,10 @@ export function parseYamlGeneral(text: string): Branch[] {
   // One CST parse serves both the error check (the composer, as parseAllDocuments runs it)
   // and the walk below; only a stream with errors is parsed again, for the exact message.
   const lines = new LineCounter();
-  const tokens = Array.from(new Parser(lines.addNewLine).parse(text));
+  const tokens = boundedTokens(text, lines);
+  // Before anything recursive (the composer, collectComments, the walk) sees the tokens.
+  const deep = tooDeepAt(tokens);
+  if (deep !== undefined) throw tooDeep(lines.linePos(deep).line);
   for (const doc of new Composer({ ...PARSE_OPTIONS, lineCounter: lines }).compose(tokens)) {
     if (doc.errors.length > 0) {
       throwFirstError(text);
@@ -336,7 +373,8 @@ export function parseYamlGeneral(text: string): Branch[] {
     if (token.type !== "document") continue;
     w.anchors = new Map(); // anchors are per document
     const p = props(token.start);
-    const value = token.value ? walkValue(w, token.value, [], p.tag, token.offset) : undefined;
+    const found = token.value ? walkValue(w, token.value, [], p.tag, token.offset) : undefined;
+    const value = found && deref(found);
     if (value?.kind === "coll" && value.coll.kind === "seq")
       bad(w, token.offset, "YAML documents that are sequences are not supported");
     if (value?.kind === "scalar" && value.scalar.type !== "null")
@@ -370,5 +408,6 @@ export function parseYamlGeneral(text: string): Branch[] {
   w.marks.sort((a, b) => a.offset - b.offset);
   const textLines = text.split(/\r?\n|\r/);
   placeComments(w.comments, w.marks, w.flows, (l) => (textLines[l] ?? "").trim() === "");
-  return tops.map((top) => finish({ kind: "coll", coll: top }) as Branch);
+  const expansion = new Expansion();
+  return tops.map((top) => finish({ kind: "coll", coll: top }, expansion, 1) as Branch);
 }

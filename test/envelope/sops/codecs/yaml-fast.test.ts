@@ -9,7 +9,9 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import fc from "fast-check";
 import { parseSimpleYaml } from "../../../../src/envelope/sops/codecs/yaml-fast.ts";
-import { parseYamlGeneral } from "../../../../src/envelope/sops/codecs/yaml-parse.ts";
+import { parseYaml, parseYamlGeneral } from "../../../../src/envelope/sops/codecs/yaml-parse.ts";
+import { BootsealError } from "../../../../src/errors.ts";
+import { MAX_NESTING_DEPTH } from "../../../../src/limits.ts";
 
 // A generated tree, before it is written as YAML text.
 type Node =
@@ -341,7 +343,8 @@ describe("yaml fast path = general parser", () => {
   });
 
   test("deep nesting, both styles", () => {
-    for (const depth of [50, 300]) {
+    // 120 levels at two spaces each stay under the fast path's indentation bound.
+    for (const depth of [50, 120]) {
       for (const seq of [false, true]) {
         const lines: string[] = [];
         for (let d = 0; d < depth; d++) {
@@ -354,6 +357,18 @@ describe("yaml fast path = general parser", () => {
         if (!seq) assert.ok(ok, `declined a ${depth}-deep mapping`);
       }
     }
+  });
+
+  test("nesting deeper than the limit: declined, and the general parser refuses it", () => {
+    const depth = MAX_NESTING_DEPTH + 1;
+    const lines = Array.from({ length: depth }, (_, d) => `${pad(d)}k${d}:`);
+    const text = `${lines.join("\n")}\n${pad(depth)}leaf: x\n`;
+    assert.equal(parseSimpleYaml(text), null);
+    assert.throws(
+      () => parseYaml(text),
+      (err: unknown) =>
+        err instanceof BootsealError && err.code === "BAD_INPUT" && /nesting deeper/.test(err.message),
+    );
   });
 
   test("random line soup over YAML's indicator characters", () => {
