@@ -8,10 +8,9 @@ import { BootsealError } from "../../../errors.ts";
 import type { Branch, Mapping, Value } from "../document.ts";
 import type { Codec, EmitOptions } from "./codec.ts";
 import { jsonCodec } from "./json.ts";
+import { checkOutputSize, outputBytes } from "./output.ts";
 
 export const BINARY_DATA_KEY = "data";
-
-const encoder = new TextEncoder();
 
 function findData(branch: Branch): Value | undefined {
   for (const item of branch.items) {
@@ -61,7 +60,9 @@ export const binaryCodec: Codec = {
     if (data === undefined) throw new BootsealError("BAD_INPUT", "binary: no 'data' value in tree");
     // `bytes` is accepted too: a decrypted `type:bytes` value is the same raw content.
     if (data.kind === "scalar" && (data.type === "str" || data.type === "bytes")) {
-      return typeof data.value === "string" ? encoder.encode(data.value) : data.value.slice();
+      if (typeof data.value === "string") return outputBytes("binary", data.value);
+      checkOutputSize("binary", data.value.byteLength);
+      return data.value.slice();
     }
     throw new BootsealError("BAD_INPUT", "binary: 'data' value is not a string");
   },

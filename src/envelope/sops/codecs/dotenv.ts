@@ -13,6 +13,7 @@ import type { Codec } from "./codec.ts";
 import { byteString, bytesOf, scalarText, strValue, textOf } from "./flat-text.ts";
 import type { FlatPair } from "./flatten.ts";
 import { flattenMetadata, unflattenMetadata } from "./flatten.ts";
+import { CappedText } from "./output.ts";
 
 const SOPS_PREFIX = "sops_";
 
@@ -58,7 +59,7 @@ function onlyBranch(branches: readonly Branch[]): Branch {
 }
 
 /** sops EmitPlainFile, as a byte string: one line per item, each ending in `\n`. */
-function emitLines(branch: Branch, out: string[]): void {
+function emitLines(branch: Branch, out: CappedText): void {
   for (const item of branch.items) {
     if (item.kind === "comment") {
       out.push(`#${byteString(item.text)}\n`);
@@ -75,7 +76,7 @@ function emitLines(branch: Branch, out: string[]): void {
   }
 }
 
-function emitFlat(out: string[], pairs: readonly FlatPair[]): void {
+function emitFlat(out: CappedText, pairs: readonly FlatPair[]): void {
   for (const [name, value] of pairs)
     out.push(`${byteString(name)}=${byteString(value).replaceAll("\n", "\\n")}\n`);
 }
@@ -112,9 +113,9 @@ export const dotenvCodec: Codec = {
   },
 
   emitPlain(branches) {
-    const out: string[] = [];
+    const out = new CappedText("dotenv");
     emitLines(onlyBranch(branches), out);
-    return bytesOf(out.join(""));
+    return bytesOf(out.join());
   },
 
   emitEncrypted(branches, metadata) {
@@ -122,9 +123,9 @@ export const dotenvCodec: Codec = {
     // sops SerializeMetadata: a user key with the prefix would be read back as metadata.
     const clash = branch.items.find(isMetadataKey);
     if (clash) badInput(`key ${JSON.stringify(clash.key)} uses the reserved prefix 'sops_'`);
-    const out: string[] = [];
+    const out = new CappedText("dotenv");
     emitLines(branch, out);
     emitFlat(out, flattenMetadata(metadata, SOPS_PREFIX));
-    return bytesOf(out.join(""));
+    return bytesOf(out.join());
   },
 };

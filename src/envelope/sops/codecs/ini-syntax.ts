@@ -10,6 +10,7 @@
  */
 import { BootsealError } from "../../../errors.ts";
 import { indexOfAny, trimLeftSpace, trimSpace } from "./flat-text.ts";
+import { checkOutputSize } from "./output.ts";
 
 export interface IniKey {
   readonly name: string;
@@ -209,13 +210,18 @@ export function writeIni(sections: readonly IniSection[]): string {
       continue;
     }
     const names = sec.keys.map((k) => quoteKeyName(k.name));
-    // Pad to the longest (quoted) name, counted in bytes.
-    const width = Math.max(0, ...names.map((n) => n.length));
+    // Pad to the longest (quoted) name, counted in bytes. (A loop: spreading a section's
+    // names into Math.max overflows the stack for a large one.) One long name pads every
+    // line of its section, so the output is checked against the cap line by line.
+    let width = 0;
+    for (const n of names) width = Math.max(width, n.length);
     for (const [j, key] of sec.keys.entries()) {
       if (key.comment.length > 0) out += commentLines(key.comment, true, "a key");
       const name = names[j] as string;
+      checkOutputSize("ini", out.length + width);
       out += `${name}${" ".repeat(width - name.length)} = ${quoteValue(key.value)}\n`;
     }
+    checkOutputSize("ini", out.length);
     if (i < sections.length - 1) out += "\n";
   }
   return out;

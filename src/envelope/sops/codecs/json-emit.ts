@@ -10,6 +10,7 @@
 import { BootsealError } from "../../../errors.ts";
 import type { Mapping, Scalar, Sequence, Value } from "../document.ts";
 import { decodeUtf8GoRuns } from "./go-utf8.ts";
+import { CappedText } from "./output.ts";
 
 /**
  * Go writes `\b \f \n \r \t \" \\` short (\b and \f since Go 1.22, checked against sops
@@ -102,7 +103,7 @@ export function indentUnit(indent: JsonIndent): string {
  * Serialize a value at nesting `depth` into `out`. Iterative callers would be faster on
  * very deep trees; the parser caps depth (MAX_JSON_DEPTH), so recursion is bounded there.
  */
-function emitValue(v: Value, unit: string, depth: number, out: string[]): void {
+function emitValue(v: Value, unit: string, depth: number, out: CappedText): void {
   if (v.kind === "scalar") {
     out.push(emitScalar(v));
     return;
@@ -114,7 +115,7 @@ function emitValue(v: Value, unit: string, depth: number, out: string[]): void {
   emitSequence(v, unit, depth, out);
 }
 
-function emitMapping(m: Mapping, unit: string, depth: number, out: string[]): void {
+function emitMapping(m: Mapping, unit: string, depth: number, out: CappedText): void {
   const inner = `\n${unit.repeat(depth + 1)}`;
   let first = true;
   for (const item of m.items) {
@@ -127,7 +128,7 @@ function emitMapping(m: Mapping, unit: string, depth: number, out: string[]): vo
   out.push(first ? "{}" : `\n${unit.repeat(depth)}}`);
 }
 
-function emitSequence(s: Sequence, unit: string, depth: number, out: string[]): void {
+function emitSequence(s: Sequence, unit: string, depth: number, out: CappedText): void {
   const inner = `\n${unit.repeat(depth + 1)}`;
   let first = true;
   for (const item of s.items) {
@@ -141,8 +142,8 @@ function emitSequence(s: Sequence, unit: string, depth: number, out: string[]): 
 
 /** A whole document: the top-level object plus the trailing newline sops adds (3.10+). */
 export function emitJsonDocument(doc: Mapping, indent?: JsonIndent): string {
-  const out: string[] = [];
+  const out = new CappedText("json");
   emitMapping(doc, indentUnit(indent), 0, out);
   out.push("\n");
-  return out.join("");
+  return out.join();
 }

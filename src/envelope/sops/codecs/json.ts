@@ -7,11 +7,10 @@ import type { Branch, Entry, Mapping } from "../document.ts";
 import type { Codec, EmitOptions } from "./codec.ts";
 import { emitJsonDocument } from "./json-emit.ts";
 import { parseJsonDocument } from "./json-tokens.ts";
+import { outputBytes } from "./output.ts";
 
 /** The top-level key that holds the metadata in YAML, JSON and binary files. */
 export const METADATA_KEY = "sops";
-
-const encoder = new TextEncoder();
 
 function hasMetadataKey(branch: Branch): boolean {
   return branch.items.some((item) => item.kind === "entry" && item.key === METADATA_KEY);
@@ -69,7 +68,7 @@ export const jsonCodec: Codec = {
   },
 
   emitPlain(branches: readonly Branch[], options?: EmitOptions): Uint8Array {
-    return encoder.encode(emitJsonDocument(onlyBranch(branches), options?.indent));
+    return outputBytes("json", emitJsonDocument(onlyBranch(branches), options?.indent));
   },
 
   emitEncrypted(branches: readonly Branch[], metadata: Mapping, options?: EmitOptions): Uint8Array {
@@ -81,6 +80,6 @@ export const jsonCodec: Codec = {
       kind: "map",
       items: [...branch.items, { kind: "entry", key: METADATA_KEY, value: metadata }],
     };
-    return encoder.encode(emitJsonDocument(doc, options?.indent));
+    return outputBytes("json", emitJsonDocument(doc, options?.indent));
   },
 };

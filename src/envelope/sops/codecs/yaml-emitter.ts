@@ -7,6 +7,7 @@
  * Line width is unlimited, as go-yaml v3 sets it; no anchors; the only tags are !!binary and !!merge.
  */
 import { BootsealError } from "../../../errors.ts";
+import { CappedText } from "./output.ts";
 import { type Analysis, analyzeScalar, isBreak, isPrintable, type ScalarStyle } from "./yaml-scalar.ts";
 
 export type { ScalarStyle };
@@ -82,7 +83,7 @@ const HAS_BREAK = /[\n\r\u0085\u2028\u2029]/;
 
 /** Runs the events through the emitter model and returns the text. */
 export function emitEvents(events: readonly EmitEvent[], bestIndent: number): string {
-  const out: string[] = [];
+  const out = new CappedText("yaml");
   const best = bestIndent < 2 || bestIndent > 9 ? 2 : bestIndent;
   let indent = -1;
   const indents: number[] = [];
@@ -443,5 +444,5 @@ export function emitEvents(events: readonly EmitEvent[], bestIndent: number): st
       }
     }
   });
-  return out.join("");
+  return out.join();
 }

@@ -8,6 +8,7 @@
 import { BootsealError } from "../../../errors.ts";
 import type { Branch, Entry, Mapping } from "../document.ts";
 import type { Codec, EmitOptions } from "./codec.ts";
+import { outputBytes } from "./output.ts";
 import { emitYaml } from "./yaml-emit.ts";
 import { parseYaml } from "./yaml-parse.ts";
 
@@ -55,12 +56,12 @@ export const yamlCodec: Codec = {
   },
 
   emitPlain(branches: readonly Branch[], options?: EmitOptions): Uint8Array {
-    return new TextEncoder().encode(emitYaml(branches, indentOf(options)));
+    return outputBytes("yaml", emitYaml(branches, indentOf(options)));
   },
 
   emitEncrypted(branches: readonly Branch[], metadata: Mapping, options?: EmitOptions): Uint8Array {
     const sops: Entry = { kind: "entry", key: SOPS_KEY, value: metadata };
     const withMetadata = branches.map((b): Branch => ({ ...b, items: [...b.items, sops] }));
-    return new TextEncoder().encode(emitYaml(withMetadata, indentOf(options)));
+    return outputBytes("yaml", emitYaml(withMetadata, indentOf(options)));
   },
 };
