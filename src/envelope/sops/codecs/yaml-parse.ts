@@ -271,6 +271,7 @@ function unitsOf(s: Scalar): number {
 /** The tree of a value `depth` levels deep, aliases expanded within the budget `x`. */
 function finish(value: PValue, x: Expansion, depth: number): Value {
   if (value.kind === "alias") {
+    x.node(0, depth); // go-yaml counts the alias node itself, then what it expands to
     x.enterAlias();
     const expanded = finish(value.target, x, depth);
     x.leaveAlias();
@@ -409,5 +410,8 @@ export function parseYamlGeneral(text: string): Branch[] {
   const textLines = text.split(/\r?\n|\r/);
   placeComments(w.comments, w.marks, w.flows, (l) => (textLines[l] ?? "").trim() === "");
   const expansion = new Expansion();
-  return tops.map((top) => finish({ kind: "coll", coll: top }, expansion, 1) as Branch);
+  return tops.map((top) => {
+    expansion.node(0, 0); // the document node, as go-yaml counts it
+    return finish({ kind: "coll", coll: top }, expansion, 1) as Branch;
+  });
 }

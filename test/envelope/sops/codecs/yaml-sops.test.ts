@@ -10,15 +10,19 @@
  *   byte for byte.
  */
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawnSync } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { PassThrough } from "node:stream";
 import { after, before, test } from "node:test";
 import { fileURLToPath } from "node:url";
+import { main } from "../../../../src/cli/main.ts";
 import { yamlCodec } from "../../../../src/envelope/sops/codecs/yaml.ts";
+import { BootsealError } from "../../../../src/errors.ts";
 import { peer } from "../../../helpers/peers.ts";
 import { VECTORS_URL } from "../../../helpers/vectors.ts";
+import { blockSeqBomb, flowSeqBomb, mapBomb, mergeBomb } from "../../../hostile/hostile-yaml.ts";
 
 const FIXTURES = fileURLToPath(new URL("../../../fixtures/yaml/", import.meta.url));
 const PLAINTEXT = fileURLToPath(new URL("sops-repo/plaintext/", VECTORS_URL));
@@ -117,4 +121,98 @@ test("a file we emit is accepted by sops, and our re-emitted encrypted file decr
     decrypted.toString(),
     Buffer.from(yamlCodec.emitPlain(yamlCodec.parsePlain(plain))).toString(),
   );
+});
+
+test("aliases: sops and bootseal refuse the same bombs, and agree on what they accept", () => {
+  const specs = [
+    [3, 9],
+    [4, 5],
+    [4, 9],
+    [6, 3],
+    [7, 3],
+    [9, 2],
+    [10, 2],
+    [2, 98],
+    [2, 200],
+    [3, 11],
+    [3, 20],
+  ] as const;
+  const shapes = { flowSeqBomb, blockSeqBomb, mapBomb, mergeBomb };
+  let accepted = 0;
+  for (const [shape, make] of Object.entries(shapes)) {
+    for (const [levels, width] of specs) {
+      const label = `${shape}(${levels}, ${width})`;
+      const file = join(dir, "aliases.yaml");
+      writeFileSync(file, make(levels, width));
+      const encrypted = spawnSync(peer("SOPS_BIN"), ["--config", config, "encrypt", file], {
+        env,
+        maxBuffer: 64 * 1024 * 1024,
+      });
+      let ours: Uint8Array | undefined;
+      try {
+        ours = yamlCodec.emitPlain(yamlCodec.parsePlain(readFileSync(file)));
+      } catch (err) {
+        assert.ok(err instanceof BootsealError && err.code === "BAD_INPUT", `${label}: ${err}`);
+        assert.match(err.message, /excessive aliasing/, label);
+      }
+      if (encrypted.status !== 0) {
+        assert.match(encrypted.stderr.toString(), /excessive aliasing/, label);
+        assert.equal(ours, undefined, `${label}: sops refuses it, bootseal accepted it`);
+        continue;
+      }
+      assert.ok(ours, `${label}: sops accepts it, bootseal refused it`);
+      accepted++;
+      const encFile = join(dir, "aliases.enc.yaml");
+      writeFileSync(encFile, encrypted.stdout);
+      const decrypted = sops("decrypt", "--input-type", "yaml", "--output-type", "yaml", encFile);
+      assert.equal(Buffer.from(ours).toString(), decrypted.toString(), label);
+    }
+  }
+  assert.ok(accepted > 0 && accepted < 4 * specs.length, "the specs straddle the limit");
+});
+
+/** `bootseal ARGS` in-process with the test's age key; its stdout. */
+async function bootseal(args: string[]): Promise<string> {
+  const stdin = new PassThrough();
+  const stdout = new PassThrough();
+  const stderr = new PassThrough();
+  const out: Buffer[] = [];
+  let err = "";
+  stdout.on("data", (c: Buffer) => out.push(c));
+  stderr.on("data", (c: Buffer) => {
+    err += c.toString();
+  });
+  stdin.end();
+  const code = await main(args, {
+    stdin,
+    stdout,
+    stderr,
+    env: { SOPS_AGE_KEY_FILE: env.SOPS_AGE_KEY_FILE },
+    cwd: dir,
+  });
+  assert.equal(code, 0, err);
+  return Buffer.concat(out).toString();
+}
+
+test("a small aliased file: sops' encryption decrypts with bootseal as with sops, and the reverse", async () => {
+  const plain = [
+    "base: &base",
+    "  image: nginx",
+    "  port: 80",
+    "web:",
+    "  <<: *base",
+    "  name: web",
+    "list: [*base, *base]",
+    "",
+  ].join("\n");
+  const file = join(dir, "small-aliases.yaml");
+  writeFileSync(file, plain);
+  const bySops = join(dir, "small-aliases.sops.yaml");
+  writeFileSync(bySops, sops("encrypt", "--age", recipient, file));
+  const expected = sops("decrypt", bySops).toString();
+  assert.match(expected, /!!merge <<:\n {8}image: nginx/);
+  assert.equal(await bootseal(["decrypt", bySops]), expected);
+  const byUs = join(dir, "small-aliases.ours.yaml");
+  writeFileSync(byUs, await bootseal(["encrypt", "--age", recipient, file]));
+  assert.equal(sops("decrypt", byUs).toString(), expected);
 });
