@@ -98,8 +98,8 @@ export class Expansion {
     this.aliasDepth--;
   }
 
-  /** One node with `units` of text, `depth` levels deep (the top mapping is level 1). */
-  node(units: number, depth: number): void {
+  /** One node with `units` of text; a collection gives its nesting level (the top mapping is 1). */
+  node(units: number, depth = 0): void {
     if (depth > MAX_NESTING_DEPTH) throw tooDeep();
     this.decoded++;
     if (this.aliasDepth > 0) this.aliased++;

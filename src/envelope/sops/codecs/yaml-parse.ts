@@ -268,17 +268,20 @@ function unitsOf(s: Scalar): number {
   return s.type === "bytes" ? s.value.byteLength : 0;
 }
 
-/** The tree of a value `depth` levels deep, aliases expanded within the budget `x`. */
+/**
+ * The tree of a value, aliases expanded within the budget `x`; `depth` is the nesting level a
+ * collection here would have (the top mapping is level 1).
+ */
 function finish(value: PValue, x: Expansion, depth: number): Value {
   if (value.kind === "alias") {
-    x.node(0, depth); // go-yaml counts the alias node itself, then what it expands to
+    x.node(0); // go-yaml counts the alias node itself, then what it expands to
     x.enterAlias();
     const expanded = finish(value.target, x, depth);
     x.leaveAlias();
     return expanded;
   }
   if (value.kind === "scalar") {
-    x.node(unitsOf(value.scalar), depth);
+    x.node(unitsOf(value.scalar));
     return value.scalar;
   }
   x.node(0, depth);
@@ -289,7 +292,7 @@ function finish(value: PValue, x: Expansion, depth: number): Value {
       if (s.comment) items.push(toComment(s.comment, x));
       else {
         const key = s.key ?? "";
-        x.node(key.length, depth + 1);
+        x.node(key.length);
         items.push({ kind: "entry", key, value: finish(s.value as PValue, x, depth + 1) });
       }
     }
@@ -411,7 +414,7 @@ export function parseYamlGeneral(text: string): Branch[] {
   placeComments(w.comments, w.marks, w.flows, (l) => (textLines[l] ?? "").trim() === "");
   const expansion = new Expansion();
   return tops.map((top) => {
-    expansion.node(0, 0); // the document node, as go-yaml counts it
+    expansion.node(0); // the document node, as go-yaml counts it
     return finish({ kind: "coll", coll: top }, expansion, 1) as Branch;
   });
 }
