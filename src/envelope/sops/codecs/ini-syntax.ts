@@ -32,15 +32,24 @@ function badInput(message: string, line: number): never {
   throw new BootsealError("BAD_INPUT", `INI: ${message} at line ${line}`);
 }
 
+/** Each section's keys by name (putKey is the only writer), so a large section stays linear. */
+const keyIndex = new WeakMap<IniSection, Map<string, IniKey>>();
+
 /** Section.NewKey: an existing name keeps its place and takes the new value. */
 export function putKey(section: IniSection, name: string, value: string): IniKey {
-  const existing = section.keys.find((k) => k.name === name);
+  let index = keyIndex.get(section);
+  if (index === undefined) {
+    index = new Map(section.keys.map((k) => [k.name, k]));
+    keyIndex.set(section, index);
+  }
+  const existing = index.get(name);
   if (existing) {
     existing.value = value;
     return existing;
   }
   const key: IniKey = { name, value, comment: "" };
   section.keys.push(key);
+  index.set(name, key);
   return key;
 }
 
