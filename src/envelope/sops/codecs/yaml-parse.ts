@@ -340,10 +340,10 @@ function throwFirstError(text: string): void {
     const error = "errors" in doc ? doc.errors[0] : undefined;
     if (error) {
       const line = error.linePos?.[0]?.line ?? lines.linePos(error.pos[0]).line;
-      throw new BootsealError(
-        "BAD_INPUT",
-        `yaml: line ${line}: ${error.message.split("\n")[0]?.slice(0, 120)}`,
-      );
+      // The package's messages may quote the source after a colon ("…: |x", "Not a YAML
+      // token: …") and add " at line L, column C:" with the line itself: keep the description.
+      const description = (error.message.split("\n")[0] ?? "").split(/: | at line \d/)[0]?.slice(0, 120);
+      throw new BootsealError("BAD_INPUT", `yaml: line ${line}: ${description} (${error.code})`);
     }
   }
 }

@@ -225,6 +225,9 @@ test("malformed input is BAD_INPUT with a line number, and never echoes values",
     ["a: 1\n? [x]\n: y\n", /Only string keys are supported/],
     ["a: *missing\n", /line 1/],
     ["a: !!int nope\n", /line 1/],
+    // The yaml package quotes the source in these: only the description is kept.
+    ["a: |xs3cr3t\n  y\n", /line 1: Block scalar header includes extra characters \(UNEXPECTED_TOKEN\)$/],
+    ["a: 1\n]s3cr3t\n", /line 2: Unexpected flow-seq-end token in YAML stream \(UNEXPECTED_TOKEN\)$/],
   ];
   for (const [input, message] of cases) {
     assert.throws(
