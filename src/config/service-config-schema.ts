@@ -12,6 +12,7 @@
  * - `x-message`: the error for a value of the right type that breaks a rule (pattern, enum,
  *   minItems); `{value}` is the offending value as JSON.
  */
+import { MAX_DOCUMENT_BYTES } from "../limits.ts";
 
 export const SCOPES = ["configs:write", "configs:read", "status:read", "admin"] as const;
 export const ONE_TIME_MODES = ["off", "after-success", "after-first-fetch"] as const;
@@ -204,7 +205,7 @@ export const SERVICE_CONFIG_SCHEMA: SchemaNode = {
       additionalProperties: false,
       default: {},
       properties: {
-        bodyBytes: int("largest publish body, bytes (413 above)", 1024, 64 * 1024 * 1024, 1024 * 1024),
+        bodyBytes: int("largest publish body, bytes (413 above)", 1024, MAX_DOCUMENT_BYTES, 1024 * 1024),
       },
     },
     rateLimit: {
