@@ -1,0 +1,160 @@
+/**
+ * M1 (issue #10): failed authentications cost the one sending them, not everyone behind the
+ * same address. buildApp + inject with trustProxy off, so every request comes from one
+ * address (inject's 127.0.0.1) unless a test names another; the limit is the default 20.
+ */
+import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
+import { test } from "node:test";
+import { generateX25519Identity, identityToRecipient } from "age-encryption";
+import { MemoryStore } from "../../providers/stores/memory.ts";
+import { SCOPES } from "../../src/config/service-config.ts";
+import { parseSopsConfig } from "../../src/config/sops-config.ts";
+import { buildApp } from "../../src/service/app.ts";
+import { FailureCounter } from "../../src/service/plugins/auth.ts";
+import { appConfig } from "./app-config.ts";
+
+const recipient = await identityToRecipient(await generateX25519Identity());
+const ADMIN = "controller-admin-token-0123456789abcdefghijkl";
+const sha = (s: string) => createHash("sha256").update(s).digest("hex");
+const bearer = (t: string) => ({ authorization: `Bearer ${t}` });
+const LIMIT = 20;
+/** A well-formed bootstrap token that is nobody's. */
+const wrongMachineToken = (ns: string, name: string, i: number) =>
+  `bst.${ns}.${name}.${`wrong${i}`.padEnd(43, "A")}`;
+
+async function setup() {
+  let now = new Date("2026-01-01T00:00:00Z");
+  const config = appConfig({
+    creationRules: parseSopsConfig(`creation_rules:\n  - age: ${recipient}\n`, "t"),
+    controllers: [{ name: "admin", tokenSha256: sha(ADMIN), scopes: [...SCOPES] }],
+    trustProxy: false,
+  });
+  assert.equal(config.rateLimit.authFailuresPerMinute, LIMIT, "the default limit");
+  const app = buildApp({ logger: false, store: new MemoryStore(), config, now: () => now });
+  const publish = async (machine: string) => {
+    const res = await app.inject({
+      method: "PUT",
+      url: `/v1/machines/${machine}/config`,
+      headers: { ...bearer(ADMIN), "content-type": "text/plain" },
+      payload: "#cloud-config\n",
+    });
+    assert.equal(res.statusCode, 201, res.body);
+    return (res.json() as { bootstrapToken: string }).bootstrapToken;
+  };
+  const fetchWith = (machine: string, token: string, remoteAddress?: string) =>
+    app.inject({
+      method: "GET",
+      url: `/v1/machines/${machine}/config`,
+      headers: bearer(token),
+      ...(remoteAddress ? { remoteAddress } : {}),
+    });
+  return { app, publish, fetchWith, advance: (ms: number) => (now = new Date(now.getTime() + ms)) };
+}
+
+test("25 wrong tokens from one address: a valid controller and a valid machine token still pass", async () => {
+  const { app, publish, fetchWith } = await setup();
+  const token = await publish("prod/worker-0");
+  const codes: number[] = [];
+  for (let i = 0; i < 25; i++) {
+    const wrong = i % 2 ? `wrong-controller-token-${i}` : wrongMachineToken("prod", `m-${i}`, i);
+    const url = i % 2 ? "/v1/machines" : `/v1/machines/prod/m-${i}/config`;
+    codes.push((await app.inject({ method: "GET", url, headers: bearer(wrong) })).statusCode);
+  }
+  assert.deepEqual(codes.slice(0, LIMIT), Array(LIMIT).fill(401));
+  assert.deepEqual(codes.slice(LIMIT), Array(25 - LIMIT).fill(429), "the address is past its limit");
+  const controller = await app.inject({ method: "GET", url: "/v1/machines", headers: bearer(ADMIN) });
+  assert.equal(controller.statusCode, 200, controller.body);
+  const machine = await fetchWith("prod/worker-0", token);
+  assert.equal(machine.statusCode, 200, machine.body);
+  const report = await app.inject({
+    method: "POST",
+    url: "/v1/machines/prod/worker-0/status",
+    headers: bearer(token),
+    payload: { phase: "running" },
+  });
+  assert.equal(report.statusCode, 200, report.body);
+  await app.close();
+});
+
+test("one wrong credential repeated, from many addresses: 429 for it, with Retry-After; others unaffected", async () => {
+  const { app } = await setup();
+  const codes: number[] = [];
+  let last: Awaited<ReturnType<typeof app.inject>> | undefined;
+  for (let i = 0; i < 25; i++) {
+    last = await app.inject({
+      method: "GET",
+      url: "/v1/machines",
+      headers: bearer("one-stolen-looking-token"),
+      remoteAddress: `10.0.0.${i + 1}`,
+    });
+    codes.push(last.statusCode);
+  }
+  assert.deepEqual(codes, [...Array(LIMIT).fill(401), ...Array(25 - LIMIT).fill(429)]);
+  assert.equal(last?.json().code, "RATE_LIMITED");
+  assert.ok(Number(last?.headers["retry-after"]) > 0);
+  const other = await app.inject({
+    method: "GET",
+    url: "/v1/machines",
+    headers: bearer("another-wrong-token"),
+    remoteAddress: "10.0.0.99",
+  });
+  assert.equal(other.statusCode, 401, "another credential has its own bucket");
+  await app.close();
+});
+
+test("wrong tokens naming one machine get 429; that machine's own token still verifies", async () => {
+  const { publish, fetchWith, app } = await setup();
+  const token = await publish("prod/target");
+  const codes: number[] = [];
+  for (let i = 0; i < 25; i++) {
+    codes.push(
+      (await fetchWith("prod/target", wrongMachineToken("prod", "target", i), `10.1.0.${i + 1}`)).statusCode,
+    );
+  }
+  assert.deepEqual(codes, [...Array(LIMIT).fill(401), ...Array(25 - LIMIT).fill(429)]);
+  const own = await fetchWith("prod/target", token, "10.1.0.200");
+  assert.equal(own.statusCode, 200, "a credential that verifies is never refused");
+  const sameAddress = await fetchWith("prod/target", token, "10.1.0.25");
+  assert.equal(sameAddress.statusCode, 200);
+  await app.close();
+});
+
+test("an unauthenticated flood gets 429; valid credentials from the same address still pass", async () => {
+  const { app, publish, fetchWith, advance } = await setup();
+  const token = await publish("prod/worker-1");
+  const codes: number[] = [];
+  for (let i = 0; i < 40; i++) {
+    const headers = i % 3 === 0 ? { authorization: "Basic Zm9vOmJhcg==" } : {};
+    codes.push((await app.inject({ method: "GET", url: "/v1/machines", headers })).statusCode);
+  }
+  assert.deepEqual(codes, [...Array(LIMIT).fill(401), ...Array(40 - LIMIT).fill(429)]);
+  const flood = await app.inject({ method: "GET", url: "/v1/machines/prod/worker-1/config" });
+  assert.equal(flood.statusCode, 429);
+  assert.equal(flood.json().code, "RATE_LIMITED");
+  assert.ok(Number(flood.headers["retry-after"]) > 0);
+  assert.equal(
+    (await app.inject({ method: "GET", url: "/v1/machines", headers: bearer(ADMIN) })).statusCode,
+    200,
+  );
+  assert.equal((await fetchWith("prod/worker-1", token)).statusCode, 200);
+  // The window is one minute: after it, a failure is a plain 401 again.
+  advance(61_000);
+  assert.equal((await app.inject({ method: "GET", url: "/v1/machines" })).statusCode, 401);
+  await app.close();
+});
+
+test("the failure buckets are bounded: a flood of distinct credentials cannot grow them", () => {
+  let t = 0;
+  const counter = new FailureCounter(3, 50, () => t);
+  for (let i = 0; i < 5000; i++) counter.fail(`credential:${i}`);
+  assert.ok(counter.size <= 50, `size ${counter.size}`);
+  // A bucket still counts once it is back: 3 allowed, the 4th is over.
+  assert.deepEqual(
+    [1, 2, 3, 4].map(() => counter.fail("address:a")),
+    [0, 0, 0, 60],
+  );
+  assert.equal(counter.blocked("address:a"), 60);
+  t += 60_000;
+  assert.equal(counter.blocked("address:a"), 0, "the window is over");
+});
