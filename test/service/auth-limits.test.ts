@@ -7,11 +7,15 @@ import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { test } from "node:test";
 import { generateX25519Identity, identityToRecipient } from "age-encryption";
+import Fastify from "fastify";
 import { MemoryStore } from "../../providers/stores/memory.ts";
 import { SCOPES } from "../../src/config/service-config.ts";
 import { parseSopsConfig } from "../../src/config/sops-config.ts";
 import { buildApp } from "../../src/service/app.ts";
-import { FailureCounter } from "../../src/service/plugins/auth.ts";
+import { checkToken, machineStore } from "../../src/service/machine-store.ts";
+import { authPlugin, FailureCounter } from "../../src/service/plugins/auth.ts";
+import { errorHandlerPlugin } from "../../src/service/plugins/error-handler.ts";
+import { DEFAULT_TOKEN_WORK, mintToken, type TokenWork } from "../../src/service/tokens.ts";
 import { appConfig } from "./app-config.ts";
 
 const recipient = await identityToRecipient(await generateX25519Identity());
@@ -157,4 +161,84 @@ test("the failure buckets are bounded: a flood of distinct credentials cannot gr
   assert.equal(counter.blocked("address:a"), 60);
   t += 60_000;
   assert.equal(counter.blocked("address:a"), 0, "the window is over");
+});
+
+/** Token work that counts its calls (L5: the failing paths must do the same work). */
+function countingWork() {
+  const calls = { hash: 0, equal: 0 };
+  const work: TokenWork = {
+    hash: (t) => {
+      calls.hash++;
+      return DEFAULT_TOKEN_WORK.hash(t);
+    },
+    equal: (a, b) => {
+      calls.equal++;
+      return DEFAULT_TOKEN_WORK.equal(a, b);
+    },
+  };
+  return { calls, work };
+}
+
+test("L5: checkToken hashes and compares once on every path, a missing record included", () => {
+  const now = new Date("2026-01-01T00:00:00Z");
+  const m = { namespace: "prod", name: "worker-0" };
+  const { token, record } = mintToken(m, 60_000, 1, now);
+  const other = mintToken({ namespace: "prod", name: "worker-1" }, 60_000, 1, now);
+  const { calls, work } = countingWork();
+  const cases: [string, () => unknown][] = [
+    ["valid", () => checkToken(record, token, m, now, work)],
+    ["no record", () => checkToken(null, token, m, now, work)],
+    ["wrong token", () => checkToken(record, other.token, m, now, work)],
+    ["another machine's record", () => checkToken(other.record, token, m, now, work)],
+    ["expired", () => checkToken(record, token, m, new Date(now.getTime() + 120_000), work)],
+  ];
+  for (const [name, run] of cases) {
+    calls.hash = 0;
+    calls.equal = 0;
+    try {
+      run();
+    } catch {
+      // the failures are the point
+    }
+    assert.deepEqual(calls, { hash: 1, equal: 1 }, name);
+  }
+});
+
+test("L5: through the auth plugin, a machine without a token record costs what a wrong token does", async () => {
+  const store = new MemoryStore();
+  const machines = machineStore(store);
+  const now = new Date("2026-01-01T00:00:00Z");
+  const known = { namespace: "prod", name: "known" };
+  await machines.writeToken(known, mintToken(known, 60_000, 5, now).record);
+  const { calls, work } = countingWork();
+  const app = Fastify();
+  errorHandlerPlugin(app);
+  app.decorateRequest("bootsealState", null);
+  await app.register(async (api) => {
+    authPlugin(api, {
+      controllers: [],
+      mutualTls: false,
+      authFailuresPerMinute: 1000,
+      machines,
+      now: () => now,
+      tokenWork: work,
+    });
+    api.get("/v1/machines/:ns/:name/thing", { config: { auth: { machine: "params" } } }, async () => ({}));
+  });
+  const spent = async (machine: string) => {
+    calls.hash = 0;
+    calls.equal = 0;
+    const [ns, name] = machine.split("/") as [string, string];
+    const res = await app.inject({
+      url: `/v1/machines/${machine}/thing`,
+      headers: bearer(wrongMachineToken(ns, name, 1)),
+    });
+    assert.equal(res.statusCode, 401);
+    return { ...calls };
+  };
+  const withRecord = await spent("prod/known");
+  const without = await spent("prod/unknown");
+  assert.deepEqual(without, withRecord);
+  assert.ok(withRecord.equal >= 1 && withRecord.hash >= 1);
+  await app.close();
 });
