@@ -163,6 +163,21 @@ test("the failure buckets are bounded: a flood of distinct credentials cannot gr
   assert.equal(counter.blocked("address:a"), 0, "the window is over");
 });
 
+test("the bucket of an address that keeps failing survives a flood of distinct credentials", () => {
+  const counter = new FailureCounter(5, 10, () => 0);
+  const answers: number[] = [];
+  for (let i = 0; i < 1000; i++) {
+    answers.push(counter.fail("address:attacker"));
+    counter.fail(`credential:${i}`);
+  }
+  assert.ok(counter.size <= 10);
+  assert.deepEqual(answers.slice(0, 5), [0, 0, 0, 0, 0]);
+  assert.ok(
+    answers.slice(5).every((w) => w > 0),
+    "still limited: its bucket was never evicted",
+  );
+});
+
 /** Token work that counts its calls (L5: the failing paths must do the same work). */
 function countingWork() {
   const calls = { hash: 0, equal: 0 };

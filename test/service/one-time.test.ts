@@ -20,6 +20,7 @@ import { MemoryStore } from "../../providers/stores/memory.ts";
 import type { ObjectStore } from "../../providers/stores/object-store.ts";
 import { SCOPES } from "../../src/config/service-config.ts";
 import { parseSopsConfig } from "../../src/config/sops-config.ts";
+import { BootsealError } from "../../src/errors.ts";
 import { type AppConfig, buildApp } from "../../src/service/app.ts";
 import { auditLoggerTo } from "../../src/service/plugins/audit.ts";
 import { uniqueName } from "../helpers/peers.ts";
@@ -140,6 +141,31 @@ test("after-first-fetch, SeaweedFS, two replicas: 20 machines x 2 concurrent fet
       env: {},
     }),
   );
+});
+
+test("after-first-fetch: a store failure deleting the claimed config still delivers it, once", async () => {
+  const memory = new MemoryStore();
+  let failDeletes = true;
+  const store: ObjectStore = {
+    url: memory.url,
+    get: (k, o) => memory.get(k, o),
+    head: (k, o) => memory.head(k, o),
+    put: (k, b, c, o) => memory.put(k, b, c, o),
+    delete: async (k, c, o) => {
+      if (failDeletes && k.startsWith("configs/")) throw new BootsealError("STORE_UNAVAILABLE", "down");
+      return memory.delete(k, c, o);
+    },
+    list: (p, o) => memory.list(p, o),
+  };
+  const { app } = replica(store, { oneTimeFetch: "after-first-fetch" });
+  const token = await publish(app, "prod/flaky");
+  const url = "/v1/machines/prod/flaky/config";
+  const first = await app.inject({ method: "GET", url, headers: bearer(token) });
+  assert.equal(first.statusCode, 200, first.body);
+  failDeletes = false;
+  const second = await app.inject({ method: "GET", url, headers: bearer(token) });
+  assert.equal(second.statusCode, 409);
+  assert.equal(second.json().code, "ALREADY_FETCHED");
 });
 
 test("after-success + fetch --one-time: the machine's DELETE is 204, never 401, nothing counted", async () => {

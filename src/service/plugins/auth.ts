@@ -58,9 +58,10 @@ export const FAILURE_WINDOW_MS = 60_000;
 export const FAILURE_BUCKETS_MAX = 100_000;
 
 /**
- * Fixed-window failure counters by key, in memory (per replica), bounded: past `maxKeys`,
- * expired windows are dropped and then the oldest, so a flood of distinct credentials cannot
- * grow it (its address bucket still counts them).
+ * Fixed-window failure counters by key, in memory (per replica), bounded: the map is kept in
+ * least-recently-failed order, and past `maxKeys` the front goes (expired or not), O(1) per
+ * failure. A flood of distinct credentials cannot grow it, and the bucket of an address that
+ * keeps failing stays at the back.
  */
 export class FailureCounter {
   readonly #windows = new Map<string, { count: number; resetAt: number }>();
@@ -87,11 +88,13 @@ export class FailureCounter {
   fail(key: string): number {
     const at = this.#now();
     let w = this.#current(key, at);
-    if (!w) {
-      if (this.#windows.size >= this.#maxKeys) this.#evict(at);
+    if (w) {
+      this.#windows.delete(key); // to the back: most recently failed
+    } else {
       w = { count: 0, resetAt: at + FAILURE_WINDOW_MS };
-      this.#windows.set(key, w);
+      this.#evict();
     }
+    this.#windows.set(key, w);
     w.count++;
     return w.count > this.#limit ? Math.max(1, Math.ceil((w.resetAt - at) / 1000)) : 0;
   }
@@ -107,9 +110,8 @@ export class FailureCounter {
     return this.#windows.size;
   }
 
-  #evict(at: number): void {
-    for (const [key, w] of this.#windows) if (w.resetAt <= at) this.#windows.delete(key);
-    // Still full: the oldest windows go first (a Map iterates in insertion order).
+  /** Makes room for one more: the least recently failed go first (Map insertion order). */
+  #evict(): void {
     for (const key of this.#windows.keys()) {
       if (this.#windows.size < this.#maxKeys) break;
       this.#windows.delete(key);
