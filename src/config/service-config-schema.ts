@@ -214,7 +214,7 @@ export const SERVICE_CONFIG_SCHEMA: SchemaNode = {
       default: {},
       properties: {
         authFailuresPerMinute: int(
-          "failed authentications per source address per minute before 429",
+          "failed authentications per minute per credential, per machine named and per source address before a failure is answered 429 (a credential that verifies is never refused)",
           1,
           1_000_000,
           20,
