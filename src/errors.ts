@@ -27,6 +27,7 @@ export type ErrorCode =
   | "FORBIDDEN"
   | "TOKEN_EXPIRED" // a bootstrap token past its TTL
   | "TOKEN_EXHAUSTED" // a bootstrap token with no fetches left
+  | "ALREADY_FETCHED" // a one-time config was already fetched with this token (a second fetch)
   | "TOO_LARGE"
   | "RATE_LIMITED"
   | "IO_ERROR"
@@ -55,6 +56,7 @@ export const ERROR_CODES: readonly ErrorCode[] = [
   "FORBIDDEN",
   "TOKEN_EXPIRED",
   "TOKEN_EXHAUSTED",
+  "ALREADY_FETCHED",
   "TOO_LARGE",
   "RATE_LIMITED",
   "IO_ERROR",

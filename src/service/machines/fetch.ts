@@ -15,7 +15,6 @@ import type { DocumentFormat } from "../machine-store.ts";
 import type { TokenRecord } from "../tokens.ts";
 
 /** The body code of a second fetch of a one-time config (409); audited as `second-fetch`. */
-export const ALREADY_FETCHED = "ALREADY_FETCHED";
 
 export interface FetchRequest {
   /** The calling machine's checked token; null for a controller. */

@@ -8,7 +8,6 @@
  */
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { type DestinationStream, type Logger, pino } from "pino";
-import { ALREADY_FETCHED } from "../machines/fetch.ts";
 import { stateOf, who } from "../request-state.ts";
 
 export type AuditLogger = Logger;
@@ -38,7 +37,7 @@ export function auditLoggerTo(stream: DestinationStream): AuditLogger {
 function outcomeOf(status: number, code: string | null): string {
   // A one-time config fetched again with the same token: the machine retried, or someone
   // else has the token. Either way the operator has to see it (and publish again).
-  if (code === ALREADY_FETCHED) return "second-fetch";
+  if (code === "ALREADY_FETCHED") return "second-fetch";
   if (status < 300) return "ok";
   if (status === 304) return "not-modified";
   if (status === 401 || status === 403 || status === 429) return "denied";

@@ -10,10 +10,9 @@ import type { WriteCondition } from "../../../providers/stores/object-store.ts";
 import { BootsealError } from "../../errors.ts";
 import type { ServiceContext } from "../context.ts";
 import { deleteConfig } from "../machines/delete.ts";
-import { ALREADY_FETCHED, fetchConfig } from "../machines/fetch.ts";
+import { fetchConfig } from "../machines/fetch.ts";
 import { publishConfig } from "../machines/publish.ts";
 import { signalFor } from "../plugins/auth.ts";
-import { errorReply } from "../plugins/error-handler.ts";
 import { machineTokenOf, stateOf, who } from "../request-state.ts";
 import { deleteSchema, fetchSchema, publishSchema } from "../schemas/config.ts";
 import type { RequestTypeProvider } from "../schemas/type-provider.ts";
@@ -114,10 +113,10 @@ export function machineConfigRoutes(parent: FastifyInstance, ctx: ServiceContext
       if (result.kind === "not-modified") return reply.code(304).header("etag", result.etag).send();
       if (result.kind === "already-fetched") {
         // One-time fetch: someone (the machine, or a thief racing it) already took the one fetch.
-        return errorReply(reply, 409, {
-          code: ALREADY_FETCHED,
-          message: "this one-time config was already fetched with this token; a second fetch was refused",
-        });
+        throw new BootsealError(
+          "ALREADY_FETCHED",
+          "this one-time config was already fetched with this token; a second fetch was refused",
+        );
       }
       return reply
         .code(200)
