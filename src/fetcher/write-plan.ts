@@ -187,7 +187,10 @@ async function undo(step: Undo): Promise<void> {
       if (errno(err) !== "ENOENT") throw err;
     });
   } else if (step.kind === "linked") {
-    await rename(step.keep, step.path);
+    const [kept, now] = await Promise.all([lstat(step.keep), lstat(step.path).catch(() => null)]);
+    // rename(2) between two links of one file does nothing: the file was never replaced.
+    if (now !== null && now.ino === kept.ino && now.dev === kept.dev) await unlink(step.keep);
+    else await rename(step.keep, step.path);
   } else {
     await writeFileAtomic(step.path, step.bytes, { mode: step.mode, uid: step.uid, gid: step.gid });
     step.bytes.fill(0);
