@@ -32,7 +32,14 @@ import { type PathPolicy, resolveTarget, rootDirectory } from "./paths.ts";
 import { createReporter, type StatusReport } from "./report.ts";
 import type { SelinuxLabeler } from "./selinux.ts";
 import { download, parseSource, type Source, statusUrlFor } from "./source.ts";
-import { applyPlan, type FileWriter, type PlannedFile, planFiles } from "./write-plan.ts";
+import {
+  applyPlan,
+  checkReserved,
+  type FileWriter,
+  type PlannedFile,
+  planFiles,
+  type Reserved,
+} from "./write-plan.ts";
 
 export const DEFAULT_MARKER = "/var/lib/bootseal/bootstrap.done";
 export const DEFAULT_SENTINEL = "/run/cluster-api/bootstrap-success.complete";
@@ -98,13 +105,23 @@ export class ExecFailedError extends BootsealError {
   }
 }
 
-async function plan(payload: Uint8Array, options: FetchOptions, policy: PathPolicy): Promise<PlannedFile[]> {
+async function plan(
+  payload: Uint8Array,
+  options: FetchOptions,
+  policy: PathPolicy,
+  reserved: readonly Reserved[],
+): Promise<PlannedFile[]> {
   if (options.out !== undefined) {
-    return [{ target: await resolveTarget(options.out, policy), content: payload, mode: 0o600 }];
+    const out = [{ target: await resolveTarget(options.out, policy), content: payload, mode: 0o600 }];
+    checkReserved(out, reserved);
+    return out;
   }
   const specs = parseManifest(payload);
   const accounts = await loadAccounts(policy.root);
-  return planFiles(specs, policy, accounts, { allowUnsafeModes: options.allowUnsafeModes === true });
+  return planFiles(specs, policy, accounts, {
+    allowUnsafeModes: options.allowUnsafeModes === true,
+    reserved,
+  });
 }
 
 function describe(err: unknown): { code: string; message: string } {
@@ -167,7 +184,9 @@ export async function runFetch(options: FetchOptions, deps: FetchDeps): Promise<
     });
     reporter.report({ phase: "decrypted", attempt: attempts });
 
-    planned = await plan(payload, options, policy);
+    const reserved: Reserved[] = [{ what: "the marker", target: marker }];
+    if (sentinel !== null) reserved.push({ what: "the sentinel", target: sentinel });
+    planned = await plan(payload, options, policy, reserved);
     await applyPlan(planned, { labeler: deps.labeler, log, ...(deps.write ? { write: deps.write } : {}) });
     const written = planned.map((f) => f.target.requested);
     reporter.report({ phase: "written", message: `${written.length} file(s): ${written.join(", ")}` });

@@ -40,6 +40,9 @@ export interface PlannedFile {
   readonly gid?: number;
 }
 
+/** The most directories one run may create, all its files together. */
+export const MAX_NEW_DIRECTORIES = 4096;
+
 /** Set-user-id, set-group-id, sticky. */
 const SPECIAL_BITS = 0o7000;
 const WORLD_WRITABLE = 0o002;
@@ -47,6 +50,36 @@ const WORLD_WRITABLE = 0o002;
 export interface PlanOptions {
   /** Allow set-id, sticky and world-writable modes (fetch --allow-unsafe-modes). */
   readonly allowUnsafeModes?: boolean;
+  /** Files the run writes later (the marker, the sentinel), which a payload file must not block. */
+  readonly reserved?: readonly Reserved[];
+}
+
+/** A path the run writes after the payload, named for messages ("the marker"). */
+export interface Reserved {
+  readonly what: string;
+  readonly target: WriteTarget;
+}
+
+/**
+ * Refuses a payload file that is, or is on the way to, a file written later in the run, and
+ * one that stands where a later file needs a directory: either would fail after --exec ran.
+ */
+export function checkReserved(planned: readonly PlannedFile[], reserved: readonly Reserved[]): void {
+  for (const file of planned) {
+    for (const r of reserved) {
+      const path = file.target.hostPath;
+      if (
+        path === r.target.hostPath ||
+        r.target.missingDirs.includes(path) ||
+        file.target.missingDirs.includes(r.target.hostPath)
+      ) {
+        throw new BootsealError(
+          "BAD_INPUT",
+          `refusing to write ${displayPath(file.target.requested)}: it would take the place of ${r.what} or its directory`,
+        );
+      }
+    }
+  }
 }
 
 function bad(spec: FileSpec, message: string): BootsealError {
@@ -95,14 +128,23 @@ export async function planFiles(
     });
   }
   // A file of one entry on the way to another's: one of the two writes would fail midway.
+  const newDirs = new Set<string>();
   for (const [i, file] of planned.entries()) {
     for (const dir of file.target.missingDirs) {
+      newDirs.add(dir);
+      if (newDirs.size > MAX_NEW_DIRECTORIES) {
+        throw bad(
+          specs[i] as FileSpec,
+          `the manifest would create more than ${MAX_NEW_DIRECTORIES} directories`,
+        );
+      }
       const other = byHostPath.get(dir);
       if (other !== undefined) {
         throw bad(specs[i] as FileSpec, `needs document ${other.document}'s file as a directory`);
       }
     }
   }
+  checkReserved(planned, options.reserved ?? []);
   return planned;
 }
 

@@ -203,6 +203,29 @@ test("L1: a manifest refused in the plan writes nothing, not even its earlier fi
       manifest(entry("/etc/ok", "S1"), entry("/usr/bin/x", "S2")),
       EXIT_CODES.PATH_NOT_ALLOWED,
     ],
+    // the marker and the sentinel are written after --exec: nothing may stand in their way
+    [
+      "a file where the marker's directory goes",
+      manifest(entry("/etc/ok", "S1"), entry("/var/lib/bootseal", "S2")),
+      EXIT_CODES.BAD_INPUT,
+    ],
+    [
+      "the marker itself",
+      manifest(entry("/etc/ok", "S1"), entry("/var/lib/bootseal/bootstrap.done", "S2")),
+      EXIT_CODES.BAD_INPUT,
+    ],
+    [
+      "a directory where the sentinel goes",
+      manifest(entry("/etc/ok", "S1"), entry("/run/cluster-api/bootstrap-success.complete/x", "S2")),
+      EXIT_CODES.BAD_INPUT,
+    ],
+    [
+      "more than 4096 new directories",
+      manifest(
+        ...Array.from({ length: 70 }, (_, i) => entry(`/etc/t${i}/${Array(60).fill("d").join("/")}/f`, "S1")),
+      ),
+      EXIT_CODES.BAD_INPUT,
+    ],
   ];
   for (const [what, text, exit] of cases) {
     const root = await newRoot();
