@@ -75,6 +75,12 @@ function decodeBase64(text: string, where: string): Uint8Array {
 /** Parses the manifest; throws BAD_INPUT naming the document and key of the first problem. */
 export function parseManifest(bytes: Uint8Array): FileSpec[] {
   const text = new TextDecoder("utf-8", { fatal: false }).decode(bytes);
+  // Millions of empty documents (`---` lines) would cost gigabytes to parse: count the
+  // markers first. A marker only counts at the start of a line, where no content can be.
+  let markers = 0;
+  for (const _ of text.matchAll(/^(?:---|\.\.\.)(?=\s|$)/gm)) {
+    if (++markers > 2 * MAX_MANIFEST_FILES + 2) throw bad("", `more than ${MAX_MANIFEST_FILES} documents`);
+  }
   const docs = parseAllDocuments(text, { uniqueKeys: true, prettyErrors: false });
   if (!Array.isArray(docs)) throw bad("", "not a YAML document stream");
   const specs: FileSpec[] = [];

@@ -23,7 +23,7 @@ import { after, before, test } from "node:test";
 import { FileStore } from "../../providers/stores/file.ts";
 import { EXIT_CODES } from "../../src/cli/exit-codes.ts";
 import { main } from "../../src/cli/main.ts";
-import { parseManifest } from "../../src/fetcher/apply-manifest.ts";
+import { MAX_MANIFEST_FILES, parseManifest } from "../../src/fetcher/apply-manifest.ts";
 import { runFetch } from "../../src/fetcher/fetch-run.ts";
 import { DEFAULT_ALLOWED_ROOTS, MAX_PATH_BYTES, MAX_PATH_DEPTH } from "../../src/fetcher/paths.ts";
 import { atomicWriter, type FileWriter } from "../../src/fetcher/write-plan.ts";
@@ -336,6 +336,18 @@ test("L2: no manifest content in a message or a status report, whatever is malfo
   assert.match(r.stderr, /unknown key/);
   assert.match(r.reports, /"phase":"failed"/);
   assert.ok(!r.stderr.includes(CANARY) && !r.reports.includes(CANARY), r.stderr + r.reports);
+});
+
+test("manifest size: at most MAX_MANIFEST_FILES files, and no flood of empty documents", () => {
+  const one = (i: number) => `path: /etc/f${i}\ncontent: x\n`;
+  const max = Array.from({ length: MAX_MANIFEST_FILES }, (_, i) => one(i)).join("---\n");
+  assert.equal(parseManifest(new TextEncoder().encode(max)).length, MAX_MANIFEST_FILES);
+  for (const text of [`${max}---\n${one(-1)}`, `${one(0)}${"---\n".repeat(3 * MAX_MANIFEST_FILES)}`]) {
+    assert.throws(() => parseManifest(new TextEncoder().encode(text)), {
+      code: "BAD_INPUT",
+      message: new RegExp(`more than ${MAX_MANIFEST_FILES} (files|documents)`),
+    });
+  }
 });
 
 test("L3: a file:// source over the cap is TOO_LARGE (decrypt's exit code), checked before it is read", async () => {
