@@ -111,7 +111,9 @@ async function readCapped(fh: FileHandle, size: number, maxBytes: number): Promi
   const chunks: Buffer[] = [];
   let total = 0;
   for (;;) {
-    const chunk = Buffer.allocUnsafe(Math.min(1 << 20, maxBytes - total + 1));
+    // The stat size (plus one byte, to see the end), in reads of at most 1 MiB.
+    const want = Math.max(size - total + 1, 64 * 1024);
+    const chunk = Buffer.allocUnsafe(Math.min(1 << 20, maxBytes - total + 1, want));
     const { bytesRead } = await fh.read(chunk, 0, chunk.length, null);
     if (bytesRead === 0) return Buffer.concat(chunks, total);
     total += bytesRead;

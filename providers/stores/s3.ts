@@ -244,7 +244,6 @@ export class S3Store implements ObjectStore {
         body,
       };
     } catch (err) {
-      if (err instanceof BootsealError) throw err;
       if (isMissingKey(err)) return null;
       throw mapS3Error(err, this.#bucket);
     }
