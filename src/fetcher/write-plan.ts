@@ -259,8 +259,9 @@ export async function applyPlan(planned: readonly PlannedFile[], options: ApplyO
           () => true,
           () => false,
         );
-        await makeDirectories([dir]);
+        // Recorded first: a mkdir that worked followed by a failed fsync still made it.
         if (!existed) createdDirs.push(dir);
+        await makeDirectories([dir]);
       }
       steps.push(await keep(file.target.hostPath));
       await write(file.target, file.content, {
@@ -299,6 +300,7 @@ async function rollback(steps: Undo[], createdDirs: string[], log?: (line: strin
       await rmdir(dir);
       await syncDirectory(dirname(dir)).catch(() => {});
     } catch (err) {
+      if (errno(err) === "ENOENT") continue;
       log?.(`rollback: could not remove the directory ${dir} (${errno(err) ?? "error"})`);
     }
   }
