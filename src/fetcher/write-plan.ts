@@ -184,10 +184,10 @@ function keepName(path: string): string {
 }
 
 /** Keeps the file about to be replaced, if there is one. */
-async function keep(path: string): Promise<Undo> {
+async function keep(path: string, linker: Linker): Promise<Undo> {
   const kept = keepName(path);
   try {
-    await link(path, kept); // link(2) does not follow a link at `path`
+    await linker(path, kept); // link(2) does not follow a link at `path`
     return { kind: "linked", path, keep: kept };
   } catch (err) {
     if (errno(err) === "ENOENT") return { kind: "created", path };
@@ -240,9 +240,13 @@ async function undo(step: Undo): Promise<void> {
   await syncDirectory(dirname(step.path)).catch(() => {});
 }
 
+/** link(2); a seam for tests of file systems without hard links. */
+export type Linker = (existing: string, newPath: string) => Promise<void>;
+
 export interface ApplyOptions {
   readonly labeler: FileLabeler | null;
   readonly write?: FileWriter;
+  readonly link?: Linker;
   /** Told about anything the rollback could not undo (paths and errno codes only). */
   readonly log?: (line: string) => void;
 }
@@ -263,7 +267,7 @@ export async function applyPlan(planned: readonly PlannedFile[], options: ApplyO
         if (!existed) createdDirs.push(dir);
         await makeDirectories([dir]);
       }
-      steps.push(await keep(file.target.hostPath));
+      steps.push(await keep(file.target.hostPath, options.link ?? link));
       await write(file.target, file.content, {
         mode: file.mode,
         labeler: options.labeler,

@@ -26,7 +26,7 @@ import { main } from "../../src/cli/main.ts";
 import { MAX_MANIFEST_FILES, parseManifest } from "../../src/fetcher/apply-manifest.ts";
 import { runFetch } from "../../src/fetcher/fetch-run.ts";
 import { DEFAULT_ALLOWED_ROOTS, MAX_PATH_BYTES, MAX_PATH_DEPTH } from "../../src/fetcher/paths.ts";
-import { atomicWriter, type FileWriter } from "../../src/fetcher/write-plan.ts";
+import { applyPlan, atomicWriter, type FileWriter, planFiles } from "../../src/fetcher/write-plan.ts";
 import { MAX_DOCUMENT_BYTES } from "../../src/limits.ts";
 import {
   type AgeKey,
@@ -303,6 +303,31 @@ test("L1: a write failing midway rolls back: replaced files restored, new files 
       assert.equal(await readFile(join(root, "etc/keep"), "utf8"), "OLD secret\n");
     }
   }
+});
+
+test("L1: without hard links (EPERM), a replaced file is kept as a copy and restored with its bytes and mode", async () => {
+  const root = await newRoot();
+  const before = await snapshot(root);
+  const policy = { root, allowedRoots: DEFAULT_ALLOWED_ROOTS };
+  const specs = parseManifest(
+    new TextEncoder().encode(
+      manifest(entry("/etc/keep", "NEW", "0600"), entry("/etc/n/b", "B"), entry("/etc/c", "C")),
+    ),
+  );
+  const planned = await planFiles(specs, policy, { users: new Map(), groups: new Map() });
+  const noLinks = async () => {
+    throw Object.assign(new Error("link"), { code: "EPERM" });
+  };
+  await assert.rejects(
+    applyPlan(planned, { labeler: null, link: noLinks, write: failingWriter(3, true) }),
+    /injected/,
+  );
+  assert.deepEqual(await snapshot(root), before);
+  // and on success, nothing is left beside the files
+  const again = await planFiles(specs, policy, { users: new Map(), groups: new Map() });
+  await applyPlan(again, { labeler: null, link: noLinks });
+  assert.equal(await readFile(join(root, "etc/keep"), "utf8"), "NEW");
+  assert.deepEqual((await readdir(join(root, "etc"))).sort(), ["c", "keep", "link", "n", "real"]);
 });
 
 test("L2: no manifest content in a message or a status report, whatever is malformed", async () => {
