@@ -191,16 +191,14 @@ async function keep(path: string, linker: Linker): Promise<Undo> {
     return { kind: "linked", path, keep: kept };
   } catch (err) {
     if (errno(err) === "ENOENT") return { kind: "created", path };
-    if (errno(err) !== "EPERM" && errno(err) !== "EOPNOTSUPP" && errno(err) !== "EMLINK") {
-      throw new BootsealError("IO_ERROR", `cannot keep the old ${path} (${errno(err) ?? "error"})`, {
-        cause: err,
-      });
-    }
+    // EPERM (protected_hardlinks, no hard links on this file system), EACCES (an SELinux
+    // policy without the link permission), EMLINK, ...: keep a copy instead.
   }
   // No hard links here: a copy in memory, read without following a link.
   let handle: Awaited<ReturnType<typeof open>> | undefined;
   try {
-    handle = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW);
+    // O_NONBLOCK: a FIFO swapped in since the plan must not hang the run.
+    handle = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
     const info = await handle.stat();
     if (!info.isFile())
       throw new BootsealError("PATH_NOT_ALLOWED", `refusing to replace ${path}: not a regular file`);
