@@ -57,7 +57,7 @@ const int = (description: string, minimum: number, maximum: number, dflt: number
 const duration = (description: string, dflt: string): SchemaNode => ({
   type: ["string", "number"],
   default: dflt,
-  description: `${description}: \`30s\`, \`2m\`, a bare number is seconds`,
+  description: `${description} (a duration: \`30s\`, \`2m\`; a bare number is seconds)`,
 });
 
 const HTTP_URL = "^https?://\\S+$";
@@ -212,14 +212,14 @@ export const SERVICE_CONFIG_SCHEMA: SchemaNode = {
       properties: {
         bodyBytes: int("largest publish body, bytes (413 above)", 1024, 64 * 1024 * 1024, 1024 * 1024),
         headersTimeout: duration(
-          "time a client has to send the request line and headers, from its first byte (408 and closed after; a duration, at least `1s`, at most `requestTimeout`)",
+          "time a client has to send the request line and headers; then 408 and closed. At least `1s`, at most `limits.requestTimeout`",
           "10s",
         ),
         requestTimeout: duration(
-          "time a client has to send the whole request, headers and body (408 and closed after; at least `1s`); the answer is not counted",
+          "time a client has to send the whole request, headers and body; then 408 and closed. At least `1s`; the answer's time is not counted",
           "60s",
         ),
-        idleTimeout: duration("an idle keep-alive connection is closed after this (at least `1s`)", "5s"),
+        idleTimeout: duration("an idle keep-alive connection is closed after this; at least `1s`", "5s"),
         maxConnections: int(
           "open connections in total; more are answered 503 and closed at once (`0`: no cap; keep it below the process's descriptor limit)",
           0,

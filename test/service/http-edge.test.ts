@@ -484,3 +484,52 @@ describe("serve's surroundings", () => {
     }
   });
 });
+
+describe("configuration", () => {
+  const minimal = {
+    store: "file:///nonexistent",
+    creation_rules: [{ age: "age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p" }],
+    controllers,
+  };
+
+  test("the edge limits have defaults and take durations", () => {
+    const d = validateServiceConfig(minimal).limits;
+    assert.deepEqual(
+      [d.headersTimeoutMs, d.requestTimeoutMs, d.idleTimeoutMs, d.maxConnections, d.maxConnectionsPerAddress],
+      [10_000, 60_000, 5000, 512, 64],
+    );
+    const c = validateServiceConfig({
+      ...minimal,
+      limits: { headersTimeout: "2s", requestTimeout: 90, idleTimeout: "1m", maxConnections: 0 },
+    }).limits;
+    assert.deepEqual(
+      [c.headersTimeoutMs, c.requestTimeoutMs, c.idleTimeoutMs, c.maxConnections],
+      [2000, 90_000, 60_000, 0],
+    );
+  });
+
+  test("bad edge limits are USAGE errors naming the key", () => {
+    for (const [limits, message] of [
+      [{ headersTimeout: "soon" }, /^limits\.headersTimeout: must be a duration/],
+      [{ requestTimeout: "10ms" }, /^limits\.requestTimeout: must be at least 1s/],
+      [{ headersTimeout: "2m", requestTimeout: "1m" }, /^limits\.headersTimeout: must not be longer/],
+      [{ maxConnectionsPerAddress: -1 }, /^limits\.maxConnectionsPerAddress/],
+    ] as const) {
+      assert.throws(
+        () => validateServiceConfig({ ...minimal, limits }),
+        (err: Error & { code?: string }) => {
+          assert.equal(err.code, "USAGE");
+          assert.match(err.message, message);
+          return true;
+        },
+      );
+    }
+  });
+
+  test("file:// store URLs are percent-decoded; bad escapes and encoded '..' are refused", () => {
+    assert.equal(openStore("file:///tmp/a%20b/store", {}).url, "file:///tmp/a b/store");
+    assert.throws(() => openStore("file:///tmp/%zz", {}), /malformed percent escape/);
+    assert.throws(() => openStore("file:///tmp/%2e%2e/etc", {}), /'\.\.' is not allowed/);
+    assert.throws(() => openStore("file:///tmp/a%00b", {}), /control characters/);
+  });
+});
