@@ -23,7 +23,7 @@ import {
   guardConnections,
   httpEdgePlugin,
   serverTimeouts,
-  TLS_OPTIONS,
+  tlsServerOptions,
 } from "./plugins/http-edge.ts";
 import { createMetrics, metricsPlugin } from "./plugins/metrics.ts";
 import { docsRoutes } from "./routes/docs.ts";
@@ -93,7 +93,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   const timeouts = serverTimeouts(config.limits);
   const https = deps.https
     ? {
-        ...TLS_OPTIONS,
+        ...tlsServerOptions(config.limits),
         ...timeouts,
         cert: deps.https.cert,
         key: deps.https.key,

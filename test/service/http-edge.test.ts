@@ -394,6 +394,21 @@ describe("TLS", () => {
     assert.deepEqual(await handshake({ ciphers: "AES256-GCM-SHA384", maxVersion: "TLSv1.2" }), { ok: false });
   });
 
+  test("a connection that never completes the TLS handshake is closed", async () => {
+    const { app: slow, port: slowPort } = await listen(
+      { headersTimeoutMs: 1000, requestTimeoutMs: 1000 },
+      { cert: readFileSync(join(dir, "cert.pem")), key: readFileSync(join(dir, "key.pem")) },
+    );
+    try {
+      const silent = await exchange(slowPort, "", true);
+      assert.ok(silent.closed, "a silent connection is closed");
+      const partial = await exchange(slowPort, Buffer.from([0x16, 0x03, 0x01, 0x02, 0x00, 0x01]), true);
+      assert.ok(partial.closed, "a partial ClientHello is closed");
+    } finally {
+      await slow.close();
+    }
+  });
+
   test("TLS 1.1 is refused", async () => {
     assert.deepEqual(
       await handshake({

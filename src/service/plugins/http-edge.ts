@@ -49,6 +49,14 @@ export const TLS_OPTIONS = {
   honorCipherOrder: true,
 } as const;
 
+/**
+ * TLS server options: the suites above, and a handshake that must finish within the head's
+ * deadline (Node's default is 120 s, and the HTTP deadlines only start after the handshake).
+ */
+export function tlsServerOptions(limits: EdgeLimits) {
+  return { ...TLS_OPTIONS, handshakeTimeout: limits.headersTimeoutMs };
+}
+
 /** Strict-Transport-Security when the service speaks TLS: one year. */
 export const HSTS = "max-age=31536000";
 
@@ -86,6 +94,16 @@ function rawAnswer(status: number, body: ErrorBody): string {
   );
 }
 
+/** How long a refused client has to read its short answer before the socket is destroyed. */
+const LINGER_MS = 2000;
+
+/** Writes a last answer and closes; a client that does not read it is cut off after LINGER_MS. */
+function endWithAnswer(socket: Socket, answer: string): void {
+  socket.end(answer);
+  socket.destroySoon();
+  setTimeout(() => socket.destroy(), LINGER_MS).unref();
+}
+
 /** What a socket-level failure is answered with; never the parser's text, which may quote input. */
 export function clientErrorAnswer(code: string | undefined): { status: number; body: ErrorBody } {
   switch (code) {
@@ -112,13 +130,19 @@ export function clientErrorAnswer(code: string | undefined): { status: number; b
 /** Fastify's clientErrorHandler: Node's parser or a timeout gave up on this connection. */
 function onClientError(this: FastifyInstance, err: NodeJS.ErrnoException, socket: Socket): void {
   if (err.code === "ECONNRESET" || socket.destroyed) return;
+  // Only the HTTP parser and the request deadlines have an answer; anything else (a TLS
+  // handshake that failed or timed out, a socket error) has no HTTP to answer on.
+  if (!err.code?.startsWith("HPE_") && err.code !== "ERR_HTTP_REQUEST_TIMEOUT") {
+    this.log.debug({ code: err.code }, "connection error");
+    socket.destroy();
+    return;
+  }
   const { status, body } = clientErrorAnswer(err.code);
   this.log.info({ code: body.code, status }, "client error");
   // A response already under way cannot get a second head: just close.
   const pending = (socket as Socket & { _httpMessage?: ServerResponse })._httpMessage;
   if (socket.writable && !pending?.headersSent) {
-    socket.end(rawAnswer(status, body));
-    socket.destroySoon();
+    endWithAnswer(socket, rawAnswer(status, body));
   } else {
     socket.destroy();
   }
@@ -236,8 +260,7 @@ export function guardConnections(
       socket.destroy();
       return;
     }
-    socket.end(OVER_CAP);
-    socket.destroySoon();
+    endWithAnswer(socket, OVER_CAP);
   };
   server.on("connection", (socket: Socket) => {
     const address = peerAddress(socket);
