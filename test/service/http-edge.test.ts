@@ -20,7 +20,7 @@ import { MemoryStore } from "../../providers/stores/memory.ts";
 import { validateServiceConfig } from "../../src/config/service-config.ts";
 import { buildApp } from "../../src/service/app.ts";
 import { prepareEmbeddedDefault } from "../../src/service/embedded-default.ts";
-import { isLoopbackHost } from "../../src/service/server.ts";
+import { isLoopbackHost, startServer } from "../../src/service/server.ts";
 import { appConfig } from "./app-config.ts";
 import { MAIN_TS } from "./serve-harness.ts";
 
@@ -437,6 +437,35 @@ describe("serve's surroundings", () => {
   test("loopback hosts are recognised; others get the plaintext warning", () => {
     for (const h of ["127.0.0.1", "127.1.2.3", "::1", "localhost", "[::1]"]) assert.ok(isLoopbackHost(h), h);
     for (const h of ["0.0.0.0", "::", "10.0.0.1", "example.com"]) assert.equal(isLoopbackHost(h), false, h);
+  });
+
+  test("a plaintext listener on a non-loopback address warns once; a loopback one does not", async () => {
+    const root = mkdtempSync(join(tmpdir(), "bootseal-edge-warn-"));
+    try {
+      const config = (listen: string) =>
+        validateServiceConfig({
+          store: `file://${join(root, "store")}`,
+          creation_rules: [{ age: "age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p" }],
+          controllers,
+          listen,
+          logLevel: "silent",
+          audit: { path: "-" },
+        });
+      const open = await startServer(config("0.0.0.0:0"));
+      try {
+        assert.match(open.plaintextWarning ?? "", /without TLS on a non-loopback address/);
+      } finally {
+        await open.close();
+      }
+      const local = await startServer(config("127.0.0.1:0"));
+      try {
+        assert.equal(local.plaintextWarning, undefined);
+      } finally {
+        await local.close();
+      }
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
   });
 
   test("an embedded default under a directory with spaces opens its store", async () => {
