@@ -116,7 +116,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
         : config.trustProxy
           ? [...config.trustProxy]
           : false,
-    ...edgeFastifyOptions(config.limits),
+    ...edgeFastifyOptions(config.limits, { tls: deps.https !== undefined }),
     ...(https ? { https } : { http: timeouts }),
   }) as unknown as FastifyInstance;
 

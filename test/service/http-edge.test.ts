@@ -107,6 +107,8 @@ function assertError(text: string, status: number, code?: string): void {
   assert.deepEqual(Object.keys(body).sort(), ["code", "message"], answer.body);
   assert.equal(typeof body.message, "string");
   if (code) assert.equal(body.code, code);
+  assert.equal(answer.headers.get("x-content-type-options"), "nosniff", text);
+  assert.equal(answer.headers.get("referrer-policy"), "no-referrer", text);
   assert.doesNotMatch(answer.body, /statusCode|stack|banana|Bad Header/);
 }
 

@@ -57,6 +57,17 @@ export function tlsServerOptions(limits: EdgeLimits) {
   return { ...TLS_OPTIONS, handshakeTimeout: limits.headersTimeoutMs };
 }
 
+export const CSP = "default-src 'none'; frame-ancestors 'none'";
+
+/** The headers of every answer; `/v1/` answers are also never cached. */
+function setSecurityHeaders(res: ServerResponse, url: string | undefined, tls: boolean): void {
+  res.setHeader("x-content-type-options", "nosniff");
+  res.setHeader("referrer-policy", "no-referrer");
+  res.setHeader("content-security-policy", CSP);
+  if (tls) res.setHeader("strict-transport-security", HSTS);
+  if (url?.startsWith("/v1/")) res.setHeader("cache-control", "no-store");
+}
+
 /** Strict-Transport-Security when the service speaks TLS: one year. */
 export const HSTS = "max-age=31536000";
 
@@ -88,6 +99,8 @@ function rawAnswer(status: number, body: ErrorBody): string {
     "Content-Type: application/json\r\n" +
     `Content-Length: ${Buffer.byteLength(json)}\r\n` +
     "X-Content-Type-Options: nosniff\r\n" +
+    "Referrer-Policy: no-referrer\r\n" +
+    `Content-Security-Policy: ${CSP}\r\n` +
     "Cache-Control: no-store\r\n" +
     "Connection: close\r\n\r\n" +
     json
@@ -138,7 +151,7 @@ function onClientError(this: FastifyInstance, err: NodeJS.ErrnoException, socket
     return;
   }
   const { status, body } = clientErrorAnswer(err.code);
-  this.log.info({ code: body.code, status }, "client error");
+  this.log.debug({ code: body.code, status }, "client error");
   // A response already under way cannot get a second head: just close.
   const pending = (socket as Socket & { _httpMessage?: ServerResponse })._httpMessage;
   if (socket.writable && !pending?.headersSent) {
@@ -149,7 +162,14 @@ function onClientError(this: FastifyInstance, err: NodeJS.ErrnoException, socket
 }
 
 /** Fastify's frameworkErrors: a malformed URL (bad percent-encoding), an over-long parameter. */
-function onFrameworkError(error: { code?: string }, _request: FastifyRequest, reply: FastifyReply): void {
+function onFrameworkError(
+  tls: boolean,
+  error: { code?: string },
+  request: FastifyRequest,
+  reply: FastifyReply,
+): void {
+  // No onRequest hook runs on this path: the headers are set here.
+  setSecurityHeaders(reply.raw, request.raw.url, tls);
   if (error.code === "FST_ERR_MAX_PARAM_LENGTH") {
     void errorReply(reply, 414, { code: "TOO_LARGE", message: "a path segment is too long" });
     return;
@@ -158,12 +178,18 @@ function onFrameworkError(error: { code?: string }, _request: FastifyRequest, re
 }
 
 /** The Fastify constructor options of the edge (timeouts, error handlers). */
-export function edgeFastifyOptions(limits: EdgeLimits): Partial<FastifyServerOptions> {
+export function edgeFastifyOptions(
+  limits: EdgeLimits,
+  options: { readonly tls: boolean },
+): Partial<FastifyServerOptions> {
   return {
     requestTimeout: limits.requestTimeoutMs,
     keepAliveTimeout: limits.idleTimeoutMs,
     clientErrorHandler: onClientError as unknown as FastifyServerOptions["clientErrorHandler"],
-    frameworkErrors: onFrameworkError as unknown as FastifyServerOptions["frameworkErrors"],
+    frameworkErrors: onFrameworkError.bind(
+      null,
+      options.tls,
+    ) as unknown as FastifyServerOptions["frameworkErrors"],
   };
 }
 
@@ -195,12 +221,7 @@ const CANONICAL: Readonly<Record<string, string>> = {
 export function httpEdgePlugin(app: FastifyInstance, options: { readonly tls: boolean }): void {
   app.addHook("onRequest", async (request, reply) => {
     // Set on the raw response, so hijacked answers (the event stream) carry them too.
-    const res = reply.raw;
-    res.setHeader("x-content-type-options", "nosniff");
-    res.setHeader("referrer-policy", "no-referrer");
-    res.setHeader("content-security-policy", "default-src 'none'; frame-ancestors 'none'");
-    if (options.tls) res.setHeader("strict-transport-security", HSTS);
-    if (request.url.startsWith("/v1/")) res.setHeader("cache-control", "no-store");
+    setSecurityHeaders(reply.raw, request.url, options.tls);
 
     const dup = duplicateSingleton(request.raw.rawHeaders);
     if (dup !== undefined) {
@@ -289,10 +310,10 @@ export function guardConnections(
   // Expect values other than 100-continue: 417 with a body (Node's own has none).
   server.on("checkExpectation", (_req: IncomingMessage, res: ServerResponse) => {
     const body = JSON.stringify({ code: "BAD_INPUT", message: "unsupported Expect header" });
+    setSecurityHeaders(res, undefined, options.tls);
     res.writeHead(417, {
       "content-type": "application/json",
       "content-length": Buffer.byteLength(body),
-      "x-content-type-options": "nosniff",
       "cache-control": "no-store",
       connection: "close",
     });
