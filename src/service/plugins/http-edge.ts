@@ -9,7 +9,8 @@
  * - Connection caps: at most `limits.maxConnections` open connections, and at most
  *   `limits.maxConnectionsPerAddress` from one peer address (the balancers named in `trustProxy`
  *   are exempt; `trustProxy: true` turns the per-address cap off). A connection over a cap is
- *   answered 503 (plaintext) and closed at once, so it holds no descriptor.
+ *   answered 503 (plaintext; over TLS closed without an answer) and closed at once, so it
+ *   holds no descriptor for long.
  * - Error shape: malformed HTTP that Node's parser refuses (request line, header syntax,
  *   unknown method, oversized head, bad Content-Length), an unmet `Expect`, HTTP/1.1 without
  *   `Host`, Fastify's framework errors (bad URL) and duplicated singleton headers such as
@@ -247,8 +248,12 @@ function exemptAddresses(trustProxy: boolean | readonly string[]): BlockList | "
     const [address, bits] = entry.split("/") as [string, string | undefined];
     const type = isIPv6(address) ? "ipv6" : "ipv4";
     if (!isIPv4(address) && !isIPv6(address)) continue;
-    if (bits === undefined) list.addAddress(address, type);
-    else list.addSubnet(address, Number(bits), type);
+    try {
+      if (bits === undefined) list.addAddress(address, type);
+      else list.addSubnet(address, Number(bits), type);
+    } catch {
+      // A prefix out of range (`/99`) exempts nothing: the address stays counted.
+    }
   }
   return list;
 }
