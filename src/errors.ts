@@ -29,6 +29,7 @@ export type ErrorCode =
   | "TOKEN_EXHAUSTED" // a bootstrap token with no fetches left
   | "ALREADY_FETCHED" // a one-time config was already fetched with this token (a second fetch)
   | "TOO_LARGE"
+  | "REQUEST_TIMEOUT" // the client sent its request too slowly (the service closed the connection)
   | "RATE_LIMITED"
   | "IO_ERROR"
   | "SERVICE_UNAVAILABLE" // the bootseal service is unreachable or answered 5xx (retryable)
@@ -58,6 +59,7 @@ export const ERROR_CODES: readonly ErrorCode[] = [
   "TOKEN_EXHAUSTED",
   "ALREADY_FETCHED",
   "TOO_LARGE",
+  "REQUEST_TIMEOUT",
   "RATE_LIMITED",
   "IO_ERROR",
   "SERVICE_UNAVAILABLE",

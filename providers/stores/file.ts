@@ -422,10 +422,18 @@ export function createFileStore(dir: string, options?: FileStoreOptions): Object
 function parseFileUrl(rest: string, cwd: string): FileLocation {
   if (rest === "")
     throw usage("file:// needs a directory, e.g. file://./data/store or file:///var/lib/bootseal");
+  // Percent escapes are decoded, as in any file URL (`file:///tmp/a%20b` is `/tmp/a b`).
+  let path: string;
+  try {
+    path = decodeURIComponent(rest);
+  } catch {
+    throw usage("malformed percent escape in a file:// store URL");
+  }
+  if (/[\u0000-\u001f\u007f]/.test(path)) throw usage("store URL contains control characters");
   // `.` is fine (file://./data/store is the embedded default); `..` would let a URL climb out
   // of the directory an operator thinks it names.
-  if (rest.split("/").includes("..")) throw usage("'..' is not allowed in a store URL");
-  const dir = resolve(cwd, rest);
+  if (path.split("/").includes("..")) throw usage("'..' is not allowed in a store URL");
+  const dir = resolve(cwd, path);
   if (dir === sep || dir === resolve(sep)) throw usage("refusing the file system root as a store directory");
   return { scheme: "file", dir };
 }

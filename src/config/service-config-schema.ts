@@ -55,6 +55,12 @@ const int = (description: string, minimum: number, maximum: number, dflt: number
   description,
 });
 
+const duration = (description: string, dflt: string): SchemaNode => ({
+  type: ["string", "number"],
+  default: dflt,
+  description: `${description} (a duration: \`30s\`, \`2m\`; a bare number is seconds)`,
+});
+
 const HTTP_URL = "^https?://\\S+$";
 const SHA256 = "^[0-9a-fA-F]{64}$";
 
@@ -206,6 +212,27 @@ export const SERVICE_CONFIG_SCHEMA: SchemaNode = {
       default: {},
       properties: {
         bodyBytes: int("largest publish body, bytes (413 above)", 1024, MAX_DOCUMENT_BYTES, 1024 * 1024),
+        headersTimeout: duration(
+          "time a client has to send the request line and headers; then 408 and closed. At least `1s`, at most `limits.requestTimeout`",
+          "10s",
+        ),
+        requestTimeout: duration(
+          "time a client has to send the whole request, headers and body; then 408 and closed. At least `1s`; the answer's time is not counted",
+          "60s",
+        ),
+        idleTimeout: duration("an idle keep-alive connection is closed after this; at least `1s`", "5s"),
+        maxConnections: int(
+          "open connections in total; more are answered 503 and closed at once (`0`: no cap; keep it below the process's descriptor limit)",
+          0,
+          1_000_000,
+          512,
+        ),
+        maxConnectionsPerAddress: int(
+          "open connections from one peer address; more are answered 503 and closed (`0`: no cap). The balancers listed in `trustProxy` are not counted; with `trustProxy: true` this cap is off",
+          0,
+          1_000_000,
+          64,
+        ),
       },
     },
     rateLimit: {

@@ -30,6 +30,7 @@ export const HTTP_STATUS: Record<ErrorCode, number> = {
   TOKEN_EXHAUSTED: 401,
   ALREADY_FETCHED: 409,
   TOO_LARGE: 413,
+  REQUEST_TIMEOUT: 408,
   RATE_LIMITED: 429,
   IO_ERROR: 500,
   SERVICE_UNAVAILABLE: 503, // a client-side code (bootseal fetch); never raised by the service
