@@ -99,6 +99,11 @@ test("the issue's bad uploads: 400 BAD_INPUT naming the place, nothing stored", 
     /age entry 1 has no enc/,
   );
   await refused(
+    text(withSops(BINARY, (s) => ((s.age as { enc: string }[])[0]!.enc = "garbage"))),
+    SOPS_JSON,
+    /age entry 1 has an enc that is not a age ciphertext/,
+  );
+  await refused(
     text({ ...BINARY, data: (BINARY.data as string).replace("AES256_GCM", "garbage") }),
     SOPS_JSON,
     /value at "data" must be encrypted but is not an ENC/,

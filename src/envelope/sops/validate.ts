@@ -9,7 +9,8 @@
  *   encrypted is a well-formed `ENC[AES256_GCM,data:…,iv:…,tag:…,type:…]` (standard base64,
  *   a 32-byte IV, a 16-byte tag, a known type), or empty/null as sops leaves them; the
  *   metadata is usable: a `mac` that is the ENC[] of a 128-character hex digest, key groups
- *   with at least one entry each and a non-empty `enc` per entry, `key_groups` not shadowed
+ *   with at least one entry each and an `enc` per entry of its kind's shape (KeyKindFormat
+ *   encSyntax, from the injected table), `key_groups` not shadowed
  *   by top-level key lists, a Shamir threshold no larger than the number of groups.
  *   (lastmodified, version and the selection rule are checked by metadataFromTree.)
  * - jsonStoreFormat: json or binary from what the MAC covers (issue #10 L4).
@@ -19,7 +20,7 @@
 import { BootsealError } from "../../errors.ts";
 import { plaintextBytes } from "./canonical.ts";
 import type { Branch, Mapping, Value } from "./document.ts";
-import type { KeyEntry, KeyKinds } from "./master-key.ts";
+import { type KeyEntry, type KeyKinds, kindFormat } from "./master-key.ts";
 import type { Metadata } from "./metadata.ts";
 import { compileRule, transformBranches } from "./walk.ts";
 
@@ -136,8 +137,16 @@ function checkGroups(tree: Mapping, metadata: Metadata, kinds: KeyKinds): void {
   }
   groups.forEach((group, g) => {
     if (group.length === 0) throw bad(`key group ${g + 1} has no keys`);
-    group.forEach((e, n) => {
+    group.forEach((e, i) => {
+      // Numbered within its kind, as the entry sits in the `<kind>` list of the file.
+      const n = group.slice(0, i).filter((x) => x.kind === e.kind).length;
       if (e.enc === "") throw bad(`key group ${g + 1}: ${e.kind} entry ${n + 1} has no enc`);
+      const syntax = kindFormat(kinds, e.kind)?.encSyntax;
+      if (syntax !== undefined && !syntax.test(e.enc)) {
+        throw bad(
+          `key group ${g + 1}: ${e.kind} entry ${n + 1} has an enc that is not a ${e.kind} ciphertext`,
+        );
+      }
     });
   });
   const t = metadata.shamirThreshold;

@@ -187,3 +187,31 @@ test("L4: json or binary from what the MAC covers; extra uncovered keys beside d
   assert.equal(loadJsonOrBinary(bytes(BINARY), KEY_KINDS).codec.format, "binary");
   assert.equal(loadJsonOrBinary(bytes(JSON_DOC), KEY_KINDS).codec.format, "json");
 });
+
+test("an entry's enc must have its kind's shape (KeyKindFormat encSyntax)", () => {
+  const pgp = withSops(JSON_DOC, (s) => ((s.pgp as { enc: string }[])[0]!.enc = "garbage"));
+  refused(bytes(pgp), "json", /pgp entry 1 has an enc that is not a pgp ciphertext/);
+  const entry = (kind: string, fields: Record<string, string>) =>
+    withSops(JSON_DOC, (s) => {
+      s[kind] = [{ created_at: "2026-05-22T20:16:08Z", ...fields }];
+    });
+  const cases: [string, Record<string, string>, string][] = [
+    [
+      "age",
+      { recipient: "age1x" },
+      "-----BEGIN AGE ENCRYPTED FILE-----\nYWdl\n-----END AGE ENCRYPTED FILE-----\n",
+    ],
+    ["kms", { arn: "arn:aws:kms:us-east-1:1:key/k" }, "AQIDBA=="],
+    ["gcp_kms", { resource_id: "projects/p/locations/l/keyRings/r/cryptoKeys/k" }, "AQIDBAU="],
+    ["azure_kv", { vault_url: "https://v", name: "k", version: "1" }, "AQIDBAU"],
+    ["hc_vault", { vault_address: "http://v", engine_path: "transit", key_name: "k" }, "vault:v1:AQID"],
+  ];
+  for (const [kind, fields, enc] of cases) {
+    loadValidated(bytes(entry(kind, { ...fields, enc })), "json", KEY_KINDS);
+    refused(
+      bytes(entry(kind, { ...fields, enc: "garbage!" })),
+      "json",
+      new RegExp(`${kind} entry 1 has an enc`),
+    );
+  }
+});
