@@ -155,7 +155,17 @@ test("metadata: mac, lastmodified, version, key groups, threshold", () => {
 
 test("checkGroupsNamed: every group needs an accepted entry", () => {
   const two = withSops(JSON_DOC, (s) => {
-    s.key_groups = [{ pgp: s.pgp }, { age: [{ recipient: "age1foreign", enc: "x" }] }];
+    s.key_groups = [
+      { pgp: s.pgp },
+      {
+        age: [
+          {
+            recipient: "age1foreign",
+            enc: "-----BEGIN AGE ENCRYPTED FILE-----\nYWdl\n-----END AGE ENCRYPTED FILE-----\n",
+          },
+        ],
+      },
+    ];
     s.shamir_threshold = 1;
     delete s.pgp;
   });
