@@ -65,7 +65,7 @@ export const AZURE_KV_FORMAT: KeyKindFormat = {
   identity: (entry) =>
     `${entryString(entry, "vault_url")}/keys/${entryString(entry, "name")}/${entryString(entry, "version")}`,
   // Unpadded base64url, as unwrap reads it.
-  encSyntax: /^(?=[A-Za-z0-9_-])(?:[A-Za-z0-9_-]{4})*(?:[A-Za-z0-9_-]{2,3})?$/,
+  encSyntax: /^[A-Za-z0-9_-]+$/,
   passphrase: { scheme: "azkv", provider: "azure", wrapped: "base64url" },
 };
 

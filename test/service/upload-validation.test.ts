@@ -125,6 +125,24 @@ test("the issue's bad uploads: 400 BAD_INPUT naming the place, nothing stored", 
     SOPS_JSON,
     /key group 2 names none of the master keys/,
   );
+  // Hostile sizes: a long enc that is almost base64, deep nesting. 400, never a 500.
+  await refused(
+    text(
+      withSops(BINARY, (s) => {
+        s.kms = [
+          {
+            arn: "arn:aws:kms:us-east-1:1:key/k",
+            created_at: s.lastmodified,
+            enc: `${"A".repeat(400_000)}!`,
+          },
+        ];
+      }),
+    ),
+    SOPS_JSON,
+    /kms entry 1 has an enc that is not a kms ciphertext/,
+  );
+  const deep = `{"deep": ${"[".repeat(100_000)}"x"${"]".repeat(100_000)}, ${text(BINARY).slice(1)}`;
+  await refused(deep, SOPS_JSON, /./);
   // L4: a binary document with an extra key outside the MAC.
   await refused(text({ ...BINARY, x: "" }), SOPS_JSON, /cannot be decided/);
   // The same shape as plaintext JSON: refused at publish rather than unfetchable later.

@@ -82,7 +82,8 @@ export interface KeyKindFormat {
   identity(entry: KeyEntry): string;
   /**
    * The shape of a well-formed `enc` of this kind, checked without any key (the service's
-   * uploads, src/envelope/sops/validate.ts). Absent: any non-empty text. Linear-time patterns only.
+   * uploads, src/envelope/sops/validate.ts). Absent: any non-empty text. Linear-time patterns without repeated groups (V8 backtracks
+   * those on its stack: a long enc would overflow it).
    */
   readonly encSyntax?: RegExp;
   /** Absent: the kind cannot wrap an EncryptedConfig. */
