@@ -19,9 +19,14 @@ import { codecFor, formatFromPath } from "./sops/codecs/index.ts";
 import type { Branch } from "./sops/document.ts";
 import type { KeyKinds } from "./sops/master-key.ts";
 import { type Metadata, metadataFromTree, metadataToTree } from "./sops/metadata.ts";
-import { checkGroupsNamed, jsonStoreFormat, validateStructure } from "./sops/validate.ts";
+import {
+  checkEncryptedComments,
+  checkGroupsNamed,
+  jsonStoreFormat,
+  validateStructure,
+} from "./sops/validate.ts";
 
-export { checkGroupsNamed, jsonStoreFormat, validateStructure };
+export { checkEncryptedComments, checkGroupsNamed, jsonStoreFormat, validateStructure };
 
 export const SOPS_JSON = "application/sops+json";
 export const SOPS_YAML = "application/sops+yaml";

@@ -72,13 +72,13 @@ function where(path: readonly string[], branch: number, branches: number): strin
   return branches > 1 ? `${describePath(path)} (document ${branch + 1})` : describePath(path);
 }
 
-/** Every value and comment the rule selects must be encrypted (or empty, as sops leaves it). */
-function checkValues(branches: readonly Branch[], metadata: Metadata): void {
+/** Every value (when `values`) and comment the rule selects must be encrypted (or empty, as sops leaves it). */
+function checkValues(branches: readonly Branch[], metadata: Metadata, values: boolean): void {
   const selector = compileRule(metadata.rule);
   branches.forEach((branch, i) => {
     transformBranches([branch], selector, {
       scalar(value, visit) {
-        if (!visit.encrypted) return value;
+        if (!values || !visit.encrypted) return value;
         const at = where(visit.path, i, branches.length);
         if (value.type !== "str" || typeof value.value !== "string") {
           throw bad(`the value at ${at} must be encrypted but is a plain ${value.type}`);
@@ -99,6 +99,17 @@ function checkValues(branches: readonly Branch[], metadata: Metadata): void {
       },
     });
   });
+}
+
+/**
+ * Only the comments of validateStructure: comments are outside the MAC and decryption keeps
+ * one that does not decrypt verbatim (sops, for files older than 3.0), so without this check
+ * anyone who can write the stored document can add a plaintext comment to the decrypted
+ * output (a `#!` first line changes what cloud-init does with it). For the machine side,
+ * before decrypting.
+ */
+export function checkEncryptedComments(branches: readonly Branch[], metadata: Metadata): void {
+  checkValues(branches, metadata, false);
 }
 
 /** The entry of `m` read by mapstructure for `name` (exact, else case-insensitive). */
@@ -167,7 +178,7 @@ export function validateStructure(
 ): void {
   checkMac(tree, metadata);
   checkGroups(tree, metadata, kinds);
-  checkValues(branches, metadata);
+  checkValues(branches, metadata, true);
 }
 
 /**

@@ -1,9 +1,14 @@
 /**
+ * What the MAC does not cover must not change what a machine gets.
+ *
  * Issue #10 L4 end to end: a binary document that gains a top-level key outside the MAC
  * (`"x": ""`, null, {}) still verifies. Where the format is decided from the content (`bootseal
  * fetch` from a file:// source) it is refused, never written as the `{"data":…,"x":…}` JSON
  * wrapper; where the operator names it (`bootseal decrypt FILE`, sops's file-name rule) the
  * output is what the real sops 3.13.2 prints for the same file: the raw bytes for a binary name.
+ *
+ * Comments are outside the MAC too: `bootseal fetch` refuses a plaintext comment where the
+ * document's rule encrypts (a `#!` line put in front of a YAML payload).
  */
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
@@ -85,4 +90,30 @@ test("decrypt: a binary file name or --input-type binary gives the raw bytes, as
     const typed = await run(["decrypt", "--input-type", "binary", file], env);
     assert.equal(typed.stdout, PAYLOAD);
   }
+});
+
+test("fetch --out from file://: a plaintext comment added to a YAML document is refused", async () => {
+  const doc = Buffer.from(
+    await encrypt("# cloud settings\na: one\n", ["--age", key.recipient, "--input-type", "yaml"]),
+  ).toString();
+  const env = machineEnv({ SOPS_AGE_KEY_FILE: key.file });
+  const fetchOut = async (label: string, body: string) => {
+    const root = join(dir.path, `root-comment-${label}`);
+    await mkdir(root);
+    const file = join(dir.path, `comment-${label}.yaml`);
+    await writeFile(file, body);
+    const r = await run(
+      ["fetch", "--from", `file://${file}`, "--out", "/etc/user-data", "--root", root],
+      env,
+    );
+    return { r, out: join(root, "etc/user-data") };
+  };
+  const genuineRun = await fetchOut("genuine", doc);
+  assert.equal(genuineRun.r.code, 0, genuineRun.r.stderr);
+  assert.equal(await readFile(genuineRun.out, "utf8"), "# cloud settings\na: one\n");
+  const injected = await fetchOut("injected", `#!/usr/bin/env -S sh -c 'echo pwned'\n${doc}`);
+  assert.equal(injected.r.code, EXIT_CODES.BAD_INPUT, injected.r.stderr);
+  assert.match(injected.r.stderr, /a comment at the top level must be encrypted/);
+  assert.ok(!injected.r.stderr.includes("pwned"), injected.r.stderr);
+  assert.ok(!existsSync(injected.out), "nothing written");
 });
