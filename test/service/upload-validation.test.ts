@@ -89,6 +89,17 @@ async function refused(payload: string, contentType: string, message: RegExp): P
 test("the issue's bad uploads: 400 BAD_INPUT naming the place, nothing stored", async () => {
   await refused(text({ ...BINARY, data: SECRET }), SOPS_JSON, /value at "data" must be encrypted/);
   await refused(text({ ...BINARY, data: 12 }), SOPS_JSON, /value at "data" must be encrypted/);
+  await refused(
+    text({
+      ...withSops(BINARY, (s) => {
+        delete s.unencrypted_suffix;
+        s.unencrypted_regex = ".*";
+      }),
+      data: SECRET,
+    }),
+    SOPS_JSON,
+    /leaves every value unencrypted/,
+  );
   await refused(text({ ...JSON_DOC, extra: "plain" }), SOPS_JSON, /value at "extra" must be encrypted/);
   await refused(text(withSops(BINARY, (s) => (s.mac = "garbage"))), SOPS_JSON, /mac is not an ENC/);
   await refused(text(withSops(BINARY, (s) => (s.mac = 5))), SOPS_JSON, /mac is not a string/);

@@ -7,7 +7,9 @@
  *
  * - validateStructure: every value and comment the document's own selection rule says is
  *   encrypted is a well-formed `ENC[AES256_GCM,data:…,iv:…,tag:…,type:…]` (standard base64,
- *   a 32-byte IV, a 16-byte tag, a known type), or empty/null as sops leaves them; the
+ *   a 32-byte IV, a 16-byte tag, a known type), or empty/null as sops leaves them, and a
+ *   document with non-empty values has at least one encrypted (a rule that encrypts nothing
+ *   seals nothing); the
  *   metadata is usable: a `mac` that is the ENC[] of a 128-character hex digest, key groups
  *   with at least one entry each and an `enc` per entry of its kind's shape (KeyKindFormat
  *   encSyntax, from the injected table), `key_groups` not shadowed
@@ -75,10 +77,17 @@ function where(path: readonly string[], branch: number, branches: number): strin
 /** Every value (when `values`) and comment the rule selects must be encrypted (or empty, as sops leaves it). */
 function checkValues(branches: readonly Branch[], metadata: Metadata, values: boolean): void {
   const selector = compileRule(metadata.rule);
+  let sealed = 0;
+  let plain = 0;
   branches.forEach((branch, i) => {
     transformBranches([branch], selector, {
       scalar(value, visit) {
-        if (!values || !visit.encrypted) return value;
+        if (!values) return value;
+        if (!visit.encrypted) {
+          const bytes = plaintextBytes(value);
+          if (bytes !== null && bytes.length > 0) plain++;
+          return value;
+        }
         const at = where(visit.path, i, branches.length);
         if (value.type !== "str" || typeof value.value !== "string") {
           throw bad(`the value at ${at} must be encrypted but is a plain ${value.type}`);
@@ -87,6 +96,7 @@ function checkValues(branches: readonly Branch[], metadata: Metadata, values: bo
         const parsed = parseEncrypted(value.value);
         if (typeof parsed === "string") throw bad(`the value at ${at} must be encrypted but ${parsed}`);
         if (!VALUE_TYPES.has(parsed.type)) throw bad(`the value at ${at} has an unknown type`);
+        sealed++;
         return value;
       },
       comment(value, visit) {
@@ -99,6 +109,10 @@ function checkValues(branches: readonly Branch[], metadata: Metadata, values: bo
       },
     });
   });
+  // A rule that leaves every value in plaintext (`unencrypted_regex: .*`) seals nothing.
+  if (values && plain > 0 && sealed === 0) {
+    throw bad("the document's selection rule leaves every value unencrypted: nothing in it is sealed");
+  }
 }
 
 /**

@@ -76,6 +76,12 @@ test("plaintext where the rule says encrypted is refused, naming the key", () =>
   refused(new TextEncoder().encode(yaml), "yaml", /value at "a" must be encrypted/);
   // What the rule leaves in plaintext stays allowed (the vectors above have _unencrypted keys).
   loadValidated(bytes({ ...JSON_DOC, note_unencrypted: "visible" }), "json", KEY_KINDS);
+  // The document's own rule decides, but a rule that encrypts nothing seals nothing.
+  const open = withSops(BINARY, (s) => {
+    delete s.unencrypted_suffix;
+    s.unencrypted_regex = ".*";
+  });
+  refused(bytes({ ...open, data: SECRET }), "json", /leaves every value unencrypted/);
   // Empty and null values are left unencrypted by sops.
   loadValidated(bytes({ ...JSON_DOC, empty: "", none: null }), "json", KEY_KINDS);
 });
