@@ -242,3 +242,55 @@ test("documents the real sops makes now for the rule's age key are 201", async (
   const res = await put("prod/sops-shamir", shamir, SOPS_JSON);
   assert.equal(res.statusCode, 201, res.body);
 });
+
+test("a mutation corpus over every metadata field and the data value: never a 5xx, never a value echoed", async () => {
+  const odd: unknown[] = [null, 0, -1, 2 ** 53, 1e308, "", "x", SECRET, [], {}, [[]], [{}], true, "ENC[]"];
+  const fields = [
+    "mac",
+    "lastmodified",
+    "version",
+    "age",
+    "key_groups",
+    "shamir_threshold",
+    "unencrypted_suffix",
+    "encrypted_regex",
+    "mac_only_encrypted",
+    "pgp",
+    "kms",
+    "hckms",
+  ];
+  let i = 0;
+  const seen = new Map<number, number>();
+  for (const value of odd) {
+    const docs = [
+      { ...BINARY, data: value },
+      { ...BINARY, sops: value },
+      ...fields.map((f) => withSops(BINARY, (s) => (s[f] = value))),
+      withSops(BINARY, (s) => ((s.age as Record<string, unknown>[])[0]!.recipient = value)),
+      withSops(BINARY, (s) => ((s.age as Record<string, unknown>[])[0]!.enc = value)),
+    ];
+    for (const doc of docs) {
+      const m = `prod/corpus-${i++}`;
+      const res = await put(m, text(doc), SOPS_JSON);
+      seen.set(res.statusCode, (seen.get(res.statusCode) ?? 0) + 1);
+      assert.ok(res.statusCode === 201 || res.statusCode === 400, `${m}: ${res.statusCode} ${res.body}`);
+      const body = res.json() as { code?: string; message?: string };
+      if (res.statusCode === 400) {
+        assert.equal(body.code, "BAD_INPUT", res.body);
+        assert.equal(typeof body.message, "string");
+        assert.equal((await get(m)).statusCode, 404);
+      }
+      assert.ok(!res.body.includes("hunter2"), res.body);
+    }
+  }
+  // Plaintext data and every broken mac are always refused (empty values and containers hold
+  // nothing: sops's empty file is `"data": ""`).
+  for (const value of odd) {
+    const data = await put(`prod/corpus-${i++}`, text({ ...BINARY, data: value }), SOPS_JSON);
+    const hollow = JSON.stringify(value).replace(/[[\]{},]|""|null/g, "") === "";
+    assert.equal(data.statusCode, hollow ? 201 : 400, `data ${JSON.stringify(value)}`);
+    const mac = await put(`prod/corpus-${i++}`, text(withSops(BINARY, (s) => (s.mac = value))), SOPS_JSON);
+    assert.equal(mac.statusCode, 400, `mac ${JSON.stringify(value)}`);
+  }
+  assert.ok((seen.get(400) ?? 0) > (seen.get(201) ?? 0), JSON.stringify([...seen]));
+});

@@ -152,7 +152,38 @@ function checkMac(tree: Mapping, metadata: Metadata): void {
   }
 }
 
+const RULE_FIELDS = [
+  "unencrypted_suffix",
+  "encrypted_suffix",
+  "unencrypted_regex",
+  "encrypted_regex",
+  "unencrypted_comment_regex",
+  "encrypted_comment_regex",
+];
+
+/**
+ * Fields sops reads with weak typing, held to the type sops writes: `mac_only_encrypted: -1`
+ * or `key_groups: "x"` beside top-level keys would otherwise pass unnoticed.
+ */
+function checkTypes(tree: Mapping): void {
+  const typed: [string, (v: Value) => boolean, string][] = [
+    ["key_groups", (v) => v.kind === "seq", "a list"],
+    ["shamir_threshold", (v) => v.kind === "scalar" && v.type === "int", "an integer"],
+    ["mac_only_encrypted", (v) => v.kind === "scalar" && v.type === "bool", "a boolean"],
+    ...RULE_FIELDS.map((name): [string, (v: Value) => boolean, string] => [
+      name,
+      (v) => v.kind === "scalar" && v.type === "str",
+      "a string",
+    ]),
+  ];
+  for (const [name, ok, what] of typed) {
+    const v = field(tree, name);
+    if (v !== undefined && !isNull(v) && !ok(v)) throw bad(`metadata field ${name} is not ${what}`);
+  }
+}
+
 function checkGroups(tree: Mapping, metadata: Metadata, kinds: KeyKinds): void {
+  checkTypes(tree);
   const groups = metadata.keyGroups;
   const listed = (v: Value | undefined): boolean =>
     v !== undefined && (v.kind === "map" || (v.kind === "seq" && v.items.some((x) => x.kind !== "comment")));

@@ -114,6 +114,23 @@ test("metadata: mac, lastmodified, version, key groups, threshold", () => {
   refused(bytes(withSops(JSON_DOC, (s) => (s.lastmodified = "yesterday"))), "json", /lastmodified/);
   refused(bytes(withSops(JSON_DOC, (s) => (s.version = "banana"))), "json", /version/);
   refused(bytes(withSops(JSON_DOC, (s) => (s.shamir_threshold = 99))), "json", /shamir_threshold is larger/);
+  // Weakly typed by sops, held to the type sops writes.
+  refused(
+    bytes(withSops(JSON_DOC, (s) => (s.shamir_threshold = "1"))),
+    "json",
+    /shamir_threshold is not an integer/,
+  );
+  refused(
+    bytes(withSops(JSON_DOC, (s) => (s.mac_only_encrypted = -1))),
+    "json",
+    /mac_only_encrypted is not a boolean/,
+  );
+  refused(bytes(withSops(JSON_DOC, (s) => (s.key_groups = "x"))), "json", /key_groups is not a list/);
+  refused(
+    bytes(withSops(BINARY, (s) => (s.unencrypted_suffix = 5))),
+    "json",
+    /unencrypted_suffix is not a string/,
+  );
   refused(
     bytes(withSops(JSON_DOC, (s) => (s.key_groups = [[1, 2]]))),
     "json",
