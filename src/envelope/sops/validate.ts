@@ -152,6 +152,10 @@ function checkMac(tree: Mapping, metadata: Metadata): void {
   }
 }
 
+const isScalar = (v: Value, type: string): boolean => v.kind === "scalar" && v.type === type;
+const isText = (v: Value, pattern: RegExp): boolean =>
+  v.kind === "scalar" && v.type === "str" && typeof v.value === "string" && pattern.test(v.value);
+
 const RULE_FIELDS = [
   "unencrypted_suffix",
   "encrypted_suffix",
@@ -168,8 +172,9 @@ const RULE_FIELDS = [
 function checkTypes(tree: Mapping): void {
   const typed: [string, (v: Value) => boolean, string][] = [
     ["key_groups", (v) => v.kind === "seq", "a list"],
-    ["shamir_threshold", (v) => v.kind === "scalar" && v.type === "int", "an integer"],
-    ["mac_only_encrypted", (v) => v.kind === "scalar" && v.type === "bool", "a boolean"],
+    // The flat formats (dotenv, INI) hold every metadata value as a string.
+    ["shamir_threshold", (v) => isScalar(v, "int") || isText(v, /^\d{1,9}$/), "an integer"],
+    ["mac_only_encrypted", (v) => isScalar(v, "bool") || isText(v, /^(?:true|false)$/), "a boolean"],
     ...RULE_FIELDS.map((name): [string, (v: Value) => boolean, string] => [
       name,
       (v) => v.kind === "scalar" && v.type === "str",

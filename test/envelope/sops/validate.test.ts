@@ -116,7 +116,7 @@ test("metadata: mac, lastmodified, version, key groups, threshold", () => {
   refused(bytes(withSops(JSON_DOC, (s) => (s.shamir_threshold = 99))), "json", /shamir_threshold is larger/);
   // Weakly typed by sops, held to the type sops writes.
   refused(
-    bytes(withSops(JSON_DOC, (s) => (s.shamir_threshold = "1"))),
+    bytes(withSops(JSON_DOC, (s) => (s.shamir_threshold = true))),
     "json",
     /shamir_threshold is not an integer/,
   );
