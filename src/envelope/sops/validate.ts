@@ -7,14 +7,15 @@
  *
  * - validateStructure: every value and comment the document's own selection rule says is
  *   encrypted is a well-formed `ENC[AES256_GCM,data:…,iv:…,tag:…,type:…]` (standard base64,
- *   a 32-byte IV, a 16-byte tag, a known type), or empty/null as sops leaves them, and a
- *   document with non-empty values has at least one encrypted (a rule that encrypts nothing
- *   seals nothing); the
- *   metadata is usable: a `mac` that is the ENC[] of a 128-character hex digest, key groups
- *   with at least one entry each and an `enc` per entry of its kind's shape (KeyKindFormat
- *   encSyntax, from the injected table), `key_groups` not shadowed
- *   by top-level key lists, a Shamir threshold no larger than the number of groups.
- *   (lastmodified, version and the selection rule are checked by metadataFromTree.)
+ *   a 32-byte IV, a 16-byte tag, a known type), or empty/null as sops leaves them; a document
+ *   with non-empty values has at least one encrypted (a rule that encrypts nothing seals
+ *   nothing); the metadata is usable: a `mac` that is the ENC[] of a 128-character hex digest,
+ *   key groups with at least one entry each and an `enc` per entry of its kind's shape
+ *   (KeyKindFormat encSyntax, from the injected table), `key_groups` not shadowed by top-level
+ *   key lists, a Shamir threshold no larger than the number of groups, weakly typed fields of
+ *   the type sops writes. (lastmodified, version and the selection rule are checked by
+ *   metadataFromTree.)
+ * - checkEncryptedComments: the comment half of it, for the machine side.
  * - jsonStoreFormat: json or binary from what the MAC covers (issue #10 L4).
  *
  * Every error is BAD_INPUT and names a place (a key path, a metadata field), never a value.
