@@ -17,6 +17,8 @@ import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { EXIT_CODES } from "../../src/cli/exit-codes.ts";
+import { isBootsealError } from "../../src/errors.ts";
+import { decryptPayload } from "../../src/fetcher/decrypt-payload.ts";
 import { type AgeKey, ageKey, encrypt, machineEnv, run, tempDir } from "../fetcher/helpers.ts";
 import { peer } from "../helpers/peers.ts";
 
@@ -116,4 +118,26 @@ test("fetch --out from file://: a plaintext comment added to a YAML document is 
   assert.match(injected.r.stderr, /a comment at the top level must be encrypted/);
   assert.ok(!injected.r.stderr.includes("pwned"), injected.r.stderr);
   assert.ok(!existsSync(injected.out), "nothing written");
+});
+
+test("the service's hints do not decide it either: x-bootseal-format json or binary, +json content type", async () => {
+  const deps = { env: { SOPS_AGE_KEY_FILE: key.file } };
+  const bytes = new TextEncoder().encode(JSON.stringify({ ...genuine, x: "" }));
+  for (const hint of [
+    { formatHint: "json" },
+    { formatHint: "binary" },
+    { contentType: "application/sops+json" },
+  ]) {
+    await assert.rejects(
+      decryptPayload(bytes, { deps, machine: null, ...hint }),
+      (err: unknown) =>
+        isBootsealError(err) && err.code === "BAD_INPUT" && /cannot be decided/.test(err.message),
+    );
+  }
+  const clean = new TextEncoder().encode(JSON.stringify(genuine));
+  const out = await decryptPayload(clean, { deps, machine: null, formatHint: "json" });
+  assert.equal(Buffer.from(out).toString(), PAYLOAD, "a genuine binary document is binary whatever the hint");
+  // The operator's --input-type json is sops's rule: the JSON document, as `sops decrypt --input-type json t.json`.
+  const typed = await decryptPayload(bytes, { deps, machine: null, inputType: "json" });
+  assert.deepEqual(JSON.parse(Buffer.from(typed).toString()), { data: PAYLOAD, x: "" });
 });
