@@ -5,7 +5,6 @@
  * The configuration arrives resolved (src/config applied every default): nothing here has a
  * default of its own, so a default is changed in one place.
  */
-import rateLimit from "@fastify/rate-limit";
 import swagger from "@fastify/swagger";
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from "fastify";
 import { pino } from "pino";
@@ -132,7 +131,6 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   const machines = machineStore(store);
   const storeProbe: ReadinessProbe = { name: "store", check: () => machines.probe() };
 
-  void app.register(rateLimit, { global: false });
   void app.register(swagger, {
     openapi: {
       openapi: "3.0.3",

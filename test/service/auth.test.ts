@@ -6,7 +6,6 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { test } from "node:test";
-import rateLimit from "@fastify/rate-limit";
 import Fastify, { type FastifyInstance } from "fastify";
 import { MemoryStore } from "../../providers/stores/memory.ts";
 import type { ObjectStore } from "../../providers/stores/object-store.ts";
@@ -46,7 +45,6 @@ async function setup(options: { failuresPerMinute?: number } = {}) {
   const app: FastifyInstance = Fastify();
   errorHandlerPlugin(app);
   app.decorateRequest("bootsealState", null);
-  await app.register(rateLimit, { global: false });
   await app.register(async (api) => {
     authPlugin(api, {
       controllers: [
