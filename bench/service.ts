@@ -292,6 +292,8 @@ try {
       },
     ],
     bootstrapToken: { ttl: "1h", uses: 1_000_000 },
+    // Every load connection comes from 127.0.0.1: no per-address connection cap.
+    limits: { maxConnectionsPerAddress: 0 },
     logLevel: opts["log-level"],
   };
   console.log(

@@ -27,7 +27,9 @@ export type ErrorCode =
   | "FORBIDDEN"
   | "TOKEN_EXPIRED" // a bootstrap token past its TTL
   | "TOKEN_EXHAUSTED" // a bootstrap token with no fetches left
+  | "ALREADY_FETCHED" // a one-time config was already fetched with this token (a second fetch)
   | "TOO_LARGE"
+  | "REQUEST_TIMEOUT" // the client sent its request too slowly (the service closed the connection)
   | "RATE_LIMITED"
   | "IO_ERROR"
   | "SERVICE_UNAVAILABLE" // the bootseal service is unreachable or answered 5xx (retryable)
@@ -55,7 +57,9 @@ export const ERROR_CODES: readonly ErrorCode[] = [
   "FORBIDDEN",
   "TOKEN_EXPIRED",
   "TOKEN_EXHAUSTED",
+  "ALREADY_FETCHED",
   "TOO_LARGE",
+  "REQUEST_TIMEOUT",
   "RATE_LIMITED",
   "IO_ERROR",
   "SERVICE_UNAVAILABLE",

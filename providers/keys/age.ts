@@ -43,6 +43,8 @@ export const AGE_FORMAT: KeyKindFormat = {
   readRank: 5,
   decryptionRank: 0,
   identity: (entry) => entryString(entry, "recipient"),
+  encSyntax:
+    /^\s*-----BEGIN AGE ENCRYPTED FILE-----\r?\n[A-Za-z0-9+/=\r\n]+-----END AGE ENCRYPTED FILE-----\s*$/,
   passphrase: { scheme: "age", provider: "age", wrapped: "text" },
 };
 

@@ -74,6 +74,8 @@ export const AWS_KMS_FORMAT: KeyKindFormat = {
   readRank: 0,
   decryptionRank: 2,
   identity: kmsIdentity,
+  // The CiphertextBlob in standard base64 (unwrap checks the length: decodeStdBase64).
+  encSyntax: /^[A-Za-z0-9+/]+={0,2}$/,
   passphrase: { scheme: "kms", provider: "aws", wrapped: "base64" },
 };
 

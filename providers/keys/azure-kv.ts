@@ -64,6 +64,8 @@ export const AZURE_KV_FORMAT: KeyKindFormat = {
   // azkv ToString: `%s/keys/%s/%s` whether or not there is a version.
   identity: (entry) =>
     `${entryString(entry, "vault_url")}/keys/${entryString(entry, "name")}/${entryString(entry, "version")}`,
+  // Unpadded base64url, as unwrap reads it.
+  encSyntax: /^[A-Za-z0-9_-]+$/,
   passphrase: { scheme: "azkv", provider: "azure", wrapped: "base64url" },
 };
 

@@ -77,6 +77,8 @@ export const GCP_KMS_FORMAT: KeyKindFormat = {
   readRank: 1,
   decryptionRank: 3,
   identity: (entry) => entryString(entry, "resource_id"),
+  // The ciphertext in standard base64 (unwrap checks the length: decodeStdBase64).
+  encSyntax: /^[A-Za-z0-9+/]+={0,2}$/,
   passphrase: { scheme: "gcpkms", provider: "gcp", wrapped: "base64" },
 };
 

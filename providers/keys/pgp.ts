@@ -73,6 +73,7 @@ export const PGP_FORMAT: KeyKindFormat = {
   readRank: 4,
   decryptionRank: 1,
   identity: (entry) => entryString(entry, "fp"),
+  encSyntax: /^\s*-----BEGIN PGP MESSAGE-----\r?\n[\s\S]*?-----END PGP MESSAGE-----\s*$/,
   passphrase: { scheme: "pgp", provider: "pgp", wrapped: "text" },
 };
 

@@ -62,6 +62,8 @@ export const VAULT_TRANSIT_FORMAT: KeyKindFormat = {
   decryptionRank: 5,
   identity: (entry) =>
     `${entryString(entry, "vault_address")}/v1/${entryString(entry, "engine_path")}/keys/${entryString(entry, "key_name")}`,
+  // A transit ciphertext, as unwrap checks it.
+  encSyntax: /^vault:v\d+:/,
   passphrase: { scheme: "hcvault", provider: "vault", wrapped: "text" },
 };
 

@@ -25,7 +25,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type { CallOptions } from "../../src/call-options.ts";
 import { BootsealError } from "../../src/errors.ts";
 import { syncDirectory, writeFileAtomic } from "../../src/files/atomic-write.ts";
-import type { ObjectInfo, ObjectStore, StoredObject, WriteCondition } from "./object-store.ts";
+import type { GetOptions, ObjectInfo, ObjectStore, StoredObject, WriteCondition } from "./object-store.ts";
 import {
   compareKeys,
   etagValue,
@@ -101,15 +101,38 @@ interface ReadResult {
   readonly mtime: Date;
 }
 
+function tooLarge(maxBytes: number): BootsealError {
+  return new BootsealError("TOO_LARGE", `file store: the object is larger than ${maxBytes} bytes`);
+}
+
+/** At most maxBytes of an open file (stat first, then a read that stops at the cap). */
+async function readCapped(fh: FileHandle, size: number, maxBytes: number): Promise<Buffer> {
+  if (size > maxBytes) throw tooLarge(maxBytes);
+  const chunks: Buffer[] = [];
+  let total = 0;
+  for (;;) {
+    // The stat size (plus one byte, to see the end), in reads of at most 1 MiB.
+    const want = Math.max(size - total + 1, 64 * 1024);
+    const chunk = Buffer.allocUnsafe(Math.min(1 << 20, maxBytes - total + 1, want));
+    const { bytesRead } = await fh.read(chunk, 0, chunk.length, null);
+    if (bytesRead === 0) return Buffer.concat(chunks, total);
+    total += bytesRead;
+    if (total > maxBytes) throw tooLarge(maxBytes); // it grew after the stat
+    chunks.push(chunk.subarray(0, bytesRead));
+  }
+}
+
 /** Reads an object file; null when there is none (missing, or a directory on the way). */
-async function readObject(path: string): Promise<ReadResult | null> {
+async function readObject(path: string, maxBytes?: number): Promise<ReadResult | null> {
   let fh: FileHandle | undefined;
   try {
     fh = await open(path, "r");
     const st = await fh.stat();
     if (!st.isFile()) return null;
-    return { body: await fh.readFile(), mtime: st.mtime };
+    const body = maxBytes === undefined ? await fh.readFile() : await readCapped(fh, st.size, maxBytes);
+    return { body, mtime: st.mtime };
   } catch (err) {
+    if (err instanceof BootsealError) throw err;
     const code = errno(err);
     if (code === "ENOENT" || code === "ENOTDIR" || code === "EISDIR") return null;
     throw fsError(err, "read an object");
@@ -153,9 +176,9 @@ export class FileStore implements ObjectStore {
     return path;
   }
 
-  async get(key: string, options?: CallOptions): Promise<StoredObject | null> {
+  async get(key: string, options?: GetOptions): Promise<StoredObject | null> {
     options?.signal?.throwIfAborted();
-    const read = await readObject(this.#path(key));
+    const read = await readObject(this.#path(key), options?.maxBytes);
     if (!read) return null;
     const body = new Uint8Array(read.body.buffer, read.body.byteOffset, read.body.byteLength);
     return { key, etag: contentEtag(body), size: body.byteLength, lastModified: read.mtime, body };
@@ -399,10 +422,18 @@ export function createFileStore(dir: string, options?: FileStoreOptions): Object
 function parseFileUrl(rest: string, cwd: string): FileLocation {
   if (rest === "")
     throw usage("file:// needs a directory, e.g. file://./data/store or file:///var/lib/bootseal");
+  // Percent escapes are decoded, as in any file URL (`file:///tmp/a%20b` is `/tmp/a b`).
+  let path: string;
+  try {
+    path = decodeURIComponent(rest);
+  } catch {
+    throw usage("malformed percent escape in a file:// store URL");
+  }
+  if (/[\u0000-\u001f\u007f]/.test(path)) throw usage("store URL contains control characters");
   // `.` is fine (file://./data/store is the embedded default); `..` would let a URL climb out
   // of the directory an operator thinks it names.
-  if (rest.split("/").includes("..")) throw usage("'..' is not allowed in a store URL");
-  const dir = resolve(cwd, rest);
+  if (path.split("/").includes("..")) throw usage("'..' is not allowed in a store URL");
+  const dir = resolve(cwd, path);
   if (dir === sep || dir === resolve(sep)) throw usage("refusing the file system root as a store directory");
   return { scheme: "file", dir };
 }

@@ -12,7 +12,7 @@ import type { File, Storage, StorageOptions } from "@google-cloud/storage";
 import type { CallOptions } from "../../src/call-options.ts";
 import { BootsealError } from "../../src/errors.ts";
 import { lazyModule } from "../lazy-module.ts";
-import type { ObjectInfo, ObjectStore, StoredObject, WriteCondition } from "./object-store.ts";
+import type { GetOptions, ObjectInfo, ObjectStore, StoredObject, WriteCondition } from "./object-store.ts";
 import { retryingStore } from "./retrying.ts";
 import {
   type BucketLocation,
@@ -203,12 +203,17 @@ export class GcsStore implements ObjectStore {
     }
   }
 
-  async get(key: string, options?: CallOptions): Promise<StoredObject | null> {
+  async get(key: string, options?: GetOptions): Promise<StoredObject | null> {
     // Read the generation, then download exactly that generation, so the etag belongs to the
     // bytes returned. A 404 on the download means a writer replaced it in between: read again.
     for (let attempt = 0; attempt < 5; attempt++) {
       const md = await this.#metadata(key, options?.signal);
       if (!md) return null;
+      // The download is pinned to this generation, so its size is the size read.
+      const maxBytes = options?.maxBytes;
+      if (maxBytes !== undefined && Number(md.size ?? 0) > maxBytes) {
+        throw new BootsealError("TOO_LARGE", `gs: the object is larger than ${maxBytes} bytes`);
+      }
       try {
         const file = await this.#file(key, String(md.generation));
         const [buf] = await guarded(options?.signal, this.#timeoutMs, () => file.download());

@@ -24,10 +24,13 @@ export type WriteCondition =
   | { readonly ifNoneMatch: "*" } // create only
   | { readonly unconditional: true };
 
+/** `maxBytes`: an object larger than this fails with TOO_LARGE, without being read whole. */
+export type GetOptions = CallOptions & { readonly maxBytes?: number };
+
 export interface ObjectStore {
   /** s3://bucket/prefix etc., never with credentials. */
   readonly url: string;
-  get(key: string, options?: CallOptions): Promise<StoredObject | null>;
+  get(key: string, options?: GetOptions): Promise<StoredObject | null>;
   head(key: string, options?: CallOptions): Promise<ObjectInfo | null>;
   put(
     key: string,

@@ -15,7 +15,7 @@ import type { S3Client, S3ClientConfig, S3ServiceException } from "@aws-sdk/clie
 import type { CallOptions } from "../../src/call-options.ts";
 import { BootsealError } from "../../src/errors.ts";
 import { lazyModule } from "../lazy-module.ts";
-import type { ObjectInfo, ObjectStore, StoredObject, WriteCondition } from "./object-store.ts";
+import type { GetOptions, ObjectInfo, ObjectStore, StoredObject, WriteCondition } from "./object-store.ts";
 import { retryingStore } from "./retrying.ts";
 import {
   type BucketLocation,
@@ -224,13 +224,18 @@ export class S3Store implements ObjectStore {
     }
   }
 
-  async get(key: string, options?: CallOptions): Promise<StoredObject | null> {
+  async get(key: string, options?: GetOptions): Promise<StoredObject | null> {
     const Key = fullKey(this.#prefix, key);
     const abortSignal = options?.signal;
+    const maxBytes = options?.maxBytes;
     try {
       const { sdk, client } = await this.#sdk();
       const r = await client.send(new sdk.GetObjectCommand({ Bucket: this.#bucket, Key }), { abortSignal });
-      const body = r.Body ? await r.Body.transformToByteArray() : new Uint8Array();
+      const body = !r.Body
+        ? new Uint8Array()
+        : maxBytes === undefined
+          ? await r.Body.transformToByteArray()
+          : await readCapped(r.Body as unknown as CappedBody, r.ContentLength, maxBytes);
       return {
         key,
         etag: r.ETag ?? "",
@@ -398,3 +403,29 @@ export const s3Scheme: StoreSchemeType<"s3", BucketLocation<"s3">, { readonly s3
       attempts: options.s3?.maxAttempts ?? 3,
     }),
 };
+
+/** The Node stream under an SDK body: iterable, and destroyable to stop the download. */
+interface CappedBody extends AsyncIterable<Uint8Array> {
+  destroy?(): void;
+}
+
+/** The body, at most maxBytes: the announced length first, then the stream stops at the cap. */
+async function readCapped(
+  body: CappedBody,
+  length: number | undefined,
+  maxBytes: number,
+): Promise<Uint8Array> {
+  const tooLarge = () => {
+    body.destroy?.();
+    return new BootsealError("TOO_LARGE", `s3: the object is larger than ${maxBytes} bytes`);
+  };
+  if (length !== undefined && length > maxBytes) throw tooLarge();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for await (const chunk of body) {
+    total += chunk.byteLength;
+    if (total > maxBytes) throw tooLarge();
+    chunks.push(chunk);
+  }
+  return new Uint8Array(Buffer.concat(chunks, total));
+}

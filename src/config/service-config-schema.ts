@@ -12,6 +12,7 @@
  * - `x-message`: the error for a value of the right type that breaks a rule (pattern, enum,
  *   minItems); `{value}` is the offending value as JSON.
  */
+import { MAX_DOCUMENT_BYTES } from "../limits.ts";
 
 export const SCOPES = ["configs:write", "configs:read", "status:read", "admin"] as const;
 export const ONE_TIME_MODES = ["off", "after-success", "after-first-fetch"] as const;
@@ -52,6 +53,12 @@ const int = (description: string, minimum: number, maximum: number, dflt: number
   maximum,
   default: dflt,
   description,
+});
+
+const duration = (description: string, dflt: string): SchemaNode => ({
+  type: ["string", "number"],
+  default: dflt,
+  description: `${description} (a duration: \`30s\`, \`2m\`; a bare number is seconds)`,
 });
 
 const HTTP_URL = "^https?://\\S+$";
@@ -204,7 +211,28 @@ export const SERVICE_CONFIG_SCHEMA: SchemaNode = {
       additionalProperties: false,
       default: {},
       properties: {
-        bodyBytes: int("largest publish body, bytes (413 above)", 1024, 64 * 1024 * 1024, 1024 * 1024),
+        bodyBytes: int("largest publish body, bytes (413 above)", 1024, MAX_DOCUMENT_BYTES, 1024 * 1024),
+        headersTimeout: duration(
+          "time a client has to send the request line and headers; then 408 and closed. At least `1s`, at most `limits.requestTimeout`",
+          "10s",
+        ),
+        requestTimeout: duration(
+          "time a client has to send the whole request, headers and body; then 408 and closed. At least `1s`; the answer's time is not counted",
+          "60s",
+        ),
+        idleTimeout: duration("an idle keep-alive connection is closed after this; at least `1s`", "5s"),
+        maxConnections: int(
+          "open connections in total; more are answered 503 and closed at once (`0`: no cap; keep it below the process's descriptor limit)",
+          0,
+          1_000_000,
+          512,
+        ),
+        maxConnectionsPerAddress: int(
+          "open connections from one peer address; more are answered 503 and closed (`0`: no cap). The balancers listed in `trustProxy` are not counted; with `trustProxy: true` this cap is off",
+          0,
+          1_000_000,
+          64,
+        ),
       },
     },
     rateLimit: {
@@ -213,7 +241,7 @@ export const SERVICE_CONFIG_SCHEMA: SchemaNode = {
       default: {},
       properties: {
         authFailuresPerMinute: int(
-          "failed authentications per source address per minute before 429",
+          "failed authentications per minute per credential, per machine named and per source address before a failure is answered 429 (a credential that verifies is never refused)",
           1,
           1_000_000,
           20,

@@ -65,7 +65,19 @@ export interface ServiceConfig {
   readonly controllers: readonly ControllerConfig[];
   readonly bootstrapToken: { readonly ttlMs: number; readonly uses: number };
   readonly oneTimeFetch: OneTimeFetch;
-  readonly limits: { readonly bodyBytes: number };
+  readonly limits: {
+    readonly bodyBytes: number;
+    /** Request line and headers must have arrived this long after the first byte (408). */
+    readonly headersTimeoutMs: number;
+    /** The whole request, body included (408). */
+    readonly requestTimeoutMs: number;
+    /** Idle keep-alive connections are closed after this. */
+    readonly idleTimeoutMs: number;
+    /** 0: no cap. */
+    readonly maxConnections: number;
+    /** 0: no cap; trustProxy addresses are exempt. */
+    readonly maxConnectionsPerAddress: number;
+  };
   readonly rateLimit: { readonly authFailuresPerMinute: number };
   /** The Linux fetcher: what cloud-init and Ignition stubs download. */
   readonly fetcherArtifact?: FetcherArtifact;
@@ -167,7 +179,14 @@ interface Checked {
   controllers: { name: string; tokenSha256?: string; scopes: Scope[] }[];
   bootstrapToken: { ttl: string | number; uses: number };
   oneTimeFetch: OneTimeFetch;
-  limits: { bodyBytes: number };
+  limits: {
+    bodyBytes: number;
+    headersTimeout: string | number;
+    requestTimeout: string | number;
+    idleTimeout: string | number;
+    maxConnections: number;
+    maxConnectionsPerAddress: number;
+  };
   rateLimit: { authFailuresPerMinute: number };
   fetcherArtifact?: RawArtifact;
   fetcherArtifactWindows?: RawArtifact;
@@ -251,6 +270,25 @@ function parseTrustProxy(value: Checked["trustProxy"]): boolean | string[] {
   return addresses;
 }
 
+function parseLimits(l: Checked["limits"]): ServiceConfig["limits"] {
+  const ms = (key: "headersTimeout" | "requestTimeout" | "idleTimeout") =>
+    parseDuration(l[key], `limits.${key}`, { min: 1000 });
+  const headersTimeoutMs = ms("headersTimeout");
+  const requestTimeoutMs = ms("requestTimeout");
+  // Node refuses a head deadline later than the whole request's.
+  if (headersTimeoutMs > requestTimeoutMs) {
+    throw usage("limits.headersTimeout", "must not be longer than limits.requestTimeout");
+  }
+  return {
+    bodyBytes: l.bodyBytes,
+    headersTimeoutMs,
+    requestTimeoutMs,
+    idleTimeoutMs: ms("idleTimeout"),
+    maxConnections: l.maxConnections,
+    maxConnectionsPerAddress: l.maxConnectionsPerAddress,
+  };
+}
+
 /** Validates a raw configuration (file + variables + flags merged) into a ServiceConfig. */
 export function validateServiceConfig(rawInput: Raw, cwd: string = process.cwd()): ServiceConfig {
   if (!isMapping(rawInput)) throw usage("config", "must be a mapping");
@@ -287,7 +325,7 @@ export function validateServiceConfig(rawInput: Raw, cwd: string = process.cwd()
       uses: c.bootstrapToken.uses,
     },
     oneTimeFetch: c.oneTimeFetch,
-    limits: c.limits,
+    limits: parseLimits(c.limits),
     rateLimit: c.rateLimit,
     audit: {
       path: c.audit.path === "-" || isAbsolute(c.audit.path) ? c.audit.path : resolve(cwd, c.audit.path),

@@ -19,6 +19,14 @@ import { codecFor, formatFromPath } from "./sops/codecs/index.ts";
 import type { Branch } from "./sops/document.ts";
 import type { KeyKinds } from "./sops/master-key.ts";
 import { type Metadata, metadataFromTree, metadataToTree } from "./sops/metadata.ts";
+import {
+  checkEncryptedComments,
+  checkGroupsNamed,
+  jsonStoreFormat,
+  validateStructure,
+} from "./sops/validate.ts";
+
+export { checkEncryptedComments, checkGroupsNamed, jsonStoreFormat, validateStructure };
 
 export const SOPS_JSON = "application/sops+json";
 export const SOPS_YAML = "application/sops+yaml";
@@ -41,6 +49,31 @@ export function loadEncrypted(bytes: Uint8Array, format: Format, kinds: KeyKinds
   const codec = codecFor(format);
   const { branches, metadata } = codec.parseEncrypted(bytes);
   return { codec, branches, metadata: metadataFromTree(metadata, kinds) };
+}
+
+/**
+ * loadEncrypted plus the structural checks of src/envelope/sops/validate.ts: every value the
+ * document's selection rule encrypts is a well-formed ENC[], the metadata is usable, and a
+ * `{…}` document's json-or-binary shape is decided by what the MAC covers. BAD_INPUT naming
+ * the place otherwise. For documents that arrive already encrypted (the service's uploads).
+ */
+export function loadValidated(bytes: Uint8Array, format: Format, kinds: KeyKinds): LoadedDocument {
+  const codec = codecFor(format);
+  const { branches, metadata: tree } = codec.parseEncrypted(bytes);
+  const metadata = metadataFromTree(tree, kinds);
+  validateStructure(branches, tree, metadata, kinds);
+  if (format === "json" || format === "binary") jsonStoreFormat(branches, metadata);
+  return { codec, branches, metadata };
+}
+
+/**
+ * A `{…}` document whose format was not named by the operator: loaded as JSON, then json or
+ * binary by jsonStoreFormat (what the MAC covers), never by keys an attacker may add.
+ */
+export function loadJsonOrBinary(bytes: Uint8Array, kinds: KeyKinds): LoadedDocument {
+  const doc = loadEncrypted(bytes, "json", kinds);
+  const format = jsonStoreFormat(doc.branches, doc.metadata);
+  return format === "json" ? doc : { ...doc, codec: codecFor("binary") };
 }
 
 /** The encrypted document's bytes, exactly as sops writes this format. */

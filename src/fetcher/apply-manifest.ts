@@ -13,12 +13,20 @@
  * or not: YAML 1.1 and 1.2 disagree on what a bare 0640 means, so the digits of the source
  * are read, never the number a YAML library made of them. Unknown keys, duplicate paths and
  * anything else malformed refuse the whole manifest, before any file is written. Error
- * messages name paths and keys, never content (it is the secret).
+ * messages name the document, the position of a key, the known field names and paths, never
+ * content or the text of an unknown key (a mis-indented content line parses as a key, so its
+ * text is the secret). At most MAX_MANIFEST_FILES files.
  */
 import { isMap, isScalar, parseAllDocuments, type Scalar } from "yaml";
 import { BootsealError } from "../errors.ts";
+import { displayPath } from "./paths.ts";
+
+/** The most files one manifest may list. */
+export const MAX_MANIFEST_FILES = 10_000;
 
 export interface FileSpec {
+  /** 1-based position of its document in the stream, for messages. */
+  readonly document: number;
   readonly path: string;
   readonly content: Uint8Array;
   readonly mode: number;
@@ -41,7 +49,8 @@ export function parseMode(raw: string, where: string): number {
     text = text.slice(1, -1).trim();
   }
   const m = /^(?:0o)?([0-7]{1,4})$/i.exec(text);
-  if (!m) throw bad(where, `mode ${JSON.stringify(text.slice(0, 12))} is not an octal mode such as 0640`);
+  // Never the text itself: a mis-indented block could make it content.
+  if (!m) throw bad(where, "mode is not an octal mode such as 0640");
   return Number.parseInt(m[1] as string, 8);
 }
 
@@ -66,6 +75,12 @@ function decodeBase64(text: string, where: string): Uint8Array {
 /** Parses the manifest; throws BAD_INPUT naming the document and key of the first problem. */
 export function parseManifest(bytes: Uint8Array): FileSpec[] {
   const text = new TextDecoder("utf-8", { fatal: false }).decode(bytes);
+  // Millions of empty documents (`---` lines) would cost gigabytes to parse: count the
+  // markers first. A marker only counts at the start of a line, where no content can be.
+  let markers = 0;
+  for (const _ of text.matchAll(/^(?:---|\.\.\.)(?=\s|$)/gm)) {
+    if (++markers > 2 * MAX_MANIFEST_FILES + 2) throw bad("", `more than ${MAX_MANIFEST_FILES} documents`);
+  }
   const docs = parseAllDocuments(text, { uniqueKeys: true, prettyErrors: false });
   if (!Array.isArray(docs)) throw bad("", "not a YAML document stream");
   const specs: FileSpec[] = [];
@@ -79,16 +94,20 @@ export function parseManifest(bytes: Uint8Array): FileSpec[] {
     if (root === null || (isScalar(root) && root.value === null)) return; // empty document
     if (!isMap(root)) throw bad(where, "must be a mapping with path and content");
     const fields = new Map<string, unknown>();
-    for (const pair of root.items) {
+    root.items.forEach((pair, k) => {
       const key = isScalar(pair.key) ? pair.key.value : pair.key;
       if (typeof key !== "string" || !KEYS.has(key)) {
-        throw bad(where, `unknown key ${JSON.stringify(String(key)).slice(0, 40)} (${[...KEYS].join(", ")})`);
+        // The key's text may be a content line that lost its indentation: position only.
+        throw bad(
+          where,
+          `key ${k + 1} of ${root.items.length} is an unknown key (the keys are ${[...KEYS].join(", ")})`,
+        );
       }
       fields.set(key, pair.value);
-    }
+    });
     const path = stringField(fields.get("path"), "path", where);
     if (path === undefined || path === "") throw bad(where, "path is missing");
-    const at = `${where} (${path})`;
+    const at = `${where} (${displayPath(path)})`;
     if (seen.has(path)) throw bad(at, "the path appears twice");
     seen.add(path);
     const contentNode = fields.get("content");
@@ -104,7 +123,9 @@ export function parseManifest(bytes: Uint8Array): FileSpec[] {
     }
     const owner = stringField(fields.get("owner"), "owner", at);
     const group = stringField(fields.get("group"), "group", at);
+    if (specs.length >= MAX_MANIFEST_FILES) throw bad(where, `more than ${MAX_MANIFEST_FILES} files`);
     specs.push({
+      document: i + 1,
       path,
       content: encoding === "base64" ? decodeBase64(content, at) : new TextEncoder().encode(content),
       mode,

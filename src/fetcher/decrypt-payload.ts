@@ -6,7 +6,10 @@
  * Which SOPS store format: --input-type, else src/envelope/document.ts's detectFormat (the
  * service's x-bootseal-format, the content type, then the bytes). The payload of a binary
  * document is its bytes; of a YAML or JSON document, the plaintext document in the same
- * format. An EncryptedConfig (the `envelope` format) is decrypted with the machine id bound
+ * format. JSON and binary are told apart by what the MAC covers (document.ts loadJsonOrBinary):
+ * a binary document with extra top-level keys outside the MAC is refused, never written as a
+ * JSON wrapper. A plaintext comment where the document's rule encrypts is refused too (comments
+ * are outside the MAC). An EncryptedConfig (the `envelope` format) is decrypted with the machine id bound
  * as additional data where the document was bound to one.
  *
  * Machine binding: when the machine id is known (from the service URL, the store key or
@@ -17,7 +20,13 @@
  */
 import type { KeyKind, ProviderDeps } from "../../providers/keys/index.ts";
 import { KEY_KINDS, keysFromUserInput, resolverFor } from "../../providers/keys/index.ts";
-import { detectFormat, isEncryptedConfig, loadEncrypted } from "../envelope/document.ts";
+import {
+  checkEncryptedComments,
+  detectFormat,
+  isEncryptedConfig,
+  loadEncrypted,
+  loadJsonOrBinary,
+} from "../envelope/document.ts";
 import { decryptConfig } from "../envelope/encrypted-config/encrypted-config.ts";
 import type { Format } from "../envelope/sops/codecs/codec.ts";
 import { decryptDocument } from "../envelope/sops/decrypt.ts";
@@ -65,7 +74,15 @@ export async function decryptPayload(bytes: Uint8Array, options: DecryptPayloadO
   const format =
     options.inputType ??
     detectFormat(bytes, { format: options.formatHint, contentType: options.contentType });
-  const doc = loadEncrypted(bytes, format, KEY_KINDS);
+  // JSON and binary look alike: unless the operator named the format, what the MAC covers
+  // decides (a service's x-bootseal-format is itself sniffed from the stored bytes).
+  const doc =
+    options.inputType === undefined && (format === "json" || format === "binary")
+      ? loadJsonOrBinary(bytes, KEY_KINDS)
+      : loadEncrypted(bytes, format, KEY_KINDS);
+  // Comments are outside the MAC: a plaintext one where the rule encrypts was added by
+  // whoever could write the stored bytes (sops would print it; a machine must not).
+  checkEncryptedComments(doc.branches, doc.metadata);
   checkMachineBinding(doc.metadata, options.machine);
   const branches = await decryptDocument(doc.branches, doc.metadata, {
     resolve: resolverFor(options.deps),

@@ -4,8 +4,9 @@
  *   marker present and no --force -> nothing to do (a reboot after a successful bootstrap)
  *   fetching  download with retries under --deadline
  *   decrypted the machine's own keys opened the data key and the MAC verified
- *   written   every path checked and resolved first (nothing is written if one is refused),
- *             then each file written atomically
+ *   written   every path checked and resolved first, the entries against each other too
+ *             (nothing is written if one is refused), then each file written atomically;
+ *             a failed write undoes the files and directories the run wrote (write-plan.ts)
  *   running   --exec, its output streamed through and its tail kept
  *   succeeded marker and Cluster API sentinel written; one-time mode deletes the config
  *   failed    with the reason code (an ErrorCode), its message, and for --exec the exit
@@ -26,11 +27,19 @@ import { type BackoffPolicy, withRetry } from "../retry.ts";
 import { parseManifest } from "./apply-manifest.ts";
 import { decryptPayload } from "./decrypt-payload.ts";
 import { type ExecResult, runCommand } from "./exec.ts";
-import { loadAccounts, resolveOwnership } from "./owners.ts";
-import { type PathPolicy, type ResolvedTarget, resolveTarget, rootDirectory } from "./paths.ts";
+import { loadAccounts } from "./owners.ts";
+import { type PathPolicy, resolveTarget, rootDirectory } from "./paths.ts";
 import { createReporter, type StatusReport } from "./report.ts";
 import type { SelinuxLabeler } from "./selinux.ts";
 import { download, parseSource, type Source, statusUrlFor } from "./source.ts";
+import {
+  applyPlan,
+  checkReserved,
+  type FileWriter,
+  type PlannedFile,
+  planFiles,
+  type Reserved,
+} from "./write-plan.ts";
 
 export const DEFAULT_MARKER = "/var/lib/bootseal/bootstrap.done";
 export const DEFAULT_SENTINEL = "/run/cluster-api/bootstrap-success.complete";
@@ -58,6 +67,8 @@ export interface FetchOptions {
   readonly caFile?: string;
   readonly inputType?: Format;
   readonly order?: readonly KeyKind[];
+  /** Accept set-id, sticky and world-writable manifest modes (--allow-unsafe-modes). */
+  readonly allowUnsafeModes?: boolean;
 }
 
 /**
@@ -74,6 +85,8 @@ export interface FetchDeps {
   readonly io: FetchIo;
   readonly labeler: SelinuxLabeler | null;
   readonly backoff?: BackoffPolicy;
+  /** Writes one payload file (default: atomic-write.ts); a seam for failure tests. */
+  readonly write?: FileWriter;
 }
 
 /** The outcome of --exec as a failure that carries what the status report needs. */
@@ -92,37 +105,23 @@ export class ExecFailedError extends BootsealError {
   }
 }
 
-interface PlannedFile {
-  readonly target: ResolvedTarget;
-  readonly content: Uint8Array;
-  readonly mode: number;
-  readonly uid?: number;
-  readonly gid?: number;
-}
-
-async function plan(payload: Uint8Array, options: FetchOptions, policy: PathPolicy): Promise<PlannedFile[]> {
+async function plan(
+  payload: Uint8Array,
+  options: FetchOptions,
+  policy: PathPolicy,
+  reserved: readonly Reserved[],
+): Promise<PlannedFile[]> {
   if (options.out !== undefined) {
-    return [{ target: await resolveTarget(options.out, policy), content: payload, mode: 0o600 }];
+    const out = [{ target: await resolveTarget(options.out, policy), content: payload, mode: 0o600 }];
+    checkReserved(out, reserved);
+    return out;
   }
   const specs = parseManifest(payload);
   const accounts = await loadAccounts(policy.root);
-  const planned: PlannedFile[] = [];
-  const hostPaths = new Set<string>();
-  for (const spec of specs) {
-    const target = await resolveTarget(spec.path, policy);
-    // Two spellings of one file (through a link) would make the result depend on order.
-    if (hostPaths.has(target.hostPath)) {
-      throw new BootsealError("BAD_INPUT", `manifest: ${spec.path} names a file listed before`);
-    }
-    hostPaths.add(target.hostPath);
-    planned.push({
-      target,
-      content: spec.content,
-      mode: spec.mode,
-      ...resolveOwnership(spec.owner, spec.group, accounts, spec.path),
-    });
-  }
-  return planned;
+  return planFiles(specs, policy, accounts, {
+    allowUnsafeModes: options.allowUnsafeModes === true,
+    reserved,
+  });
 }
 
 function describe(err: unknown): { code: string; message: string } {
@@ -185,15 +184,10 @@ export async function runFetch(options: FetchOptions, deps: FetchDeps): Promise<
     });
     reporter.report({ phase: "decrypted", attempt: attempts });
 
-    planned = await plan(payload, options, policy);
-    for (const file of planned) {
-      await writeResolved(file.target, file.content, {
-        mode: file.mode,
-        labeler: deps.labeler,
-        ...(file.uid !== undefined ? { uid: file.uid } : {}),
-        ...(file.gid !== undefined ? { gid: file.gid } : {}),
-      });
-    }
+    const reserved: Reserved[] = [{ what: "the marker", target: marker }];
+    if (sentinel !== null) reserved.push({ what: "the sentinel", target: sentinel });
+    planned = await plan(payload, options, policy, reserved);
+    await applyPlan(planned, { labeler: deps.labeler, log, ...(deps.write ? { write: deps.write } : {}) });
     const written = planned.map((f) => f.target.requested);
     reporter.report({ phase: "written", message: `${written.length} file(s): ${written.join(", ")}` });
 

@@ -7,6 +7,12 @@
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { BootsealError } from "../errors.ts";
+import { displayPath } from "./paths.ts";
+
+/** An account name for a message: quoted, control characters escaped, at most 64 characters. */
+function displayName(name: string): string {
+  return JSON.stringify(name.length > 64 ? `${name.slice(0, 64)}…` : name);
+}
 
 export interface Account {
   readonly id: number;
@@ -78,7 +84,7 @@ export function resolveOwnership(
     const n = numericId(owner);
     const user = n === null ? accounts.users.get(owner) : undefined;
     if (n === null && user === undefined)
-      throw new BootsealError("BAD_INPUT", `${path}: unknown user "${owner}"`);
+      throw new BootsealError("BAD_INPUT", `${displayPath(path)}: unknown user ${displayName(owner)}`);
     uid = n ?? user?.id;
     if (group === undefined && user?.gid !== undefined) gid = user.gid;
   }
@@ -86,7 +92,7 @@ export function resolveOwnership(
     const n = numericId(group);
     const g = n === null ? accounts.groups.get(group) : undefined;
     if (n === null && g === undefined)
-      throw new BootsealError("BAD_INPUT", `${path}: unknown group "${group}"`);
+      throw new BootsealError("BAD_INPUT", `${displayPath(path)}: unknown group ${displayName(group)}`);
     gid = n ?? g?.id;
   }
   return { ...(uid !== undefined ? { uid } : {}), ...(gid !== undefined ? { gid } : {}) };

@@ -22,6 +22,13 @@ export const DEFAULT_ALLOWED_ROOTS: readonly string[] = ["/etc", "/var/lib", "/r
 /** Symbolic links followed while resolving one path (Linux's MAXSYMLINKS). */
 const MAX_LINKS = 40;
 
+/** The longest path accepted, in UTF-8 bytes (Linux's PATH_MAX), as written and as resolved. */
+export const MAX_PATH_BYTES = 4096;
+/** The longest single path component, in UTF-8 bytes (NAME_MAX). */
+export const MAX_SEGMENT_BYTES = 255;
+/** The most components a path may have, file name included. */
+export const MAX_PATH_DEPTH = 64;
+
 export interface PathPolicy {
   /** Real path of --root on this host. */
   readonly root: string;
@@ -44,15 +51,40 @@ export interface ResolvedTarget {
   readonly existing: Stats | null;
 }
 
-function refuse(path: string, why: string): BootsealError {
-  return new BootsealError("PATH_NOT_ALLOWED", `refusing to write ${JSON.stringify(path)}: ${why}`);
+/** A path for a message: quoted, and cut short when long (a hostile path can be kilobytes). */
+export function displayPath(path: string): string {
+  const shown = path.length > 120 ? `${path.slice(0, 120)}…` : path;
+  return JSON.stringify(shown);
 }
 
-/** Splits an absolute logical path into segments; refuses relative paths, `.`, `..`, NUL. */
+function refuse(path: string, why: string): BootsealError {
+  return new BootsealError("PATH_NOT_ALLOWED", `refusing to write ${displayPath(path)}: ${why}`);
+}
+
+/** The length and depth caps, on a path already split into segments. */
+function checkSize(path: string, segments: readonly string[], shown = path, how = ""): void {
+  const bytes = Buffer.byteLength(path, "utf8");
+  if (bytes > MAX_PATH_BYTES) throw refuse(shown, `${how}${bytes} bytes long, more than ${MAX_PATH_BYTES}`);
+  if (segments.length > MAX_PATH_DEPTH) {
+    throw refuse(shown, `${how}${segments.length} components deep, more than ${MAX_PATH_DEPTH}`);
+  }
+  segments.forEach((s, i) => {
+    const n = Buffer.byteLength(s, "utf8");
+    if (n > MAX_SEGMENT_BYTES) {
+      throw refuse(shown, `${how}component ${i + 1} is ${n} bytes long, more than ${MAX_SEGMENT_BYTES}`);
+    }
+  });
+}
+
+/**
+ * Splits an absolute logical path into segments; refuses relative paths, `.`, `..`, NUL, and
+ * paths over the caps (MAX_PATH_BYTES, MAX_SEGMENT_BYTES, MAX_PATH_DEPTH).
+ */
 export function pathSegments(path: string): string[] {
   if (!path.startsWith("/")) throw refuse(path, "not an absolute path");
   if (path.includes("\0")) throw refuse(path, "contains a NUL byte");
   const segments = path.split("/").filter((s) => s !== "");
+  checkSize(path, segments);
   for (const s of segments) {
     if (s === ".." || s === ".") throw refuse(path, "'.' and '..' segments are not allowed");
   }
@@ -165,6 +197,8 @@ export async function resolveTarget(requested: string, policy: PathPolicy): Prom
   }
   const { segments: dir, missing } = await resolveDirs(requested, segments, policy.root);
   const logical = `/${[...dir, name].join("/")}`;
+  // A link may lengthen a short path: the resolved one is held to the same caps.
+  if (logical !== logicalRequested) checkSize(logical, [...dir, name], requested, "resolved through links, ");
   if (!under(logical, await resolvedAllowedRoots(policy))) {
     throw refuse(requested, `a symbolic link leads to ${logical}, outside the allowed roots`);
   }

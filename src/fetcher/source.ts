@@ -10,12 +10,15 @@
  *
  * Every download is retried (src/retry.ts): connection failures, 5xx and 429 (Retry-After
  * honoured) and unavailable stores; never another 4xx, a missing object or a refused
- * credential. The token never appears in a URL, a log line or an error.
+ * credential. The token never appears in a URL, a log line or an error. Every source is held
+ * to MAX_DOCUMENT_BYTES while it is read (stat or metadata first, then a read that stops at
+ * the cap): a larger document fails with TOO_LARGE, never retried.
  */
 import { basename, dirname } from "node:path";
 import { openStore, parseStoreUrl } from "../../providers/stores/index.ts";
 import { BootsealError } from "../errors.ts";
 import { sendOk } from "../http/client.ts";
+import { describeBytes, MAX_DOCUMENT_BYTES } from "../limits.ts";
 import { formatMachineId, type MachineId, parseMachineId } from "../machine/machine-id.ts";
 import { configKeyMachineText } from "../machine/store-layout.ts";
 import { type RetryOptions, withRetry } from "../retry.ts";
@@ -116,6 +119,14 @@ export interface DownloadOptions {
   readonly retry: Omit<RetryOptions, "what">;
 }
 
+function isTooLarge(err: unknown): boolean {
+  return err instanceof BootsealError && err.code === "TOO_LARGE";
+}
+
+function tooLarge(display: string): BootsealError {
+  return new BootsealError("TOO_LARGE", `${display} is larger than ${describeBytes(MAX_DOCUMENT_BYTES)}`);
+}
+
 function header(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value[0] : value;
 }
@@ -154,8 +165,12 @@ export async function download(source: Source, options: DownloadOptions): Promis
   });
   const { value, attempts } = await withRetry(
     async ({ signal }) => {
-      const object = await store.get(source.key, { signal });
+      const object = await store.get(source.key, { signal, maxBytes: MAX_DOCUMENT_BYTES }).catch((err) => {
+        throw isTooLarge(err) ? tooLarge(source.display) : err;
+      });
       if (object === null) throw new BootsealError("NOT_FOUND", `${source.display}: no such object`);
+      // Every store honours maxBytes; this holds one that does not (the memory store) to it too.
+      if (object.body.byteLength > MAX_DOCUMENT_BYTES) throw tooLarge(source.display);
       return object;
     },
     { ...options.retry, what: `get ${source.display}` },

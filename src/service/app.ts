@@ -5,7 +5,6 @@
  * The configuration arrives resolved (src/config applied every default): nothing here has a
  * default of its own, so a default is changed in one place.
  */
-import rateLimit from "@fastify/rate-limit";
 import swagger from "@fastify/swagger";
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from "fastify";
 import { pino } from "pino";
@@ -18,6 +17,13 @@ import { machineStore } from "./machine-store.ts";
 import { type AuditLogger, auditPlugin } from "./plugins/audit.ts";
 import { authPlugin } from "./plugins/auth.ts";
 import { errorHandlerPlugin } from "./plugins/error-handler.ts";
+import {
+  edgeFastifyOptions,
+  guardConnections,
+  httpEdgePlugin,
+  serverTimeouts,
+  tlsServerOptions,
+} from "./plugins/http-edge.ts";
 import { createMetrics, metricsPlugin } from "./plugins/metrics.ts";
 import { docsRoutes } from "./routes/docs.ts";
 import { eventsRoutes } from "./routes/events.ts";
@@ -83,8 +89,11 @@ function loggerOptions(deps: AppDeps): FastifyServerOptions["logger"] {
 export function buildApp(deps: AppDeps): FastifyInstance {
   const { config } = deps;
   const bodyLimit = config.limits.bodyBytes;
+  const timeouts = serverTimeouts(config.limits);
   const https = deps.https
     ? {
+        ...tlsServerOptions(config.limits),
+        ...timeouts,
         cert: deps.https.cert,
         key: deps.https.key,
         // Client certificates are optional: machines authenticate with tokens instead.
@@ -106,10 +115,13 @@ export function buildApp(deps: AppDeps): FastifyInstance {
         : config.trustProxy
           ? [...config.trustProxy]
           : false,
-    ...(https ? { https } : {}),
+    ...edgeFastifyOptions(config.limits, { tls: deps.https !== undefined }),
+    ...(https ? { https } : { http: timeouts }),
   }) as unknown as FastifyInstance;
 
   errorHandlerPlugin(app);
+  httpEdgePlugin(app, { tls: https !== null });
+  guardConnections(app.server, config.limits, { tls: https !== null, trustProxy: config.trustProxy });
   app.decorateRequest("bootsealState", null);
   const metrics = createMetrics();
   metricsPlugin(app, metrics);
@@ -119,7 +131,6 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   const machines = machineStore(store);
   const storeProbe: ReadinessProbe = { name: "store", check: () => machines.probe() };
 
-  void app.register(rateLimit, { global: false });
   void app.register(swagger, {
     openapi: {
       openapi: "3.0.3",

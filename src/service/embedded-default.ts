@@ -8,6 +8,7 @@ import { createHash, randomBytes } from "node:crypto";
 import { constants } from "node:fs";
 import { access, chmod, mkdir, readFile, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
+import { pathToFileURL } from "node:url";
 import { generateX25519Identity, identityToRecipient } from "age-encryption";
 import { BootsealError } from "../errors.ts";
 
@@ -62,6 +63,14 @@ async function ensureControllerToken(path: string): Promise<string> {
   return createHash("sha256").update(token).digest("hex");
 }
 
+/**
+ * `file://` and the directory, percent-encoded as a file URL path (`/tmp/a%20b/data/store`):
+ * a store URL has no spaces, and the file store decodes the escapes.
+ */
+export function fileStoreUrl(dir: string): string {
+  return `file://${pathToFileURL(dir).pathname}`;
+}
+
 export async function prepareEmbeddedDefault(dataDirArg: string): Promise<EmbeddedDefault> {
   const dataDir = resolve(dataDirArg);
   const storeDir = join(dataDir, "store");
@@ -80,7 +89,7 @@ export async function prepareEmbeddedDefault(dataDirArg: string): Promise<Embedd
   return {
     dataDir,
     storeDir,
-    storeUrl: `file://${storeDir}`,
+    storeUrl: fileStoreUrl(storeDir),
     ageKeyFile,
     ageRecipient,
     controllerTokenFile,

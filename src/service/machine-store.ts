@@ -23,7 +23,15 @@ import {
   tokenKey,
 } from "../machine/store-layout.ts";
 import { withRetry } from "../retry.ts";
-import { decodeTokenRecord, digestsEqual, encodeTokenRecord, sha256Hex, type TokenRecord } from "./tokens.ts";
+import {
+  DEFAULT_TOKEN_WORK,
+  DUMMY_TOKEN_RECORD,
+  decodeTokenRecord,
+  digestsEqual,
+  encodeTokenRecord,
+  type TokenRecord,
+  type TokenWork,
+} from "./tokens.ts";
 
 export const MACHINE_PHASES = ["fetching", "decrypted", "written", "running", "succeeded", "failed"] as const;
 export const PHASES = ["published", ...MACHINE_PHASES] as const;
@@ -155,7 +163,28 @@ export interface MachineStore {
   writeToken(m: MachineId, record: TokenRecord, options?: CallOptions): Promise<void>;
   /** Takes one fetch off the token with this hash; TOKEN_EXHAUSTED when none is left. */
   consumeTokenUse(m: MachineId, tokenSha256: string, options?: CallOptions): Promise<TokenRecord>;
+  /**
+   * One-time fetch `after-first-fetch`: claims the config version `etag` for this token with
+   * one compare-and-swap on the token record (a use is spent and `firstFetch` set), before any
+   * byte of the config is sent. Exactly one of any number of concurrent fetches, through any
+   * replicas, gets `claimed`; the others get `already-fetched`. UNAUTHORIZED when the token was
+   * replaced meanwhile, TOKEN_EXHAUSTED when it has no use left.
+   */
+  claimFirstFetch(
+    m: MachineId,
+    tokenSha256: string,
+    etag: string,
+    now: Date,
+    options?: CallOptions,
+  ): Promise<{ readonly claimed: true; readonly record: TokenRecord } | { readonly claimed: false }>;
   deleteConfigAndToken(m: MachineId, options?: CallOptions): Promise<boolean>;
+  /**
+   * One-time fetch `after-success`: deletes the config and retires the token (no fetch left,
+   * `retired` set) instead of deleting it, so the machine can still authenticate the DELETE
+   * `bootseal fetch --one-time` sends next (204, no failed authentication). True when a
+   * config was there.
+   */
+  deleteConfigRetireToken(m: MachineId, options?: CallOptions): Promise<boolean>;
   deleteToken(m: MachineId, options?: CallOptions): Promise<void>;
   /**
    * Machines with a status record, in store (key) order; `after` (`<ns>/<name>`, a page
@@ -290,6 +319,46 @@ export function machineStore(store: ObjectStore): MachineStore {
       return out as TokenRecord;
     },
 
+    async claimFirstFetch(m, tokenSha256, etag, now, options = {}) {
+      let already = false;
+      const out = await updateJson(
+        store,
+        tokenKey(m),
+        decodeTokenRecord,
+        (current) => {
+          already = false;
+          if (!current || !digestsEqual(current.sha256, tokenSha256)) {
+            throw new BootsealError("UNAUTHORIZED", "the bootstrap token was revoked or replaced");
+          }
+          if (current.firstFetch) {
+            already = true;
+            return undefined;
+          }
+          if (current.usesLeft <= 0) {
+            throw new BootsealError("TOKEN_EXHAUSTED", "the bootstrap token has no fetches left");
+          }
+          return { ...current, usesLeft: current.usesLeft - 1, firstFetch: { etag, at: now.toISOString() } };
+        },
+        options,
+      );
+      return already || !out ? { claimed: false } : { claimed: true, record: out };
+    },
+
+    async deleteConfigRetireToken(m, options = {}) {
+      const existed = await store.delete(configKey(m), undefined, options);
+      await updateJson(
+        store,
+        tokenKey(m),
+        decodeTokenRecord,
+        (current) =>
+          current && current.retired === undefined
+            ? { ...current, usesLeft: 0, retired: "after-success" as const }
+            : undefined,
+        options,
+      );
+      return existed;
+    },
+
     async deleteConfigAndToken(m, options = {}) {
       const existed = await store.delete(configKey(m), undefined, options);
       await store.delete(tokenKey(m), undefined, options);
@@ -314,9 +383,22 @@ export function machineStore(store: ObjectStore): MachineStore {
   };
 }
 
-/** A token presented by a machine, checked against its record: hash, then expiry. */
-export function checkToken(record: TokenRecord | null, token: string, m: MachineId, now: Date): TokenRecord {
-  if (!record || record.machine !== formatMachineId(m) || !digestsEqual(record.sha256, sha256Hex(token))) {
+/**
+ * A token presented by a machine, checked against its record: hash, then expiry. Without a
+ * record the token is hashed and compared against a dummy one all the same, so a missing
+ * record and a wrong token do the same work (timing says nothing about which machines exist).
+ */
+export function checkToken(
+  record: TokenRecord | null,
+  token: string,
+  m: MachineId,
+  now: Date,
+  work: TokenWork = DEFAULT_TOKEN_WORK,
+): TokenRecord {
+  const against = record ?? DUMMY_TOKEN_RECORD;
+  const hashMatches = work.equal(against.sha256, work.hash(token));
+  const machineMatches = against.machine === formatMachineId(m);
+  if (!record || !machineMatches || !hashMatches) {
     throw new BootsealError("UNAUTHORIZED", "unknown, revoked or replaced bootstrap token");
   }
   if (Date.parse(record.expiresAt) <= now.getTime()) {

@@ -6,8 +6,10 @@
  *   store by default (byte-exact round trip); `?format=yaml|json` parses the payload with
  *   that codec so its keys stay visible.
  * - `application/sops+json` / `application/sops+yaml`: an already-encrypted document, kept
- *   byte for byte after its structure was checked (codec parse, metadata, a MAC) and it was
- *   found to name at least one master key of the matching rule (sops key identity strings).
+ *   byte for byte after its structure was checked (src/envelope/sops/validate.ts: every value
+ *   its selection rule encrypts is a well-formed ENC[], a well-formed MAC, usable key groups)
+ *   and every key group was found to name a master key of the matching rule (sops key
+ *   identity strings). No key is used: the MAC itself is checked by the machine.
  *
  * AWS KMS keys of the rule are bound to the machine (src/machine/kms-binding.ts), so a
  * machine's IAM policy can allow decrypting its own config only. Only
@@ -17,11 +19,18 @@
 import { KEY_KINDS, type ProviderDeps } from "../../providers/keys/index.ts";
 import { newKeyFromEntry } from "../config/rule-keys.ts";
 import { type CreationRule, keyIdentity, matchCreationRule, type SopsConfig } from "../config/sops-config.ts";
-import { mediaTypeOf, SOPS_JSON, SOPS_YAML } from "../envelope/document.ts";
+import {
+  checkGroupsNamed,
+  jsonStoreFormat,
+  loadValidated,
+  mediaTypeOf,
+  SOPS_JSON,
+  SOPS_YAML,
+} from "../envelope/document.ts";
 import { codecFor } from "../envelope/sops/codecs/index.ts";
 import { encryptDocument } from "../envelope/sops/encrypt.ts";
 import type { KeyEntry, MasterKey } from "../envelope/sops/master-key.ts";
-import { metadataFromTree, metadataToTree } from "../envelope/sops/metadata.ts";
+import { type Metadata, metadataToTree } from "../envelope/sops/metadata.ts";
 import { BootsealError } from "../errors.ts";
 import { bindKeyGroups } from "../machine/kms-binding.ts";
 import { formatMachineId, type MachineId } from "../machine/machine-id.ts";
@@ -90,6 +99,9 @@ export async function prepareDocument(
     now: ctx.now,
     ...(ctx.signal ? { signal: ctx.signal } : {}),
   });
+  // A JSON payload whose only MAC-covered key is `data` beside other (empty) keys could not be
+  // told from a binary document when fetched: refused now rather than unfetchable later.
+  if (storeFormat === "json") jsonStoreFormat(encrypted.branches, encrypted.metadata);
   const bytes = codec.emitEncrypted(encrypted.branches, metadataToTree(encrypted.metadata, KEY_KINDS));
   return { bytes, format: storeFormat, uploaded: false };
 }
@@ -100,12 +112,11 @@ function checkUpload(
   rule: CreationRule,
   bound: KeyEntry[][],
 ): void {
-  let entries: KeyEntry[];
+  let metadata: Metadata;
   try {
-    const parsed = codecFor(format).parseEncrypted(body);
-    const metadata = metadataFromTree(parsed.metadata, KEY_KINDS);
-    if (metadata.mac === "") throw new BootsealError("BAD_INPUT", "the document has no MAC");
-    entries = metadata.keyGroups.flat();
+    // Structure first (envelope/sops/validate.ts): no plaintext where the document's own rule
+    // says encrypted, a well-formed MAC and key groups, a json/binary shape the MAC decides.
+    metadata = loadValidated(body, format, KEY_KINDS).metadata;
   } catch (err) {
     if (err instanceof BootsealError) {
       // UNSUPPORTED (e.g. hckms entries) and NOT_ENCRYPTED are the client's document too.
@@ -115,11 +126,7 @@ function checkUpload(
   }
   const wanted = new Set<string>();
   for (const e of [...rule.keyGroups.flat(), ...bound.flat()]) wanted.add(`${e.kind}/${keyIdentity(e)}`);
-  const named = entries.some((e) => e.enc !== "" && wanted.has(`${e.kind}/${keyIdentity(e)}`));
-  if (!named) {
-    throw new BootsealError(
-      "BAD_INPUT",
-      "the document names none of the master keys of the creation rule for this machine",
-    );
-  }
+  // Every group: a group of foreign keys only holds a share (or the whole data key) that no
+  // key of the rule opens.
+  checkGroupsNamed(metadata, (e) => wanted.has(`${e.kind}/${keyIdentity(e)}`));
 }

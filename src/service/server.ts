@@ -4,6 +4,7 @@
  * the event streams are ended, and in-flight requests finish before the process exits.
  */
 import { readFile } from "node:fs/promises";
+import { isIPv4 } from "node:net";
 import type { FastifyInstance } from "fastify";
 import { openStore } from "../../providers/stores/index.ts";
 import type { ServiceConfig } from "../config/service-config.ts";
@@ -14,8 +15,21 @@ import { createAuditLogger } from "./plugins/audit.ts";
 export interface RunningServer {
   readonly app: FastifyInstance;
   readonly url: string;
+  /** Set when the listener is reachable beyond this host in plaintext (also logged once). */
+  readonly plaintextWarning?: string;
   close(): Promise<void>;
 }
+
+/** `127.0.0.0/8`, `::1` (bracketed or not), `localhost`: reachable from this host only. */
+export function isLoopbackHost(host: string): boolean {
+  const h = host.replace(/^\[(.*)\]$/, "$1").toLowerCase();
+  if (h === "localhost" || h === "::1" || h === "0:0:0:0:0:0:0:1") return true;
+  const v4 = h.startsWith("::ffff:") ? h.slice(7) : h;
+  return isIPv4(v4) && v4.startsWith("127.");
+}
+
+export const PLAINTEXT_WARNING =
+  "listening without TLS on a non-loopback address: tokens and secrets cross the network in the clear (set tls.cert and tls.key, or put a TLS proxy in front)";
 
 async function readTls(config: ServiceConfig) {
   if (!config.tls) return undefined;
@@ -59,7 +73,9 @@ export async function startServer(config: ServiceConfig): Promise<RunningServer>
   const address = bound.address;
   const scheme = https ? "https" : "http";
   const url = `${scheme}://${address.includes(":") ? `[${address}]` : address}:${bound.port}`;
-  return { app, url, close: () => app.close() };
+  if (https || isLoopbackHost(host)) return { app, url, close: () => app.close() };
+  app.log.warn({ listen: url }, PLAINTEXT_WARNING);
+  return { app, url, plaintextWarning: PLAINTEXT_WARNING, close: () => app.close() };
 }
 
 export function closeOnSignals(server: RunningServer): void {

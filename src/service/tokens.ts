@@ -22,7 +22,42 @@ export interface TokenRecord {
   readonly expiresAt: string;
   /** Configuration fetches still allowed. */
   readonly usesLeft: number;
+  /**
+   * One-time fetch `after-first-fetch`: the fetch that claimed the config (its ETag, when).
+   * Set by one compare-and-swap before the body is sent, so only one fetch can ever set it.
+   */
+  readonly firstFetch?: { readonly etag: string; readonly at: string };
+  /** One-time fetch `after-success`: the config is gone; the token only lets the machine finish. */
+  readonly retired?: "after-success";
 }
+
+/**
+ * The hashing and comparing a token check does, injectable so a test can count that every
+ * failing path does the same work as a passing one (L5: timing must not say whether a
+ * machine has a token record).
+ */
+export interface TokenWork {
+  hash(text: string): string;
+  equal(aHex: string, bHex: string): boolean;
+}
+
+export const DEFAULT_TOKEN_WORK: TokenWork = {
+  hash: (text) => sha256Hex(text),
+  equal: (a, b) => digestsEqual(a, b),
+};
+
+/**
+ * Compared against when a machine has no token record, so that path hashes and compares
+ * exactly as a present record does. Its digest is of no token (64 hex zeros never equal a
+ * SHA-256 output in practice, and digestsEqual is constant-time either way).
+ */
+export const DUMMY_TOKEN_RECORD: TokenRecord = {
+  machine: "",
+  sha256: "0".repeat(64),
+  issuedAt: "1970-01-01T00:00:00.000Z",
+  expiresAt: "1970-01-01T00:00:00.000Z",
+  usesLeft: 0,
+};
 
 export function sha256Hex(text: string | Uint8Array): string {
   return createHash("sha256").update(text).digest("hex");

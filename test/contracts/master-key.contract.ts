@@ -83,6 +83,9 @@ export function masterKeyContract(name: string, factory: () => Promise<MasterKey
         for (const form of leakForms(secret)) assert.ok(!enc.includes(form), "enc does not hold the secret");
         assert.deepEqual(await f.key.unwrap(enc), secret);
         assert.equal(f.key.kind, f.type.kind);
+        // What the service's upload check (src/envelope/sops/validate.ts) takes for well formed.
+        const syntax = f.type.format.encSyntax;
+        if (syntax) assert.match(enc, syntax, "enc has the kind's encSyntax");
       });
     }
 

@@ -207,7 +207,7 @@ test("manifest: multi-document, encodings, octal modes from the source digits, o
 
 test("manifest refusals name the document and key, never the content", () => {
   const cases: Array<[string, RegExp]> = [
-    ["path: /etc/a\ncontent: SECRET\npermissions: 0600\n", /unknown key "permissions"/],
+    ["path: /etc/a\ncontent: SECRET\npermissions: 0600\n", /key 3 of 3 is an unknown key/],
     ["content: SECRET\n", /path is missing/],
     ["path: /etc/a\n", /content is missing/],
     ["path: /etc/a\ncontent: SECRET\nencoding: hex\n", /encoding must be plain or base64/],

@@ -134,9 +134,12 @@ test("auth failures are rate limited per address with Retry-After", async () => 
     );
   }
   assert.deepEqual(codes, [401, 401, 401, 401, 401, 429, 429]);
-  const limited = await a.inject({ method: "GET", url: "/v1/machines", headers: bearer(ADMIN) });
+  const limited = await a.inject({ method: "GET", url: "/v1/machines", headers: bearer("wrong-7") });
   assert.equal(limited.statusCode, 429);
   assert.ok(Number(limited.headers["retry-after"]) > 0);
+  // A valid credential from the same address is never refused.
+  const valid = await a.inject({ method: "GET", url: "/v1/machines", headers: bearer(ADMIN) });
+  assert.equal(valid.statusCode, 200);
   await a.close();
 });
 

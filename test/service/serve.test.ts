@@ -529,13 +529,13 @@ describe("bootseal serve (file store)", () => {
   test("one-time fetch after-first-fetch: the config is gone after one fetch", async () => {
     const p = await publish(b, "prod/once", "x");
     assert.equal((await call(cfg(b, "prod/once"), { token: p.bootstrapToken })).status, 200);
-    expectError(await call(cfg(b, "prod/once"), { token: p.bootstrapToken }), 404, "NOT_FOUND");
+    expectError(await call(cfg(b, "prod/once"), { token: p.bootstrapToken }), 409, "ALREADY_FETCHED");
     expectError(await call(cfg(b, "prod/once"), { token: ADMIN }), 404, "NOT_FOUND");
     const status = await call(st(b, "prod/once"), { token: ADMIN });
     assert.equal(status.json<{ published: boolean }>().published, false);
   });
 
-  test("one-time fetch after-success: succeeded deletes config and token", async () => {
+  test("one-time fetch after-success: succeeded deletes the config and retires the token", async () => {
     const p = await publish(c, "prod/success", "x");
     assert.equal((await call(cfg(c, "prod/success"), { token: p.bootstrapToken })).status, 200);
     assert.equal(
@@ -545,6 +545,12 @@ describe("bootseal serve (file store)", () => {
     );
     assert.equal((await report(c, "prod/success", p.bootstrapToken, { phase: "succeeded" })).status, 200);
     expectError(await call(cfg(c, "prod/success"), { token: ADMIN }), 404, "NOT_FOUND");
+    expectError(await call(cfg(c, "prod/success"), { token: p.bootstrapToken }), 404, "NOT_FOUND");
+    // `bootseal fetch --one-time` sends its DELETE next: done already, 204, and the token goes.
+    assert.equal(
+      (await call(cfg(c, "prod/success"), { method: "DELETE", token: p.bootstrapToken })).status,
+      204,
+    );
     expectError(await call(cfg(c, "prod/success"), { token: p.bootstrapToken }), 401, "UNAUTHORIZED");
     assert.equal(
       (await call(st(c, "prod/success"), { token: ADMIN })).json<{ phase: string }>().phase,

@@ -85,6 +85,11 @@ const spec = {
       default: DEFAULT_SENTINEL,
       help: 'the Cluster API bootstrap sentinel, written on success ("" disables it)',
     },
+    {
+      name: "allow-unsafe-modes",
+      type: "boolean",
+      help: "accept manifest modes with setuid, setgid, sticky or world-writable bits (refused by default)",
+    },
     { name: "force", type: "boolean", help: "run even though the marker exists" },
     { name: "one-time", type: "boolean", help: "after success, DELETE the config on the service" },
     {
@@ -148,6 +153,7 @@ export const fetchCommand: Command = {
         marker: values.marker,
         sentinel: values.sentinel === "" ? null : values.sentinel,
         force: values.force === true,
+        allowUnsafeModes: values["allow-unsafe-modes"] === true,
         oneTime: values["one-time"] === true,
         deadlineMs: parseDuration(values.deadline, "deadline"),
         attemptTimeoutMs: parseDuration(values["attempt-timeout"], "attempt-timeout"),

@@ -107,6 +107,7 @@ export const serveCommand: Command = {
       lines.push(`  controllers:      ${config.controllers.map((c) => c.name).join(", ")}`);
     }
     io.stdout.write(`${lines.join("\n")}\n`);
+    if (server.plaintextWarning) io.stderr.write(`WARNING: ${server.plaintextWarning}\n`);
     // Keep running until a signal closes the server.
     await new Promise<never>(() => {});
     return 0;

@@ -80,6 +80,12 @@ export interface KeyKindFormat {
   readonly decryptionRank: number;
   /** sops MasterKey.ToString(): de-duplication, rotate --rm-*, updatekeys diffs, MasterKey.id. */
   identity(entry: KeyEntry): string;
+  /**
+   * The shape of a well-formed `enc` of this kind, checked without any key (the service's
+   * uploads, src/envelope/sops/validate.ts). Absent: any non-empty text. Linear-time patterns without repeated groups (V8 backtracks
+   * those on its stack: a long enc would overflow it).
+   */
+  readonly encSyntax?: RegExp;
   /** Absent: the kind cannot wrap an EncryptedConfig. */
   readonly passphrase?: PassphraseFormat;
 }

@@ -2,6 +2,11 @@
  * Deleting a machine's config and its bootstrap token. A controller may always; the machine
  * itself (token checked by the auth plugin) only when one-time fetch is on and it has
  * reported `succeeded`, so a machine cannot throw away a config it has not used.
+ *
+ * The machine's DELETE is idempotent: with `after-success` the service already deleted the
+ * config when it took `succeeded` (and retired the token, so this request still
+ * authenticates), and `bootseal fetch --one-time` sends its DELETE after that. The config
+ * being gone is then the outcome it asked for: 204, and the retired token goes too.
  */
 import { BootsealError } from "../../errors.ts";
 import { formatMachineId, type MachineId } from "../../machine/machine-id.ts";
@@ -20,6 +25,7 @@ export async function deleteConfig(ctx: ServiceContext, m: MachineId, byMachine:
     }
   }
   const existed = await machines.deleteConfigAndToken(m);
+  if (!existed && byMachine) return;
   if (!existed) throw new BootsealError("NOT_FOUND", `no config is published for ${formatMachineId(m)}`);
   await machines.recordDeleted(m, now);
 }

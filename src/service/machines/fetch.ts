@@ -1,7 +1,10 @@
 /**
  * Fetching a machine's stored document. A machine (its token already checked against the
  * store by the auth plugin) spends one of the token's fetches; a controller spends nothing.
- * With one-time fetch `after-first-fetch`, the config is deleted once a machine has it.
+ * With one-time fetch `after-first-fetch`, the machine's fetch first claims the config with
+ * one compare-and-swap on its token record (machine-store claimFirstFetch), and only the
+ * winner gets the body; the config is deleted after. Every other fetch with that token, at
+ * the same moment or later, is answered `already-fetched` (409 ALREADY_FETCHED, audited).
  */
 
 import { contentTypeOf, sniffFormat } from "../../envelope/document.ts";
@@ -10,6 +13,8 @@ import { formatMachineId, type MachineId } from "../../machine/machine-id.ts";
 import { etagMatches, quoteEtag, type ServiceContext } from "../context.ts";
 import type { DocumentFormat } from "../machine-store.ts";
 import type { TokenRecord } from "../tokens.ts";
+
+/** The body code of a second fetch of a one-time config (409); audited as `second-fetch`. */
 
 export interface FetchRequest {
   /** The calling machine's checked token; null for a controller. */
@@ -20,6 +25,8 @@ export interface FetchRequest {
 
 export type FetchResult =
   | { readonly kind: "not-modified"; readonly etag: string }
+  /** One-time fetch: this token's one fetch was already taken (a second fetch attempted). */
+  | { readonly kind: "already-fetched" }
   | {
       readonly kind: "document";
       readonly etag: string;
@@ -34,18 +41,37 @@ export async function fetchConfig(
   request: FetchRequest,
 ): Promise<FetchResult> {
   const { machines } = ctx;
+  const oneTime = request.token !== null && ctx.oneTimeFetch === "after-first-fetch";
+  if (oneTime && request.token?.firstFetch) return { kind: "already-fetched" };
   const obj = await machines.getConfig(m, { signal: request.signal });
-  if (!obj) throw new BootsealError("NOT_FOUND", `no config is published for ${formatMachineId(m)}`);
+  if (!obj) {
+    // The config is gone: because this token's one fetch took it (re-read: the check above
+    // saw the record from before a concurrent winner's claim), or it was never there.
+    if (oneTime && (await machines.readToken(m, { signal: request.signal }))?.firstFetch) {
+      return { kind: "already-fetched" };
+    }
+    throw new BootsealError("NOT_FOUND", `no config is published for ${formatMachineId(m)}`);
+  }
   const etag = quoteEtag(obj.etag);
   if (etagMatches(request.ifNoneMatch, etag)) return { kind: "not-modified", etag };
-  if (request.token) {
+  if (request.token && oneTime) {
+    // The claim comes before any byte is sent: of concurrent fetches exactly one wins.
+    // UNAUTHORIZED (replaced meanwhile) or TOKEN_EXHAUSTED: the auth plugin counts them.
+    const claim = await machines.claimFirstFetch(m, request.token.sha256, obj.etag, ctx.now());
+    if (!claim.claimed) return { kind: "already-fetched" };
+    // Conditional on the fetched version, so a publish that raced in is never deleted. The
+    // token record stays (it can fetch nothing any more) so the machine can still report.
+    // The claim already makes the fetch one-time for this token: if the store fails the
+    // delete now, the winner still gets its config (a controller sees it left in the status).
+    try {
+      if (await machines.deleteConfigIfUnchanged(m, obj.etag)) await machines.recordDeleted(m, ctx.now());
+    } catch (err) {
+      // Left for the next publish or a controller's DELETE; a bug still surfaces.
+      if (!(err instanceof BootsealError)) throw err;
+    }
+  } else if (request.token) {
     // UNAUTHORIZED (replaced meanwhile) or TOKEN_EXHAUSTED: the auth plugin counts them.
     await machines.consumeTokenUse(m, request.token.sha256);
-    if (ctx.oneTimeFetch === "after-first-fetch") {
-      // Conditional on the fetched version, so a publish that raced in is never deleted. The
-      // token record stays (it can fetch nothing any more) so the machine can still report.
-      if (await machines.deleteConfigIfUnchanged(m, obj.etag)) await machines.recordDeleted(m, ctx.now());
-    }
   }
   const format = sniffFormat(obj.body);
   return { kind: "document", etag, format, contentType: contentTypeOf(format), body: obj.body };

@@ -29,7 +29,8 @@ export async function reportPhase(
   ctx.metrics.statusPosts.inc({ phase: report.phase });
   ctx.events.publish({ ...m, phase: report.phase, version: record.version, at: record.updatedAt });
   if (report.phase === "succeeded" && ctx.oneTimeFetch === "after-success") {
-    if (await machines.deleteConfigAndToken(m)) await machines.recordDeleted(m, now);
+    // The token is retired, not deleted: `bootseal fetch --one-time` still sends its DELETE.
+    if (await machines.deleteConfigRetireToken(m)) await machines.recordDeleted(m, now);
   }
   return record;
 }

@@ -3,7 +3,8 @@
  * authentication failure, through its own pino instance and destination (never the access
  * log): `audit.path`, `-` for standard error. Lines name who (controller name,
  * `machine:<ns>/<name>` or `anonymous`), the machine, the action, the outcome, the request id
- * and the source address; never a token, a payload or a key.
+ * and the source address; never a token, a payload or a key. A refused second fetch of a
+ * one-time config has the outcome `second-fetch` (code ALREADY_FETCHED).
  */
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { type DestinationStream, type Logger, pino } from "pino";
@@ -33,7 +34,10 @@ export function auditLoggerTo(stream: DestinationStream): AuditLogger {
   return pino({ base: { log: "audit" }, timestamp: pino.stdTimeFunctions.isoTime }, stream);
 }
 
-function outcomeOf(status: number): string {
+function outcomeOf(status: number, code: string | null): string {
+  // A one-time config fetched again with the same token: the machine retried, or someone
+  // else has the token. Either way the operator has to see it (and publish again).
+  if (code === "ALREADY_FETCHED") return "second-fetch";
   if (status < 300) return "ok";
   if (status === 304) return "not-modified";
   if (status === 401 || status === 403 || status === 429) return "denied";
@@ -55,7 +59,7 @@ export function auditPlugin(app: FastifyInstance, audit: AuditLogger): void {
     const state = stateOf(request);
     audit.info({
       action: action ?? "auth",
-      outcome: outcomeOf(status),
+      outcome: outcomeOf(status, state.errorCode),
       status,
       who: who(state.principal),
       ...(machineOf(request) ? { machine: machineOf(request) } : {}),

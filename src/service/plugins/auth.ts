@@ -12,10 +12,15 @@
  *   store read; the hash and expiry are checked against the store in a preHandler, after the
  *   params and body were validated, and the record is left on the request state for the
  *   handler (which spends a use where the route does).
- * - Failed authentications are counted per source address with @fastify/rate-limit, those
- *   a machine route's handler finds too (a token revoked or used up meanwhile); past
- *   `rateLimit.authFailuresPerMinute` every authenticated route answers 429 with Retry-After
- *   for that address until the minute is over.
+ * - Failed authentications (those a machine route's handler finds too: a token revoked or
+ *   used up meanwhile) are counted in fixed one-minute windows per presented credential
+ *   (SHA-256 of the token), per machine a bootstrap token names, and per source address.
+ *   Past `rateLimit.authFailuresPerMinute` in any of its buckets, a failing request is
+ *   answered 429 with Retry-After instead of 401. A credential that verifies is never
+ *   refused: limits only change how failures are answered, and the only request refused
+ *   before any check is one that carries no usable credential at all (none, or a malformed
+ *   header) from an address over its limit. So wrong tokens cost the one sending them, not
+ *   the fleet behind the same NAT or load balancer.
  */
 import type { TLSSocket } from "node:tls";
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from "fastify";
@@ -25,19 +30,101 @@ import { type MachineId, sameMachine } from "../../machine/machine-id.ts";
 import type { MachineStore } from "../machine-store.ts";
 import { checkToken } from "../machine-store.ts";
 import { type Principal, type RouteAuth, stateOf } from "../request-state.ts";
-import { digestsEqual, looksLikeBootstrapToken, parseBootstrapToken, sha256Hex } from "../tokens.ts";
-
-type Limiter = (
-  request: FastifyRequest,
-  options?: { increment?: boolean },
-) => Promise<{ isAllowed: boolean; remaining?: number; ttlInSeconds?: number; isExceeded?: boolean }>;
+import {
+  DEFAULT_TOKEN_WORK,
+  digestsEqual,
+  looksLikeBootstrapToken,
+  parseBootstrapToken,
+  sha256Hex,
+  type TokenWork,
+} from "../tokens.ts";
 
 export interface AuthOptions {
   readonly controllers: readonly ControllerConfig[];
   readonly mutualTls: boolean;
+  /** Failures per bucket (credential, machine named, address) per minute before 429. */
   readonly authFailuresPerMinute: number;
   readonly machines: MachineStore;
   readonly now: () => Date;
+  /** Most failure buckets kept at once (default FAILURE_BUCKETS_MAX). */
+  readonly maxFailureBuckets?: number;
+  /** The hashing and comparing of token checks (tests count it). */
+  readonly tokenWork?: TokenWork;
+}
+
+/** The window failures are counted in. */
+export const FAILURE_WINDOW_MS = 60_000;
+/** Default bound on the failure buckets held in memory (each under 200 bytes). */
+export const FAILURE_BUCKETS_MAX = 100_000;
+
+/**
+ * Fixed-window failure counters by key, in memory (per replica), bounded: the map is kept in
+ * least-recently-failed order, and past `maxKeys` the front goes (expired or not), O(1) per
+ * failure. A flood of distinct credentials cannot grow it, and the bucket of an address that
+ * keeps failing stays at the back.
+ */
+export class FailureCounter {
+  readonly #windows = new Map<string, { count: number; resetAt: number }>();
+  readonly #limit: number;
+  readonly #maxKeys: number;
+  readonly #now: () => number;
+
+  constructor(limit: number, maxKeys: number, now: () => number) {
+    this.#limit = limit;
+    this.#maxKeys = Math.max(1, maxKeys);
+    this.#now = now;
+  }
+
+  #current(key: string, at: number) {
+    const w = this.#windows.get(key);
+    if (w && w.resetAt <= at) {
+      this.#windows.delete(key);
+      return undefined;
+    }
+    return w;
+  }
+
+  /** Counts one failure; the seconds to wait when the key is now past its limit, else 0. */
+  fail(key: string): number {
+    const at = this.#now();
+    let w = this.#current(key, at);
+    if (w) {
+      this.#windows.delete(key); // to the back: most recently failed
+    } else {
+      w = { count: 0, resetAt: at + FAILURE_WINDOW_MS };
+      this.#evict();
+    }
+    this.#windows.set(key, w);
+    w.count++;
+    return w.count > this.#limit ? Math.max(1, Math.ceil((w.resetAt - at) / 1000)) : 0;
+  }
+
+  /** The seconds to wait when the key is already past its limit, else 0 (counts nothing). */
+  blocked(key: string): number {
+    const at = this.#now();
+    const w = this.#current(key, at);
+    return w && w.count >= this.#limit ? Math.max(1, Math.ceil((w.resetAt - at) / 1000)) : 0;
+  }
+
+  get size(): number {
+    return this.#windows.size;
+  }
+
+  /** Makes room for one more: the least recently failed go first (Map insertion order). */
+  #evict(): void {
+    for (const key of this.#windows.keys()) {
+      if (this.#windows.size < this.#maxKeys) break;
+      this.#windows.delete(key);
+    }
+  }
+}
+
+/** What a failed request presented: the buckets its failure counts in. */
+interface Presented {
+  /** SHA-256 of the presented token, when there was one. */
+  readonly credential?: string;
+  /** The machine a bootstrap token names. */
+  readonly machine?: MachineId;
 }
 
 const AUTH_FAILURE_CODES = new Set(["UNAUTHORIZED", "TOKEN_EXPIRED", "TOKEN_EXHAUSTED"]);
@@ -82,42 +169,74 @@ function withHook(existing: unknown, hook: Hook): Hook[] {
 }
 
 export function authPlugin(app: FastifyInstance, options: AuthOptions): void {
-  const limiter = (app as unknown as { createRateLimit(o: object): Limiter }).createRateLimit({
-    max: options.authFailuresPerMinute,
-    timeWindow: 60_000,
-    keyGenerator: (request: FastifyRequest) => request.ip,
-  });
+  const work = options.tokenWork ?? DEFAULT_TOKEN_WORK;
+  const failures = new FailureCounter(
+    options.authFailuresPerMinute,
+    options.maxFailureBuckets ?? FAILURE_BUCKETS_MAX,
+    () => options.now().getTime(),
+  );
+  const addressKey = (request: FastifyRequest) => `address:${request.ip}`;
 
-  async function fail(request: FastifyRequest, reply: FastifyReply, err: BootsealError): Promise<never> {
-    const counted = await limiter(request);
-    if (!counted.isAllowed && counted.isExceeded) {
-      void reply.header("retry-after", String(counted.ttlInSeconds ?? 60));
-      throw new BootsealError("RATE_LIMITED", "too many failed authentications from this address");
+  /**
+   * Counts a failure in each of its buckets, and answers 429 when one of them is past its
+   * limit, else the failure itself. Only ever called for a credential that did not verify.
+   */
+  async function fail(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    err: BootsealError,
+    presented: Presented = presentedBy(request),
+  ): Promise<never> {
+    let wait = failures.fail(addressKey(request));
+    if (presented.credential) wait = Math.max(wait, failures.fail(`credential:${presented.credential}`));
+    if (presented.machine) {
+      const id = `${presented.machine.namespace}/${presented.machine.name}`;
+      wait = Math.max(wait, failures.fail(`machine:${id}`));
+    }
+    if (wait > 0) {
+      void reply.header("retry-after", String(wait));
+      throw new BootsealError("RATE_LIMITED", "too many failed authentications; retry later");
     }
     throw err;
+  }
+
+  /** The buckets of a machine principal's failure found after authenticate (store, handler). */
+  function presentedBy(request: FastifyRequest): Presented {
+    const principal = stateOf(request).principal;
+    return principal?.kind === "machine"
+      ? { credential: work.hash(principal.token), machine: principal.machine }
+      : {};
   }
 
   async function authenticate(request: FastifyRequest, reply: FastifyReply): Promise<Principal> {
     const header = request.headers.authorization;
     if (header !== undefined) {
       const m = /^Bearer +(\S+) *$/i.exec(header);
-      if (!m)
+      if (!m) {
+        await refuseFlood(request, reply);
         return fail(request, reply, new BootsealError("UNAUTHORIZED", "malformed Authorization header"));
+      }
       const token = m[1] as string;
       if (looksLikeBootstrapToken(token)) {
         const machine = parseBootstrapToken(token);
         if (!machine)
-          return fail(request, reply, new BootsealError("UNAUTHORIZED", "malformed bootstrap token"));
+          return fail(request, reply, new BootsealError("UNAUTHORIZED", "malformed bootstrap token"), {
+            credential: work.hash(token),
+          });
         return { kind: "machine", machine, token };
       }
       const controller = findController(options.controllers, token);
-      if (!controller) return fail(request, reply, new BootsealError("UNAUTHORIZED", "unknown bearer token"));
+      if (!controller)
+        return fail(request, reply, new BootsealError("UNAUTHORIZED", "unknown bearer token"), {
+          credential: work.hash(token),
+        });
       return { kind: "controller", name: controller.name, scopes: controller.scopes };
     }
     if (options.mutualTls) {
       const controller = certificateController(request, options.controllers);
       if (controller) return { kind: "controller", name: controller.name, scopes: controller.scopes };
     }
+    await refuseFlood(request, reply);
     return fail(
       request,
       reply,
@@ -125,13 +244,20 @@ export function authPlugin(app: FastifyInstance, options: AuthOptions): void {
     );
   }
 
-  /** onRequest: who is calling, and may they call this route at all (no store access). */
-  async function authorize(auth: RouteAuth, request: FastifyRequest, reply: FastifyReply): Promise<void> {
-    const peek = await limiter(request, { increment: false });
-    if (!peek.isAllowed && peek.remaining === 0 && (peek.ttlInSeconds ?? 0) > 0) {
-      void reply.header("retry-after", String(peek.ttlInSeconds));
+  /**
+   * A request with no usable credential, from an address past its limit: 429 before any other
+   * work. Nothing it could carry would verify, so no valid caller is ever refused here.
+   */
+  async function refuseFlood(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+    const wait = failures.blocked(addressKey(request));
+    if (wait > 0) {
+      void reply.header("retry-after", String(wait));
       throw new BootsealError("RATE_LIMITED", "too many failed authentications from this address");
     }
+  }
+
+  /** onRequest: who is calling, and may they call this route at all (no store access). */
+  async function authorize(auth: RouteAuth, request: FastifyRequest, reply: FastifyReply): Promise<void> {
     const principal = await authenticate(request, reply);
     stateOf(request).principal = principal;
     if (principal.kind === "machine") {
@@ -159,7 +285,7 @@ export function authPlugin(app: FastifyInstance, options: AuthOptions): void {
     const { machine, token } = state.principal;
     const record = await options.machines.readToken(machine, { signal: signalFor(reply) });
     try {
-      state.machineToken = checkToken(record, token, machine, options.now());
+      state.machineToken = checkToken(record, token, machine, options.now(), work);
     } catch (err) {
       if (isAuthFailure(err)) return fail(request, reply, err);
       throw err;

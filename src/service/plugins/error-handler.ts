@@ -28,7 +28,9 @@ export const HTTP_STATUS: Record<ErrorCode, number> = {
   FORBIDDEN: 403,
   TOKEN_EXPIRED: 401,
   TOKEN_EXHAUSTED: 401,
+  ALREADY_FETCHED: 409,
   TOO_LARGE: 413,
+  REQUEST_TIMEOUT: 408,
   RATE_LIMITED: 429,
   IO_ERROR: 500,
   SERVICE_UNAVAILABLE: 503, // a client-side code (bootseal fetch); never raised by the service

@@ -111,6 +111,13 @@ export function machineConfigRoutes(parent: FastifyInstance, ctx: ServiceContext
         },
       );
       if (result.kind === "not-modified") return reply.code(304).header("etag", result.etag).send();
+      if (result.kind === "already-fetched") {
+        // One-time fetch: someone (the machine, or a thief racing it) already took the one fetch.
+        throw new BootsealError(
+          "ALREADY_FETCHED",
+          "this one-time config was already fetched with this token; a second fetch was refused",
+        );
+      }
       return reply
         .code(200)
         .header("content-type", result.contentType)

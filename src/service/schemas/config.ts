@@ -41,7 +41,9 @@ export const fetchSchema = {
   summary: "Fetch a machine's encrypted config",
   description:
     "Machine (its bootstrap token; each fetch uses one of the token's fetches) or controller (configs:read). " +
-    "Body: the SOPS document (application/sops+json or application/sops+yaml), with ETag; If-None-Match gives 304.",
+    "Body: the SOPS document (application/sops+json or application/sops+yaml), with ETag; If-None-Match gives 304. " +
+    "With oneTimeFetch after-first-fetch only the first machine fetch gets the body: every other one, " +
+    "concurrent or later, is 409 ALREADY_FETCHED.",
   tags: ["configs"],
   params: machineParams,
   response: {
@@ -53,6 +55,9 @@ export const fetchSchema = {
 
 export const deleteSchema = {
   summary: "Delete a machine's config and bootstrap token",
+  description:
+    "The machine's own DELETE (one-time fetch on, after it reported succeeded) is idempotent: 204 also " +
+    "when the service already deleted the config (after-success).",
   tags: ["configs"],
   params: machineParams,
   response: { 204: { description: "deleted", type: "null" }, ...errorResponses },
