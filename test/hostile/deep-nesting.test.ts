@@ -9,10 +9,12 @@ import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { PassThrough } from "node:stream";
 import { after, before, describe, test } from "node:test";
 import { generateX25519Identity, identityToRecipient } from "age-encryption";
 import { MemoryStore } from "../../providers/stores/memory.ts";
 import { EXIT_CODES } from "../../src/cli/exit-codes.ts";
+import { main } from "../../src/cli/main.ts";
 import { SCOPES } from "../../src/config/service-config.ts";
 import { parseSopsConfig } from "../../src/config/sops-config.ts";
 import { codecFor } from "../../src/envelope/sops/codecs/index.ts";
@@ -221,6 +223,36 @@ describe("the service", () => {
     assert.match(j.body, TOO_DEEP);
     clean(j.body);
     await app.close();
+  });
+});
+
+describe("a document at the limit goes all the way through", () => {
+  test("encrypt, then decrypt, in YAML and JSON: the same plaintext back", async () => {
+    const [yamlDoc] = deepDocuments(MAX_NESTING_DEPTH - 1);
+    const [jsonDoc] = deepJson(MAX_NESTING_DEPTH - 1);
+    for (const [type, plain] of [
+      ["yaml", yamlDoc!.text],
+      ["json", jsonDoc!.text],
+    ] as const) {
+      const enc = await encrypt(plain, ["--age", key.recipient, "--input-type", type, "--output-type", type]);
+      const file = join(dir.path, `limit.${type}`);
+      await writeFile(file, enc);
+      const stdout = new PassThrough();
+      const stderr = new PassThrough();
+      const out: Buffer[] = [];
+      stdout.on("data", (c: Buffer) => out.push(c));
+      const code = await main(["decrypt", file], {
+        stdin: new PassThrough(),
+        stdout,
+        stderr,
+        env: { SOPS_AGE_KEY: key.identity },
+        cwd: dir.path,
+      });
+      assert.equal(code, 0, type);
+      const back = Buffer.concat(out).toString();
+      const again = codecFor(type).emitPlain(codecFor(type).parsePlain(utf8(plain)));
+      assert.equal(back, Buffer.from(again).toString(), type);
+    }
   });
 });
 
