@@ -17,7 +17,8 @@
  * content or the text of an unknown key (a mis-indented content line parses as a key, so its
  * text is the secret). At most MAX_MANIFEST_FILES files.
  */
-import { isMap, isScalar, parseAllDocuments, type Scalar } from "yaml";
+import { isMap, isScalar, LineCounter, parseAllDocuments, type Scalar } from "yaml";
+import { boundedTokens, tooDeep, tooDeepAt } from "../envelope/sops/codecs/yaml-limits.ts";
 import { BootsealError } from "../errors.ts";
 import { displayPath } from "./paths.ts";
 
@@ -81,6 +82,11 @@ export function parseManifest(bytes: Uint8Array): FileSpec[] {
   for (const _ of text.matchAll(/^(?:---|\.\.\.)(?=\s|$)/gm)) {
     if (++markers > 2 * MAX_MANIFEST_FILES + 2) throw bad("", `more than ${MAX_MANIFEST_FILES} documents`);
   }
+  // The same nesting bound as the YAML codec, checked on a bounded parse first: a megabyte of
+  // `[` would otherwise cost the machine CPU and stack in the full parse below.
+  const lines = new LineCounter();
+  const deep = tooDeepAt(boundedTokens(text, lines));
+  if (deep !== undefined) throw tooDeep(lines.linePos(deep).line);
   const docs = parseAllDocuments(text, { uniqueKeys: true, prettyErrors: false });
   if (!Array.isArray(docs)) throw bad("", "not a YAML document stream");
   const specs: FileSpec[] = [];

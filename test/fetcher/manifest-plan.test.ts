@@ -407,3 +407,18 @@ test("L3: the file store's get stops at maxBytes: at the cap it reads, one byte 
   assert.equal((await store.get("over"))?.body.byteLength, 1001);
   assert.equal(await store.get("missing", { maxBytes: 1000 }), null);
 });
+
+test("a manifest nested deeper than the YAML codec allows is refused before the full parse", () => {
+  for (const text of [`path: /etc/a\ncontent: x\nx: ${"[".repeat(200_000)}\n`, `${"- ".repeat(2_000)}x\n`]) {
+    assert.throws(
+      () => parseManifest(new TextEncoder().encode(text)),
+      (err: Error & { code?: string }) => {
+        assert.equal(err.code, "BAD_INPUT");
+        assert.match(err.message, /nesting deeper than \d+ levels/);
+        return true;
+      },
+    );
+  }
+  // at the limit's safe side a manifest still parses
+  assert.equal(parseManifest(new TextEncoder().encode("path: /etc/a\ncontent: x\nmode: '0600'\n")).length, 1);
+});
