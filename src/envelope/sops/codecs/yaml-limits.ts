@@ -1,5 +1,5 @@
 /**
- * The YAML reader's bounds on hostile input (docs/security-notes/yaml.md):
+ * The YAML reader's bounds on hostile input (docs/security.md):
  * - nesting depth, checked on the `yaml` package's CST without recursion before anything
  *   recursive (its composer, the walk in ./yaml-parse.ts) touches the tokens;
  * - alias expansion ("billion laughs"), counted while aliases are expanded: go-yaml v3's
