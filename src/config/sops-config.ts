@@ -10,7 +10,7 @@ import { readFileSync, statSync } from "node:fs";
 import { dirname, join, resolve, sep } from "node:path";
 import { parseDocument } from "yaml";
 import type { KeyEntry } from "../envelope/sops/master-key.ts";
-import type { SelectionRule } from "../envelope/sops/metadata.ts";
+import { RULE_KINDS, type SelectionRule } from "../envelope/sops/metadata.ts";
 import { compileRegex, type GoRegexp } from "../envelope/sops/walk.ts";
 import { BootsealError } from "../errors.ts";
 import {
@@ -128,20 +128,11 @@ export function loadSopsConfig(path: string): SopsConfig {
   return parseSopsConfig(text, path);
 }
 
-const SELECTION_FIELDS = [
-  "unencrypted_suffix",
-  "encrypted_suffix",
-  "unencrypted_regex",
-  "encrypted_regex",
-  "unencrypted_comment_regex",
-  "encrypted_comment_regex",
-] as const;
-
 function parseRule(v: Tree, index: number): ParsedCreationRule {
   const r = map(v, `creation_rules[${index}]`);
   const pathRegex = str(r.get("path_regex"), "path_regex") || null;
   const selected: SelectionRule[] = [];
-  for (const kind of SELECTION_FIELDS) {
+  for (const kind of RULE_KINDS) {
     const value = str(r.get(kind), kind);
     if (value) selected.push({ kind, value });
   }

@@ -45,7 +45,8 @@ export interface Metadata {
 // Wire shape <-> Metadata. Reading is as lenient as sops 3.13 (mapstructure with weak
 // typing); writing reproduces what sops 3.13.2 writes (alphabetical keys at every level).
 
-const RULE_KINDS: readonly SelectionRule["kind"][] = [
+/** The six selection rules, in sops's order. */
+export const RULE_KINDS: readonly SelectionRule["kind"][] = [
   "unencrypted_suffix",
   "encrypted_suffix",
   "unencrypted_regex",
@@ -61,7 +62,7 @@ const bad = (message: string): BootsealError => new BootsealError("BAD_INPUT", m
 const lossyUtf8 = new TextDecoder();
 
 /** mapstructure's field lookup: exact name first, then case-insensitive; later duplicates win. */
-function field(m: Mapping, name: string): Value | undefined {
+export function metadataField(m: Mapping, name: string): Value | undefined {
   let exact: Value | undefined;
   let folded: Value | undefined;
   for (const item of m.items) {
@@ -176,12 +177,14 @@ function readEntry(format: KeyKindFormat, m: Mapping): KeyEntry {
 }
 
 function readGroup(m: Mapping, kinds: KeyKinds): KeyEntry[] {
-  if (!kinds.some((k) => k.kind === "hckms") && weakList(field(m, "hckms"), "hckms").length > 0) {
+  if (!kinds.some((k) => k.kind === "hckms") && weakList(metadataField(m, "hckms"), "hckms").length > 0) {
     throw new BootsealError("UNSUPPORTED", "HuaweiCloud KMS (hckms) keys are not supported");
   }
   return [...kinds]
     .sort((a, b) => a.readRank - b.readRank)
-    .flatMap((format) => weakList(field(m, format.kind), format.kind).map((e) => readEntry(format, e)));
+    .flatMap((format) =>
+      weakList(metadataField(m, format.kind), format.kind).map((e) => readEntry(format, e)),
+    );
 }
 
 /**
@@ -189,37 +192,37 @@ function readGroup(m: Mapping, kinds: KeyKinds): KeyEntry[] {
  * `kinds` (the key registry's KEY_KINDS). BAD_INPUT when unusable.
  */
 export function metadataFromTree(tree: Mapping, kinds: KeyKinds): Metadata {
-  const lastModified = weakString(field(tree, "lastmodified"), "lastmodified");
+  const lastModified = weakString(metadataField(tree, "lastmodified"), "lastmodified");
   if (parseRfc3339(lastModified) === null) throw bad("Invalid lastmodified timestamp");
 
   // Top-level key lists win over key_groups (sops internalKeygroups).
   const topGroup = readGroup(tree, kinds);
   let keyGroups: KeyEntry[][];
   if (topGroup.length > 0) keyGroups = [topGroup];
-  else keyGroups = weakList(field(tree, "key_groups"), "key_groups").map((g) => readGroup(g, kinds));
+  else keyGroups = weakList(metadataField(tree, "key_groups"), "key_groups").map((g) => readGroup(g, kinds));
   if (keyGroups.length === 0) throw bad("No keys found in file");
 
   const rules: SelectionRule[] = [];
   for (const kind of RULE_KINDS) {
-    const value = weakString(field(tree, kind), kind);
+    const value = weakString(metadataField(tree, kind), kind);
     if (value !== "") rules.push({ kind, value });
   }
   if (rules.length > 1) throw bad("Cannot use more than one selection rule in the same file");
 
-  const version = weakString(field(tree, "version"), "version");
+  const version = weakString(metadataField(tree, "version"), "version");
   // sops refuses to decrypt when the version does not parse; "1.x" is its legacy exception.
   if (!version.startsWith("1.") && !SEMVER.test(version)) throw bad("Invalid sops version in metadata");
 
-  const threshold = weakInt(field(tree, "shamir_threshold"), "shamir_threshold");
+  const threshold = weakInt(metadataField(tree, "shamir_threshold"), "shamir_threshold");
   if (threshold < 0) throw bad("Invalid metadata field shamir_threshold");
 
   return {
     keyGroups,
     ...(threshold !== 0 ? { shamirThreshold: threshold } : {}),
     lastModified,
-    mac: weakString(field(tree, "mac"), "mac"),
+    mac: weakString(metadataField(tree, "mac"), "mac"),
     rule: rules[0] ?? null,
-    macOnlyEncrypted: weakBool(field(tree, "mac_only_encrypted"), "mac_only_encrypted"),
+    macOnlyEncrypted: weakBool(metadataField(tree, "mac_only_encrypted"), "mac_only_encrypted"),
     version,
   };
 }

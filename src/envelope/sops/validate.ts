@@ -24,7 +24,7 @@ import { BootsealError } from "../../errors.ts";
 import { plaintextBytes } from "./canonical.ts";
 import type { Branch, Mapping, Value } from "./document.ts";
 import { type KeyEntry, type KeyKinds, kindFormat } from "./master-key.ts";
-import type { Metadata } from "./metadata.ts";
+import { type Metadata, metadataField, RULE_KINDS } from "./metadata.ts";
 import { compileRule, transformBranches } from "./walk.ts";
 
 /** The value types sops's cipher knows; `comment` only for comments. */
@@ -127,23 +127,11 @@ export function checkEncryptedComments(branches: readonly Branch[], metadata: Me
   checkValues(branches, metadata, false);
 }
 
-/** The entry of `m` read by mapstructure for `name` (exact, else case-insensitive). */
-function field(m: Mapping, name: string): Value | undefined {
-  let exact: Value | undefined;
-  let folded: Value | undefined;
-  for (const item of m.items) {
-    if (item.kind !== "entry") continue;
-    if (item.key === name) exact = item.value;
-    else if (item.key.toLowerCase() === name) folded = item.value;
-  }
-  return exact ?? folded;
-}
-
 const isNull = (v: Value | undefined): boolean =>
   v === undefined || (v.kind === "scalar" && v.type === "null");
 
 function checkMac(tree: Mapping, metadata: Metadata): void {
-  const raw = field(tree, "mac");
+  const raw = metadataField(tree, "mac");
   if (isNull(raw) || metadata.mac === "") throw bad("the document has no MAC (metadata field mac)");
   if (raw?.kind !== "scalar" || raw.type !== "str") throw bad("metadata field mac is not a string");
   const parsed = parseEncrypted(metadata.mac);
@@ -157,15 +145,6 @@ const isScalar = (v: Value, type: string): boolean => v.kind === "scalar" && v.t
 const isText = (v: Value, pattern: RegExp): boolean =>
   v.kind === "scalar" && v.type === "str" && typeof v.value === "string" && pattern.test(v.value);
 
-const RULE_FIELDS = [
-  "unencrypted_suffix",
-  "encrypted_suffix",
-  "unencrypted_regex",
-  "encrypted_regex",
-  "unencrypted_comment_regex",
-  "encrypted_comment_regex",
-];
-
 /**
  * Fields sops reads with weak typing, held to the type sops writes: `mac_only_encrypted: -1`
  * or `key_groups: "x"` beside top-level keys would otherwise pass unnoticed.
@@ -176,14 +155,14 @@ function checkTypes(tree: Mapping): void {
     // The flat formats (dotenv, INI) hold every metadata value as a string.
     ["shamir_threshold", (v) => isScalar(v, "int") || isText(v, /^\d{1,9}$/), "an integer"],
     ["mac_only_encrypted", (v) => isScalar(v, "bool") || isText(v, /^(?:true|false)$/), "a boolean"],
-    ...RULE_FIELDS.map((name): [string, (v: Value) => boolean, string] => [
+    ...RULE_KINDS.map((name): [string, (v: Value) => boolean, string] => [
       name,
       (v) => v.kind === "scalar" && v.type === "str",
       "a string",
     ]),
   ];
   for (const [name, ok, what] of typed) {
-    const v = field(tree, name);
+    const v = metadataField(tree, name);
     if (v !== undefined && !isNull(v) && !ok(v)) throw bad(`metadata field ${name} is not ${what}`);
   }
 }
@@ -194,7 +173,7 @@ function checkGroups(tree: Mapping, metadata: Metadata, kinds: KeyKinds): void {
   const listed = (v: Value | undefined): boolean =>
     v !== undefined && (v.kind === "map" || (v.kind === "seq" && v.items.some((x) => x.kind !== "comment")));
   // Top-level key lists win over key_groups in sops: a document with both hides one of them.
-  if (listed(field(tree, "key_groups")) && kinds.some((k) => listed(field(tree, k.kind)))) {
+  if (listed(metadataField(tree, "key_groups")) && kinds.some((k) => listed(metadataField(tree, k.kind)))) {
     throw bad("metadata has both top-level key lists and key_groups");
   }
   groups.forEach((group, g) => {
