@@ -21,27 +21,25 @@ import { SCOPES } from "../../src/config/service-config.ts";
 import { parseSopsConfig } from "../../src/config/sops-config.ts";
 import { yamlCodec } from "../../src/envelope/sops/codecs/yaml.ts";
 import { parseYamlGeneral } from "../../src/envelope/sops/codecs/yaml-parse.ts";
-import { BootsealError } from "../../src/errors.ts";
 import { MAX_ALIAS_EXPANSION_NODES, MAX_DOCUMENT_BYTES } from "../../src/limits.ts";
 import { buildApp } from "../../src/service/app.ts";
 import { auditLoggerTo } from "../../src/service/plugins/audit.ts";
 import { type AgeKey, ageKey, encrypt, machineEnv, run, tempDir } from "../fetcher/helpers.ts";
 import { appConfig } from "../service/app-config.ts";
-import { assertCleanMessage, blockSeqBomb, bombs, flowSeqBomb, mapBomb, mergeBomb } from "./hostile-yaml.ts";
+import {
+  assertCleanMessage,
+  assertRefused,
+  blockSeqBomb,
+  bombs,
+  flowSeqBomb,
+  mapBomb,
+  mergeBomb,
+} from "./hostile-yaml.ts";
 
 const utf8 = (s: string) => new TextEncoder().encode(s);
 const clean = (text: string) => assertCleanMessage(text, (ok, m) => assert.ok(ok, m));
 
-function refused(fn: () => unknown, code: "BAD_INPUT" | "TOO_LARGE", pattern: RegExp): void {
-  assert.throws(fn, (err: unknown) => {
-    assert.ok(err instanceof BootsealError, String(err));
-    assert.equal(err.code, code, err.message);
-    assert.match(err.message, pattern);
-    assert.ok(!err.message.includes("\n"), "one line");
-    clean(err.message);
-    return true;
-  });
-}
+const refused = assertRefused;
 
 let dir: { path: string; remove: () => Promise<void> };
 let key: AgeKey;

@@ -19,28 +19,18 @@ import { SCOPES } from "../../src/config/service-config.ts";
 import { parseSopsConfig } from "../../src/config/sops-config.ts";
 import { codecFor } from "../../src/envelope/sops/codecs/index.ts";
 import { parseYamlGeneral } from "../../src/envelope/sops/codecs/yaml-parse.ts";
-import { BootsealError } from "../../src/errors.ts";
 import { MAX_NESTING_DEPTH } from "../../src/limits.ts";
 import { buildApp } from "../../src/service/app.ts";
 import { type AgeKey, ageKey, encrypt, machineEnv, run, tempDir } from "../fetcher/helpers.ts";
 import { appConfig } from "../service/app-config.ts";
-import { assertCleanMessage, deepDocuments, deepJson } from "./hostile-yaml.ts";
+import { assertCleanMessage, assertRefused, deepDocuments, deepJson } from "./hostile-yaml.ts";
 
 const utf8 = (s: string) => new TextEncoder().encode(s);
 const clean = (text: string) => assertCleanMessage(text, (ok, m) => assert.ok(ok, m));
 const HOSTILE = 100_000;
 const TOO_DEEP = /nesting (deeper than 256 levels|too deep)/;
 
-function refused(fn: () => unknown, pattern = TOO_DEEP): void {
-  assert.throws(fn, (err: unknown) => {
-    assert.ok(err instanceof BootsealError, String(err));
-    assert.equal(err.code, "BAD_INPUT", err.message);
-    assert.match(err.message, pattern);
-    assert.ok(!err.message.includes("\n"), "one line");
-    clean(err.message);
-    return true;
-  });
-}
+const refused = (fn: () => unknown, pattern = TOO_DEEP): void => assertRefused(fn, "BAD_INPUT", pattern);
 
 let dir: { path: string; remove: () => Promise<void> };
 let key: AgeKey;

@@ -4,6 +4,8 @@
  * nesting in every YAML and JSON collection style. Each generator is small input that would
  * expand to (width ** levels) nodes, or nest far deeper than any walker's stack allows.
  */
+import assert from "node:assert/strict";
+import { BootsealError, type ErrorCode } from "../../src/errors.ts";
 
 const name = (level: number): string => `l${level}`;
 
@@ -95,4 +97,16 @@ export function assertCleanMessage(text: string, assert: (ok: boolean, message: 
   assert(!/\n\s+at /.test(text), `no stack trace: ${text.slice(0, 400)}`);
   assert(!text.includes("lol"), `no document content: ${text.slice(0, 400)}`);
   assert(!/RangeError|Maximum call stack|Invalid string length|heap/i.test(text), text.slice(0, 400));
+}
+
+/** `fn` throws a one-line BootsealError with `code`, matching `pattern`, that shows nothing it should not. */
+export function assertRefused(fn: () => unknown, code: ErrorCode, pattern: RegExp): void {
+  assert.throws(fn, (err: unknown) => {
+    assert.ok(err instanceof BootsealError, String(err));
+    assert.equal(err.code, code, err.message);
+    assert.match(err.message, pattern);
+    assert.ok(!err.message.includes("\n"), "one line");
+    assertCleanMessage(err.message, (ok, m) => assert.ok(ok, m));
+    return true;
+  });
 }
