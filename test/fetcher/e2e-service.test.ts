@@ -15,7 +15,7 @@ import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { mkdir, readdir, readFile, writeFile } from "node:fs/promises";
-import { connect, createServer, type Server, type Socket } from "node:net";
+import { createServer } from "node:net";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { CreateKeyCommand, KMSClient } from "@aws-sdk/client-kms";
@@ -30,6 +30,7 @@ import {
 } from "@aws-sdk/client-s3";
 import { EXIT_CODES } from "../../src/cli/exit-codes.ts";
 import { peer, uniqueName } from "../helpers/peers.ts";
+import { type TcpProxy, tcpProxy } from "../helpers/tcp-proxy.ts";
 import {
   type AgeKey,
   ageKey,
@@ -44,50 +45,6 @@ import {
 } from "./helpers.ts";
 
 const REGION = "us-east-1";
-
-/** A TCP proxy in front of SeaweedFS that the test can take down (connections refused and cut). */
-interface Proxy {
-  readonly url: string;
-  setDown(down: boolean): void;
-  close(): Promise<void>;
-}
-
-async function tcpProxy(target: URL): Promise<Proxy> {
-  const open = new Set<Socket>();
-  const state = { down: false };
-  const server: Server = createServer((client) => {
-    if (state.down) {
-      client.destroy();
-      return;
-    }
-    const upstream = connect(Number(target.port), target.hostname);
-    open.add(client);
-    open.add(upstream);
-    client.pipe(upstream).pipe(client);
-    const drop = () => {
-      client.destroy();
-      upstream.destroy();
-      open.delete(client);
-      open.delete(upstream);
-    };
-    client.on("error", drop).on("close", drop);
-    upstream.on("error", drop).on("close", drop);
-  });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  const port = (server.address() as { port: number }).port;
-  return {
-    url: `http://127.0.0.1:${port}`,
-    setDown(down: boolean) {
-      state.down = down;
-      if (down) for (const s of open) s.destroy();
-    },
-    close: () =>
-      new Promise<void>((r) => {
-        for (const s of open) s.destroy();
-        server.close(() => r());
-      }),
-  };
-}
 
 async function freePort(): Promise<number> {
   const s = createServer();
@@ -147,7 +104,7 @@ async function startService(config: string, env: Record<string, string | undefin
 let dir: { path: string; remove: () => Promise<void> };
 let s3: S3Client;
 let bucket: string;
-let proxy: Proxy;
+let proxy: TcpProxy;
 let kmsArn: string;
 let operator: AgeKey;
 let stranger: AgeKey;
