@@ -313,9 +313,14 @@ export class FileStore implements ObjectStore {
         const fh = await open(lockPath, "wx", 0o600);
         try {
           await fh.writeFile(JSON.stringify(owner));
-        } finally {
-          await fh.close();
+        } catch (err) {
+          // A full disk (ENOSPC) fails the write after the create: the empty lock is ours,
+          // remove it, or every writer of this key would wait for it to turn stale.
+          await fh.close().catch(() => {});
+          await unlink(lockPath).catch(() => {});
+          throw fsError(err, "lock an object");
         }
+        await fh.close();
         break;
       } catch (err) {
         const code = errno(err);

@@ -1,0 +1,158 @@
+/**
+ * The faults tests' own pieces: a real `bootseal serve` process (stopped gently or with
+ * SIGKILL), plain HTTP calls to it, and an in-process `bootseal decrypt` to prove that a
+ * stored document is whole. No peer here: each test file names the peers it uses.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { writeFile } from "node:fs/promises";
+import { createServer } from "node:net";
+import { join } from "node:path";
+import { PassThrough } from "node:stream";
+import { main } from "../../src/cli/main.ts";
+import { CLI, REPO } from "../fetcher/helpers.ts";
+
+export async function freePort(): Promise<number> {
+  const s = createServer();
+  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
+  const port = (s.address() as { port: number }).port;
+  await new Promise<void>((r) => s.close(() => r()));
+  return port;
+}
+
+export interface Service {
+  readonly url: string;
+  readonly process: ChildProcess;
+  log(): string;
+  stop(): Promise<void>;
+  kill9(): Promise<void>;
+}
+
+/** Starts `bootseal serve` and waits (bounded, 60 s) until /healthz answers. */
+export async function startService(
+  config: string,
+  env: Record<string, string | undefined>,
+  port?: number,
+): Promise<Service> {
+  const listen = port ?? (await freePort());
+  const child = spawn(
+    process.execPath,
+    [CLI, "serve", "--config", config, "--listen", `127.0.0.1:${listen}`],
+    {
+      env: env as NodeJS.ProcessEnv,
+      cwd: REPO,
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
+  let output = "";
+  child.stdout?.on("data", (c) => {
+    output += c;
+  });
+  child.stderr?.on("data", (c) => {
+    output += c;
+  });
+  const exited = new Promise<void>((r) => child.once("exit", () => r()));
+  const url = `http://127.0.0.1:${listen}`;
+  for (let i = 0; ; i++) {
+    if (child.exitCode !== null || child.signalCode !== null)
+      throw new Error(`bootseal serve exited: ${output}`);
+    try {
+      const res = await fetch(`${url}/healthz`);
+      if (res.ok) break;
+    } catch {
+      // not listening yet
+    }
+    if (i > 600) throw new Error(`bootseal serve did not come up: ${output}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const end = (signal: NodeJS.Signals) => {
+    if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+    return exited;
+  };
+  return { url, process: child, log: () => output, stop: () => end("SIGTERM"), kill9: () => end("SIGKILL") };
+}
+
+export interface Answer {
+  readonly status: number;
+  readonly headers: Headers;
+  readonly body: Buffer;
+  json<T = Record<string, unknown>>(): T;
+}
+
+/** One HTTP call; a refused or cut connection is status 0 (the service was not there). */
+export async function call(
+  url: string,
+  init: { method?: string; token?: string; body?: string | Uint8Array; contentType?: string } = {},
+): Promise<Answer> {
+  const headers: Record<string, string> = {};
+  if (init.token) headers.authorization = `Bearer ${init.token}`;
+  if (init.contentType) headers["content-type"] = init.contentType;
+  try {
+    const res = await fetch(url, {
+      method: init.method ?? "GET",
+      headers,
+      body: init.body,
+      signal: AbortSignal.timeout(120_000),
+    });
+    const body = Buffer.from(await res.arrayBuffer());
+    return { status: res.status, headers: res.headers, body, json: () => JSON.parse(body.toString()) };
+  } catch {
+    return { status: 0, headers: new Headers(), body: Buffer.alloc(0), json: () => ({}) as never };
+  }
+}
+
+/** `bootseal decrypt FILE` in-process with the age key file; the plaintext, or throws. */
+export async function decryptWithAge(dir: string, doc: Uint8Array, ageKeyFile: string): Promise<Buffer> {
+  const file = join(dir, `doc-${Math.random().toString(36).slice(2)}.bin`);
+  await writeFile(file, doc);
+  const stdin = new PassThrough();
+  const stdout = new PassThrough();
+  const stderr = new PassThrough();
+  const chunks: Buffer[] = [];
+  let err = "";
+  stdout.on("data", (c: Buffer) => chunks.push(c));
+  stderr.on("data", (c: Buffer) => {
+    err += c.toString();
+  });
+  stdin.end();
+  const code = await main(["decrypt", file], {
+    stdin,
+    stdout,
+    stderr,
+    env: { SOPS_AGE_KEY_FILE: ageKeyFile },
+    cwd: REPO,
+  });
+  if (code !== 0) throw new Error(`decrypt failed (${code}): ${err}`);
+  return Buffer.concat(chunks);
+}
+
+/** A minimal service configuration; `extra` lines are appended. */
+export function serviceConfig(opts: {
+  store: string;
+  recipient: string;
+  tokenSha256: string;
+  dataDir: string;
+  audit: string;
+  kms?: string;
+  extra?: readonly string[];
+}): string {
+  return [
+    `store: ${opts.store}`,
+    ...(opts.extra ?? []),
+    "creation_rules:",
+    "  - path_regex: .*",
+    ...(opts.kms ? [`    kms: ${opts.kms}`] : []),
+    `    age: ${opts.recipient}`,
+    "controllers:",
+    "  - name: faults",
+    `    tokenSha256: ${opts.tokenSha256}`,
+    "    scopes: [configs:write, configs:read, status:read]",
+    "bootstrapToken:",
+    "  ttl: 1h",
+    "  uses: 1000",
+    `dataDir: ${opts.dataDir}`,
+    "audit:",
+    `  path: ${opts.audit}`,
+    "logLevel: warn",
+    "",
+  ].join("\n");
+}
