@@ -4,7 +4,8 @@
  * STORE_UNAVAILABLE `{code, message}` with `Retry-After`, nothing half-written is left (no
  * temporary or lock file), the old version of the republished config is still served byte for
  * byte, the new machine has no config; once space is freed the same publish succeeds.
- * When the mount is refused (not root, no tmpfs) the test is skipped with the reason.
+ * When the mount is refused (not root, no tmpfs) that test is skipped with the reason; the
+ * second test injects ENOSPC into the store the app is built on, and runs everywhere.
  */
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
@@ -12,7 +13,15 @@ import { createHash, randomBytes } from "node:crypto";
 import { mkdir, open, readdir, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
+import { generateX25519Identity, identityToRecipient } from "age-encryption";
+import { FileStore } from "../../providers/stores/file.ts";
+import type { ObjectStore } from "../../providers/stores/object-store.ts";
+import { SCOPES } from "../../src/config/service-config.ts";
+import { parseSopsConfig } from "../../src/config/sops-config.ts";
+import { BootsealError } from "../../src/errors.ts";
+import { buildApp } from "../../src/service/app.ts";
 import { type AgeKey, ageKey, tempDir } from "../fetcher/helpers.ts";
+import { appConfig } from "../service/app-config.ts";
 import { call, decryptWithAge, type Service, serviceConfig, startService } from "./helpers.ts";
 
 let dir: { path: string; remove: () => Promise<void> };
@@ -126,4 +135,72 @@ test("a full disk: 503 STORE_UNAVAILABLE, nothing half-written, the old version 
   const now = await call(machine("keep"), { token });
   assert.equal((await decryptWithAge(dir.path, now.body, operator.file)).toString(), payload);
   assert.equal((await call(`${service?.url}/readyz`)).status, 200);
+});
+
+test("an injected ENOSPC (runs where mount is refused too): 503, the old version still served", {
+  timeout: 120_000,
+}, async () => {
+  const storeDir = join(dir.path, "injected");
+  const real = new FileStore(storeDir);
+  const state = { full: false };
+  const store: ObjectStore = {
+    url: real.url,
+    get: (k, o) => real.get(k, o),
+    head: (k, o) => real.head(k, o),
+    list: (p, o) => real.list(p, o),
+    delete: (k, c, o) => real.delete(k, c, o),
+    put: (k, b, c, o) => {
+      // What the file store raises for ENOSPC (providers/stores/file.ts, fsError).
+      if (state.full) {
+        const cause = Object.assign(new Error("no space left on device"), { code: "ENOSPC" });
+        return Promise.reject(
+          new BootsealError("STORE_UNAVAILABLE", "file store: cannot write an object (ENOSPC)", { cause }),
+        );
+      }
+      return real.put(k, b, c, o);
+    },
+  };
+  const recipient = await identityToRecipient(await generateX25519Identity());
+  const app = buildApp({
+    logger: false,
+    store,
+    config: appConfig({
+      creationRules: parseSopsConfig(`creation_rules:\n  - age: ${recipient}\n`, "t"),
+      controllers: [
+        { name: "c", tokenSha256: createHash("sha256").update(token).digest("hex"), scopes: [...SCOPES] },
+      ],
+    }),
+  });
+  try {
+    const put = (name: string, payload: string) =>
+      app.inject({
+        method: "PUT",
+        url: `/v1/machines/default/${name}/config`,
+        headers: { authorization: `Bearer ${token}` },
+        payload,
+      });
+    const get = (name: string) =>
+      app.inject({
+        method: "GET",
+        url: `/v1/machines/default/${name}/config`,
+        headers: { authorization: `Bearer ${token}` },
+      });
+    assert.equal((await put("keep", "one\n")).statusCode, 201);
+    const old = (await get("keep")).rawPayload;
+    state.full = true;
+    for (const name of ["keep", "fresh"]) {
+      const r = await put(name, "secret-two\n");
+      assert.equal(r.statusCode, 503, r.body);
+      assert.equal(r.headers["retry-after"], "5");
+      assert.deepEqual(Object.keys(r.json()).sort(), ["code", "message"]);
+      assert.equal(r.json().code, "STORE_UNAVAILABLE");
+      assert.ok(!r.body.includes("secret-two"));
+    }
+    assert.ok((await get("keep")).rawPayload.equals(old), "the old version is served byte for byte");
+    assert.equal((await get("fresh")).statusCode, 404);
+    state.full = false;
+    assert.equal((await put("keep", "two\n")).statusCode, 200);
+  } finally {
+    await app.close();
+  }
 });
