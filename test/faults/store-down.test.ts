@@ -76,9 +76,9 @@ after(async () => {
   await dir?.remove();
 });
 
-/** Polls (bounded: 600 x 100 ms) until `check` is true. */
+/** Polls (bounded: 1200 x 100 ms) until `check` is true. */
 async function until(what: string, check: () => boolean | Promise<boolean>): Promise<void> {
-  for (let i = 0; i < 600; i++) {
+  for (let i = 0; i < 1200; i++) {
     if (await check()) return;
     await new Promise((r) => setTimeout(r, 100));
   }
