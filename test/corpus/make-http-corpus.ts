@@ -693,7 +693,17 @@ const binaries: [string, string, Buffer][] = [
 ];
 // A lone surrogate and bytes that are not UTF-8 are replaced (U+FFFD) by a lenient decoder, as
 // Go's encoding/json does: refused or taken, never a 5xx. (Reported: the payload changes.)
-const lenient = new Set(["json-invalid-utf8", "json-overlong", "yaml-nul", "lone-surrogate"]);
+const lenient = new Set(["yaml-nul", "lone-surrogate"]);
+binaries.push(
+  ["yaml-latin1", "yaml", Buffer.from("password: caf\u00e9", "latin1")],
+  ["json-latin1", "json", Buffer.from('{"password":"caf\u00e9"}', "latin1")],
+  [
+    "json-truncated-utf8",
+    "json",
+    Buffer.concat([Buffer.from('{"a":"'), Buffer.from([0xe2, 0x82]), Buffer.from('"}')]),
+  ],
+  ["yaml-surrogate-bytes", "yaml", Buffer.concat([Buffer.from("a: "), Buffer.from([0xed, 0xb0, 0x80])])],
+);
 binaries.push(["lone-surrogate", "json", Buffer.from('{"a":"\\ud800"}')]);
 for (const [id, format, bytes] of binaries) {
   add({
@@ -805,6 +815,36 @@ for (const [id, body] of [
     path: "/v1/machines/corpus/put/config",
     headers: { ...bearer("ADMIN"), "content-type": "application/sops+yaml" },
     body,
+    expect: [400],
+  });
+}
+// Pre-encrypted uploads whose bytes are not UTF-8 text.
+for (const [id, ct, bytes] of [
+  [
+    "json-invalid-utf8",
+    "application/sops+json",
+    Buffer.concat([Buffer.from('{"data":"'), Buffer.from([0xff, 0xc3]), Buffer.from('","sops":{}}')]),
+  ],
+  [
+    "yaml-invalid-utf8",
+    "application/sops+yaml",
+    Buffer.concat([Buffer.from("a: "), Buffer.from([0xff, 0xc3]), Buffer.from("\nsops: {}")]),
+  ],
+  ["json-utf16", "application/sops+json", Buffer.from('{"data":"x","sops":{}}', "utf16le")],
+  [
+    "random-bytes",
+    "application/sops+json",
+    Buffer.from(Array.from({ length: 512 }, (_, i) => (i * 7919 + 13) % 256)),
+  ],
+] as const) {
+  add({
+    id: `body:putConfig:sops-bytes:${id}`,
+    route: "putConfig",
+    transport: "fetch",
+    method: "PUT",
+    path: "/v1/machines/corpus/put/config",
+    headers: { ...bearer("ADMIN"), "content-type": ct },
+    bodyBase64: bytes.toString("base64"),
     expect: [400],
   });
 }
