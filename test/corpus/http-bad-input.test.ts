@@ -28,7 +28,7 @@ const READER = randomBytes(32).toString("base64url");
 const WRITER = randomBytes(32).toString("base64url");
 const CANARY = `CANARY-${randomBytes(12).toString("hex")}`;
 const sha = (s: string) => createHash("sha256").update(s).digest("hex");
-const GUARD_MS = 15_000;
+const GUARD_MS = 30_000;
 const TOKEN_RE = /bst\.[a-z0-9-]+\.[a-z0-9-]+\.[A-Za-z0-9_-]{43}/g;
 
 let dir: string;
@@ -50,7 +50,10 @@ function config(name: string, recipient: string, extra: Record<string, unknown>)
       { name: "reader", tokenSha256: sha(READER), scopes: ["status:read", "configs:read"] },
       { name: "writer", tokenSha256: sha(WRITER), scopes: ["configs:write"] },
     ],
-    limits: { bodyBytes: 65536, headersTimeout: "1s", requestTimeout: "2s", idleTimeout: "1s" },
+    // Small enough for the truncated cases to end quickly, large enough that a loaded machine
+    // never times out a request that was sent whole. The idle timeout stays at its default (5s),
+    // above fetch()'s own keep-alive reuse window, so no request lands on a closing connection.
+    limits: { bodyBytes: 65536, headersTimeout: "4s", requestTimeout: "6s" },
     rateLimit: { authFailuresPerMinute: 1_000_000 },
     audit: { path: join(dir, `audit-${name}.log`) },
     events: { heartbeatSeconds: 1 },
