@@ -138,6 +138,10 @@ function fill(text: string): string {
 interface Answer {
   readonly status: number;
   readonly contentType: string;
+  /** The security header every answer carries (docs/api.md, "Limits and headers"). */
+  readonly nosniff: boolean;
+  /** `Cache-Control: no-store`, which every `/v1/` answer carries. */
+  readonly noStore: boolean;
   readonly body: Buffer;
 }
 
@@ -168,7 +172,13 @@ function parseRaw(buf: Buffer, stream: boolean): Answer | undefined {
     }
     body = Buffer.concat(parts);
   }
-  return { status, contentType: headers.get("content-type") ?? "", body };
+  return {
+    status,
+    contentType: headers.get("content-type") ?? "",
+    nosniff: headers.get("x-content-type-options") === "nosniff",
+    noStore: headers.get("cache-control") === "no-store",
+    body,
+  };
 }
 
 /** Whether `buf` holds a whole answer (its head, and the body its framing announces). */
@@ -236,6 +246,13 @@ function sendRaw(c: CorpusCase): Promise<Answer | undefined> {
   });
 }
 
+function marks(headers: Headers): { nosniff: boolean; noStore: boolean } {
+  return {
+    nosniff: headers.get("x-content-type-options") === "nosniff",
+    noStore: headers.get("cache-control") === "no-store",
+  };
+}
+
 async function sendFetch(c: CorpusCase): Promise<Answer> {
   const url = `${a.url}${fill(c.path ?? "/")}`;
   const headers = Object.fromEntries(Object.entries(c.headers ?? {}).map(([k, v]) => [k, fill(v)]));
@@ -256,9 +273,14 @@ async function sendFetch(c: CorpusCase): Promise<Answer> {
     const contentType = res.headers.get("content-type") ?? "";
     if (contentType.startsWith("text/event-stream")) {
       await res.body?.cancel();
-      return { status: res.status, contentType, body: Buffer.alloc(0) };
+      return { status: res.status, contentType, ...marks(res.headers), body: Buffer.alloc(0) };
     }
-    return { status: res.status, contentType, body: Buffer.from(await res.arrayBuffer()) };
+    return {
+      status: res.status,
+      contentType,
+      ...marks(res.headers),
+      body: Buffer.from(await res.arrayBuffer()),
+    };
   } finally {
     clearTimeout(guard);
   }
@@ -275,6 +297,11 @@ function check(c: CorpusCase, answer: Answer | undefined, failures: string[]): v
     failures.push(`${c.id}: status ${answer.status}, expected ${c.expect.join("|")}: ${text.slice(0, 200)}`);
   }
   if (answer.status >= 500) failures.push(`${c.id}: a ${answer.status}`);
+  if (!answer.nosniff) failures.push(`${c.id}: no X-Content-Type-Options: nosniff`);
+  const target = c.path ?? c.raw?.split(" ")[1] ?? "";
+  if (target.startsWith("/v1/") && !answer.noStore) {
+    failures.push(`${c.id}: a /v1/ answer without Cache-Control: no-store`);
+  }
   for (const secret of bodySecrets) {
     if (text.includes(secret)) failures.push(`${c.id}: the answer carries a secret`);
   }
