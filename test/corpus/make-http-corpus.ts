@@ -1242,6 +1242,30 @@ F(
   'GET /v1/machines/corpus/ud/userdata?format=cloud-init HTTP/1.1\r\nHost: evil"example\r\nAuthorization: Bearer {{ADMIN}}\r\nConnection: close\r\n\r\n',
   [200, 400, 404],
 );
+// The stub's service URL comes from Host when `publicUrl` is unset: hostile ones must be
+// refused or rendered safely, never a 5xx (the token minted for a 200 is the scratch machine's).
+for (const host of [
+  "a';reboot;'b",
+  "$(id)",
+  "x`id`",
+  "localhost:99999",
+  "[::1",
+  "evil.example/p?q#f",
+  "user@host",
+  "a\\b",
+  "h%0aX: y",
+  "\u00e9vil.example",
+  "-oProxyCommand=x",
+  "",
+]) {
+  for (const format of ["cloud-init", "ignition", "powershell"]) {
+    F(
+      `host-userdata-${format}`,
+      `GET /v1/machines/corpus/ud/userdata?format=${format} HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer {{ADMIN}}\r\nConnection: close\r\n\r\n`,
+      [200, 400],
+    );
+  }
+}
 F("header-no-colon", "GET /healthz HTTP/1.1\r\nHost: x\r\nNoColonHere\r\n\r\n", [400]);
 F("header-space-name", "GET /healthz HTTP/1.1\r\nHost: x\r\nBad Header: banana\r\n\r\n", [400]);
 F("header-space-before-colon", "GET /healthz HTTP/1.1\r\nHost: x\r\nX-A : b\r\n\r\n", [400]);
