@@ -312,6 +312,14 @@ export function guardConnections(
       else perAddress.set(address, left);
     });
   });
+  // CONNECT never reaches a route: Node hands the socket over, and with no listener it is
+  // destroyed without an answer. Answer it like every other unsupported request.
+  server.on("connect", (_req: IncomingMessage, socket: Socket) => {
+    endWithAnswer(
+      socket,
+      rawAnswer(400, { code: "BAD_INPUT", message: "the CONNECT method is not supported" }),
+    );
+  });
   // Expect values other than 100-continue: 417 with a body (Node's own has none).
   server.on("checkExpectation", (_req: IncomingMessage, res: ServerResponse) => {
     const body = JSON.stringify({ code: "BAD_INPUT", message: "unsupported Expect header" });

@@ -5,6 +5,7 @@
  * parser of the other routes stays as it is. Who may call each route is its `config.auth`
  * (plugins/auth.ts); the work is in ../machines/.
  */
+import { isUtf8 } from "node:buffer";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import type { WriteCondition } from "../../../providers/stores/object-store.ts";
 import { BootsealError } from "../../errors.ts";
@@ -62,11 +63,17 @@ export function machineConfigRoutes(parent: FastifyInstance, ctx: ServiceContext
     },
     async (request, reply) => {
       const condition = writeCondition(request);
+      const payload = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
+      // A YAML or JSON payload is text: bytes that are not UTF-8 would be replaced (U+FFFD) on
+      // the way in, so the machine would get another secret than the one sent.
+      if (request.query.format && !isUtf8(payload)) {
+        throw new BootsealError("BAD_INPUT", `a ?format=${request.query.format} payload must be UTF-8 text`);
+      }
       const result = await publishConfig(
         ctx,
         { namespace: request.params.ns, name: request.params.name },
         {
-          body: Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0),
+          body: payload,
           contentType: request.headers["content-type"],
           format: request.query.format,
           condition,

@@ -1,4 +1,5 @@
 /** POST (the machine) and GET (controllers) /v1/machines/:ns/:name/status; the work is in ../machines/status.ts. */
+import { Ajv } from "ajv";
 import type { FastifyInstance } from "fastify";
 import { BootsealError } from "../../errors.ts";
 import type { ServiceContext } from "../context.ts";
@@ -14,6 +15,12 @@ function checkBytes(value: string | undefined, limit: number, field: string): vo
   }
 }
 
+/**
+ * A report is checked as sent: Fastify's shared Ajv coerces types (`"1"` to 1, `["running"]`
+ * to "running", `null` to 0 or ""), which is right for query strings and wrong for a JSON body.
+ */
+const asSent = new Ajv({ coerceTypes: false, removeAdditional: false, allErrors: false });
+
 export function machineStatusRoutes(parent: FastifyInstance, ctx: ServiceContext): void {
   const app = parent.withTypeProvider<RequestTypeProvider>();
 
@@ -22,6 +29,7 @@ export function machineStatusRoutes(parent: FastifyInstance, ctx: ServiceContext
     {
       schema: postStatusSchema,
       bodyLimit: 64 * 1024,
+      validatorCompiler: ({ schema }) => asSent.compile(schema),
       config: { auth: { machine: "params" }, audit: "status" },
       // Part of validation, so it answers before the token is checked against the store.
       preHandler: async (request) => {
