@@ -12,6 +12,8 @@ import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, test } from "node:test";
 import { FileStore, lockPathOf } from "../../../providers/stores/file.ts";
+import { validateServiceConfig } from "../../../src/config/service-config.ts";
+import { startServer } from "../../../src/service/server.ts";
 
 const enc = (s: string) => new TextEncoder().encode(s);
 const HOST_TAG = createHash("sha256").update(hostname()).digest("hex").slice(0, 8);
@@ -144,5 +146,35 @@ test("kill -9 of writers mid-write: a sweep afterwards leaves no temp file and e
       obj.body.every((b) => b === obj.body[0]),
       `${key} is one whole write`,
     );
+  }
+});
+
+test("bootseal serve sweeps its file store at start (and stops the timer on close)", {
+  timeout: 60_000,
+}, async () => {
+  const dir = await tempDir();
+  const store = join(dir, "store");
+  await mkdir(join(store, "configs"), { recursive: true });
+  await old(join(store, "configs", ".bootseal-tmp.0123456789ab"));
+  const fresh = join(store, "configs", ".bootseal-tmp.ffffffff.1.0123456789ab");
+  await writeFile(fresh, "x");
+  const server = await startServer(
+    validateServiceConfig({
+      store: `file://${store}`,
+      creation_rules: [{ age: "age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p" }],
+      controllers: [{ name: "unused", tokenSha256: "0".repeat(64), scopes: ["admin"] }],
+      listen: "127.0.0.1:0",
+      logLevel: "silent",
+      audit: { path: "-" },
+    }),
+  );
+  try {
+    // The first sweep runs in the background from the start: wait for its effect (bounded).
+    for (let i = 0; i < 400 && (await allFiles(store)).length > 1; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    assert.deepEqual(await allFiles(store), ["configs/.bootseal-tmp.ffffffff.1.0123456789ab"]);
+  } finally {
+    await server.close();
   }
 });
