@@ -456,6 +456,9 @@ export class FileStore implements ObjectStore {
         if (code === "ENOENT" || code === "ENOTDIR") continue;
         throw fsError(err, "list the store");
       }
+      // Break locks first: a crashed breaker's leftover would otherwise keep its lock this round.
+      const breaksFirst = (e: import("node:fs").Dirent) => (e.name.endsWith(".break") ? 0 : 1);
+      entries.sort((a, b) => breaksFirst(a) - breaksFirst(b));
       for (const e of entries) {
         const path = join(dir, e.name);
         if (e.isDirectory()) {

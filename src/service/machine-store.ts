@@ -4,7 +4,7 @@
  * loops over it. Nothing here is cached: every replica reads the store, and every
  * read-modify-write is a conditional put retried on a lost race, so any number of replicas
  * can serve the same machines. The status history keeps the last 100 entries, at most
- * 64 KiB of them (see capHistory).
+ * 64 KiB of them (see appendHistory).
  */
 import type {
   ObjectInfo,
@@ -172,7 +172,6 @@ function keepStart(text: string, budget: number): string {
 export function boundEntry(entry: StatusEntry): StatusEntry {
   let size = encodedBytes(entry);
   if (size <= HISTORY_ENTRY_MAX_BYTES) return entry;
-  // `"truncated":true,` is 17 bytes; leave room for it.
   let out: StatusEntry = { ...entry, truncated: true };
   // The message first gets a fixed share (its start), so the output tail keeps room too.
   if (out.message !== undefined && encodedBytes(out.message) - 2 > HISTORY_MESSAGE_SHARE_BYTES) {

@@ -60,7 +60,7 @@ test("sweep: old and dead-writer temp files and dead locks go; objects, fresh fi
   await old(join(dir, `.bootseal-tmp.ffffffff.1.0123456789ab`)); // another host, old
   await writeFile(join(d, `.bootseal-tmp.${HOST_TAG}.${dead}.aaaaaaaaaaaa`), "x"); // dead writer
   await writeFile(lockPathOf(dir, "a/b/gone"), JSON.stringify({ pid: dead, host: hostname(), token: "t" }));
-  await old(`${lockPathOf(dir, "a/b/other")}.break`);
+  await old(`${lockPathOf(dir, "a/b/gone")}.break`); // its crashed breaker's leftover
   // Kept: fresh temp files of a live writer or of another host, a fresh live lock, others' files.
   const keep = [
     `a/b/.bootseal-tmp.${HOST_TAG}.${process.pid}.bbbbbbbbbbbb`,
