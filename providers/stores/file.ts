@@ -15,6 +15,13 @@
  * locks are removed under a second "break" lock, and only if unchanged since they were judged
  * stale, so two processes breaking the same lock cannot remove each other's fresh lock.
  * Temporary and lock files start with `.bootseal-` (a reserved key segment); listing skips them.
+ *
+ * A writer killed between creating its temporary file and the rename (`kill -9`, a power cut)
+ * leaves the temporary file behind, and a lock nobody contends for again stays too.
+ * `sweepStale` walks the store and removes both: a temporary file (`.bootseal-tmp.<host>.<pid>.<random>`)
+ * when it is older than a bound longer than any write takes, or when its writer is provably
+ * dead (this host, its pid gone); a lock by the lock code's own staleness rule. Nothing else is
+ * touched (objects, files of other programs, the fetcher's `.NAME.bootseal-keep-*.tmp`).
  */
 import { createHash, randomBytes } from "node:crypto";
 import type { FileHandle } from "node:fs/promises";
@@ -47,6 +54,20 @@ export interface FileStoreOptions {
 
 const LOCK_PREFIX = `${RESERVED_SEGMENT_PREFIX}lock.`;
 const TEMP_PREFIX = `${RESERVED_SEGMENT_PREFIX}tmp.`;
+/** This host, as it appears in temporary file names (short, any host name fits). */
+const HOST_TAG = createHash("sha256").update(hostname()).digest("hex").slice(0, 8);
+/** `.bootseal-tmp.<host>.<pid>.<random>`; temporary files of older versions have no host and pid. */
+const TEMP_NAME = /^\.bootseal-tmp\.([0-9a-f]{8})\.([0-9]{1,10})\.[0-9a-f]+$/;
+
+/** Default age after which a temporary file is abandoned: far longer than any write takes. */
+export const STALE_TEMP_MS = 15 * 60_000;
+
+export interface SweepResult {
+  /** Temporary files removed. */
+  readonly tempFiles: number;
+  /** Abandoned lock (and lock-break) files removed. */
+  readonly locks: number;
+}
 
 /** The lock file of a key: hashed, so a 255-byte file name still gets a lock name that fits. */
 export function lockPathOf(dir: string, key: string): string {
@@ -145,6 +166,17 @@ interface LockOwner {
   readonly pid: number;
   readonly host: string;
   readonly token: string;
+}
+
+/** True when this call removed the file (false when it was already gone). */
+async function removed(path: string): Promise<boolean> {
+  try {
+    await unlink(path);
+    return true;
+  } catch (err) {
+    if (errno(err) === "ENOENT") return false;
+    throw fsError(err, "remove a stale file");
+  }
 }
 
 function processGone(pid: number): boolean {
@@ -292,7 +324,7 @@ export class FileStore implements ObjectStore {
 
   async #writeAtomic(path: string, body: Uint8Array): Promise<void> {
     try {
-      await writeFileAtomic(path, body, { tempPrefix: TEMP_PREFIX });
+      await writeFileAtomic(path, body, { tempPrefix: `${TEMP_PREFIX}${HOST_TAG}.${process.pid}.` });
     } catch (err) {
       // writeFileAtomic says IO_ERROR; the store maps the errno to its own codes (ENOSPC -> 503).
       throw fsError(
@@ -405,6 +437,65 @@ export class FileStore implements ObjectStore {
     }
     const gone = owner.host === hostname() && typeof owner.pid === "number" && processGone(owner.pid);
     return { stale: gone, content, ino: st.ino };
+  }
+
+  /**
+   * Removes what crashed writers left in the store: temporary files older than `olderThanMs`
+   * (default 15 min) or whose writer (this host, by pid) no longer runs, and locks that are
+   * stale by the lock rule (owner gone, or older than `staleLockMs`). A live writer's files are
+   * never touched: its temporary file is younger than the bound and its pid runs. Symbolic
+   * links are not followed; files vanishing meanwhile are fine.
+   */
+  async sweepStale(options: { olderThanMs?: number; signal?: AbortSignal } = {}): Promise<SweepResult> {
+    const olderThanMs = options.olderThanMs ?? STALE_TEMP_MS;
+    let tempFiles = 0;
+    let locks = 0;
+    const dirs = [this.#root];
+    for (let dir = dirs.pop(); dir !== undefined; dir = dirs.pop()) {
+      options.signal?.throwIfAborted();
+      let entries: import("node:fs").Dirent[];
+      try {
+        entries = await readdir(dir, { withFileTypes: true });
+      } catch (err) {
+        const code = errno(err);
+        if (code === "ENOENT" || code === "ENOTDIR") continue;
+        throw fsError(err, "list the store");
+      }
+      // Break locks first: a crashed breaker's leftover would otherwise keep its lock this round.
+      const breaksFirst = (e: import("node:fs").Dirent) => (e.name.endsWith(".break") ? 0 : 1);
+      entries.sort((a, b) => breaksFirst(a) - breaksFirst(b));
+      for (const e of entries) {
+        const path = join(dir, e.name);
+        if (e.isDirectory()) {
+          dirs.push(path);
+          continue;
+        }
+        if (!e.isFile() || !e.name.startsWith(RESERVED_SEGMENT_PREFIX)) continue;
+        if (e.name.startsWith(TEMP_PREFIX)) {
+          if ((await this.#tempIsStale(path, e.name, olderThanMs)) && (await removed(path))) tempFiles++;
+        } else if (e.name.startsWith(LOCK_PREFIX)) {
+          if (e.name.endsWith(".break")) {
+            const st = await stat(path).catch(() => null);
+            if (st && Date.now() - st.mtimeMs > this.#staleLockMs && (await removed(path))) locks++;
+          } else if ((await this.#inspectLock(path))?.stale && (await this.#breakIfStale(path))) {
+            locks++;
+          }
+        }
+      }
+    }
+    return { tempFiles, locks };
+  }
+
+  async #tempIsStale(path: string, name: string, olderThanMs: number): Promise<boolean> {
+    const st = await stat(path).catch(() => null);
+    if (!st?.isFile()) return false;
+    if (Date.now() - st.mtimeMs >= olderThanMs) return true;
+    const m = TEMP_NAME.exec(name);
+    if (!m || m[1] !== HOST_TAG) return false;
+    const pid = Number(m[2]);
+    // Only its writer renames a temporary file; a dead writer never will. A reused pid looks
+    // alive, which only keeps the file until it is old enough.
+    return pid !== process.pid && pid > 0 && processGone(pid);
   }
 
   /** After a delete, removes directories left empty, up to (not including) the store root. */

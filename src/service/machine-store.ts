@@ -3,7 +3,8 @@
  * src/machine/store-layout.ts (the only place that spells a key), and the compare-and-swap
  * loops over it. Nothing here is cached: every replica reads the store, and every
  * read-modify-write is a conditional put retried on a lost race, so any number of replicas
- * can serve the same machines. The status history keeps the last 100 entries.
+ * can serve the same machines. The status history keeps the last 100 entries, at most
+ * 64 KiB of them (see appendHistory).
  */
 import type {
   ObjectInfo,
@@ -39,6 +40,12 @@ export type Phase = (typeof PHASES)[number];
 export type DocumentFormat = "binary" | "json" | "yaml";
 
 export const HISTORY_LIMIT = 100;
+/** Encoded (JSON, UTF-8) bytes of a status record's history, at most. */
+export const HISTORY_MAX_BYTES = 64 * 1024;
+/** Encoded bytes of one history entry, at most: its output keeps its end, then its message its start. */
+export const HISTORY_ENTRY_MAX_BYTES = 24 * 1024;
+/** Of which a cut message keeps at most this much (its start); the output (its end) gets the rest. */
+const HISTORY_MESSAGE_SHARE_BYTES = 8 * 1024;
 const CAS_ATTEMPTS = 20;
 
 export interface StatusEntry {
@@ -52,6 +59,8 @@ export interface StatusEntry {
   readonly output?: string;
   /** The publish this entry belongs to. */
   readonly version: number;
+  /** Set when the output or message was cut to HISTORY_ENTRY_MAX_BYTES when stored. */
+  readonly truncated?: boolean;
 }
 
 export interface PublishedConfig {
@@ -125,8 +134,89 @@ async function updateJson<T>(
   return value;
 }
 
+const encodedBytes = (value: unknown): number => Buffer.byteLength(JSON.stringify(value));
+
+/** The end of `text` whose JSON encoding (without quotes) is at most `budget` bytes, whole characters only. */
+function keepEnd(text: string, budget: number): string {
+  let used = 0;
+  let start = text.length;
+  while (start > 0) {
+    const low = text.charCodeAt(start - 1);
+    const high = start > 1 ? text.charCodeAt(start - 2) : 0;
+    const width = low >= 0xdc00 && low <= 0xdfff && high >= 0xd800 && high <= 0xdbff ? 2 : 1;
+    const cost = encodedBytes(text.slice(start - width, start)) - 2;
+    if (used + cost > budget) break;
+    used += cost;
+    start -= width;
+  }
+  return text.slice(start);
+}
+
+/** The start of `text` within `budget` encoded bytes (a reversed keepEnd). */
+function keepStart(text: string, budget: number): string {
+  let used = 0;
+  let end = 0;
+  while (end < text.length) {
+    const high = text.charCodeAt(end);
+    const low = text.charCodeAt(end + 1);
+    const width = high >= 0xd800 && high <= 0xdbff && low >= 0xdc00 && low <= 0xdfff ? 2 : 1;
+    const cost = encodedBytes(text.slice(end, end + width)) - 2;
+    if (used + cost > budget) break;
+    used += cost;
+    end += width;
+  }
+  return text.slice(0, end);
+}
+
+/** An entry as stored: cut to HISTORY_ENTRY_MAX_BYTES (the output keeps its end, as a tail should). */
+export function boundEntry(entry: StatusEntry): StatusEntry {
+  let size = encodedBytes(entry);
+  if (size <= HISTORY_ENTRY_MAX_BYTES) return entry;
+  let out: StatusEntry = { ...entry, truncated: true };
+  // The message first gets a fixed share (its start), so the output tail keeps room too.
+  if (out.message !== undefined && encodedBytes(out.message) - 2 > HISTORY_MESSAGE_SHARE_BYTES) {
+    out = { ...out, message: keepStart(out.message, HISTORY_MESSAGE_SHARE_BYTES) };
+  }
+  size = encodedBytes(out);
+  if (size > HISTORY_ENTRY_MAX_BYTES && out.output !== undefined) {
+    const own = encodedBytes(out.output) - 2;
+    out = { ...out, output: keepEnd(out.output, Math.max(0, own - (size - HISTORY_ENTRY_MAX_BYTES))) };
+    size = encodedBytes(out);
+  }
+  if (size > HISTORY_ENTRY_MAX_BYTES && out.message !== undefined) {
+    const own = encodedBytes(out.message) - 2;
+    out = { ...out, message: keepStart(out.message, Math.max(0, own - (size - HISTORY_ENTRY_MAX_BYTES))) };
+  }
+  return out;
+}
+
+/**
+ * Appends an entry and bounds the history: at most HISTORY_LIMIT entries (the oldest go
+ * first) and HISTORY_MAX_BYTES encoded (the oldest machine reports go first, then the oldest
+ * publishes). The new entry and the latest `published` entry always stay, so a chatty machine
+ * can neither grow its record without bound nor push its publish out of the history.
+ */
 export function appendHistory(history: readonly StatusEntry[], entry: StatusEntry): StatusEntry[] {
-  return [...history, entry].slice(-HISTORY_LIMIT);
+  const all = [...history, boundEntry(entry)];
+  const newest = all.length - 1;
+  const latestPublish = all.findLastIndex((e) => e.phase === "published");
+  const protectedAt = (i: number) => i === newest || i === latestPublish;
+  const sizes = all.map(encodedBytes);
+  const keep = all.map(() => true);
+  let count = all.length;
+  let bytes = 2 + sizes.reduce((a, b) => a + b + 1, 0) - 1; // [a,b,...]
+  const drop = (i: number) => {
+    keep[i] = false;
+    count--;
+    bytes -= sizes[i]! + 1;
+  };
+  for (let i = 0; i < all.length && count > HISTORY_LIMIT; i++) if (!protectedAt(i)) drop(i);
+  for (const publishes of [false, true]) {
+    for (let i = 0; i < all.length && bytes > HISTORY_MAX_BYTES; i++) {
+      if (keep[i] && !protectedAt(i) && (all[i]!.phase === "published") === publishes) drop(i);
+    }
+  }
+  return all.filter((_, i) => keep[i]);
 }
 
 export interface MachineStore {

@@ -6,6 +6,7 @@
 import { readFile } from "node:fs/promises";
 import { isIPv4 } from "node:net";
 import type { FastifyInstance } from "fastify";
+import { FileStore } from "../../providers/stores/file.ts";
 import { openStore } from "../../providers/stores/index.ts";
 import type { ServiceConfig } from "../config/service-config.ts";
 import { BootsealError } from "../errors.ts";
@@ -59,6 +60,7 @@ export async function startServer(config: ServiceConfig): Promise<RunningServer>
     https,
   });
   app.addHook("onClose", async () => audit.close());
+  if (store instanceof FileStore) sweepFileStore(app, store);
   const { host, port } = config.listen;
   try {
     await app.listen({ host, port });
@@ -76,6 +78,40 @@ export async function startServer(config: ServiceConfig): Promise<RunningServer>
   if (https || isLoopbackHost(host)) return { app, url, close: () => app.close() };
   app.log.warn({ listen: url }, PLAINTEXT_WARNING);
   return { app, url, plaintextWarning: PLAINTEXT_WARNING, close: () => app.close() };
+}
+
+/** How often `bootseal serve` sweeps a file store for what crashed writers left (also at start). */
+export const STORE_SWEEP_INTERVAL_MS = 5 * 60_000;
+
+/** Sweeps now and every STORE_SWEEP_INTERVAL_MS (timer unref'd, stopped on close); failures are logged. */
+function sweepFileStore(app: FastifyInstance, store: FileStore): void {
+  const stop = new AbortController();
+  let running: Promise<void> | undefined;
+  const sweep = () => {
+    if (running) return; // a huge store: never two walks at once
+    running = store
+      .sweepStale({ signal: stop.signal })
+      .then(
+        (r) => {
+          if (r.tempFiles + r.locks > 0) app.log.info(r, "file store: removed files left by crashed writers");
+        },
+        (err: unknown) => {
+          if (!stop.signal.aborted)
+            app.log.warn({ code: (err as { code?: unknown }).code }, "file store sweep failed");
+        },
+      )
+      .finally(() => {
+        running = undefined;
+      });
+  };
+  sweep();
+  const timer = setInterval(sweep, STORE_SWEEP_INTERVAL_MS);
+  timer.unref();
+  app.addHook("onClose", async () => {
+    clearInterval(timer);
+    stop.abort();
+    await running;
+  });
 }
 
 export function closeOnSignals(server: RunningServer): void {

@@ -29,6 +29,7 @@ const historyEntry = {
     exitCode: { type: "integer" },
     output: { type: "string" },
     version: { type: "integer" },
+    truncated: { type: "boolean", description: "the output (its start) or message was cut when stored" },
   },
   required: ["phase", "at", "by", "version"],
 } as const;
@@ -76,7 +77,7 @@ export const postStatusSchema = {
 } as const;
 
 export const getStatusSchema = {
-  summary: "Current phase and history (last 100 entries)",
+  summary: "Current phase and history (last 100 entries, at most 64 KiB; the latest publish is kept)",
   tags: ["status"],
   params: machineParams,
   response: { 200: statusRecordResponse, ...errorResponses },
