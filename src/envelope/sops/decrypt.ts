@@ -39,13 +39,19 @@ function decryptLeaf(value: Scalar, visit: Visit, dataKey: DataKey): Scalar {
 /**
  * A comment that does not decrypt is kept verbatim: files from before sops 3.0 have
  * plaintext comments. Comments are outside the MAC, so such a comment is never authenticated.
+ * An ENC[] comment that does not decrypt is refused (stricter than sops, which keeps it).
  */
 function decryptComment(value: Comment, visit: Visit, dataKey: DataKey): Comment {
   if (value.text === "") return value;
   let decrypted: { type: string; bytes: Uint8Array };
   try {
     decrypted = decryptValue(value.text, dataKey, visit.aad);
-  } catch {
+  } catch (err) {
+    // A plaintext comment stays; one that is a sops ciphertext and does not verify was
+    // altered (sops keeps it too, with a warning; a machine would write the altered text).
+    if (value.text.startsWith("ENC[AES256_GCM,")) {
+      throw new BootsealError("MAC_MISMATCH", "An encrypted comment did not verify", { cause: err });
+    }
     return value;
   }
   const { type, bytes } = decrypted;

@@ -113,6 +113,18 @@ function ordered(group: readonly KeyEntry[], order: readonly string[]): KeyEntry
     .map((x) => x.entry);
 }
 
+/**
+ * A failure as users and logs see it: the key id and reason may quote the document's own
+ * fields (a recipient, a fingerprint), so they are one line and cut at 200 characters.
+ */
+function failure(keyId: string, reason: string): KeyFailure {
+  const clean = (text: string) => {
+    const flat = text.replace(/\p{Cc}+/gu, " ");
+    return flat.length > 200 ? `${flat.slice(0, 199)}…` : flat;
+  };
+  return { keyId: clean(keyId), reason: clean(reason) };
+}
+
 /** The first secret any key of the group unwraps, or null; every failure goes to `failures`. */
 async function openGroup(
   group: readonly KeyEntry[],
@@ -127,20 +139,20 @@ async function openGroup(
     try {
       const key = resolve(entry);
       if (key === null) {
-        failures.push({ keyId, reason: `${entry.kind} keys are not available here` });
+        failures.push(failure(keyId, `${entry.kind} keys are not available here`));
         continue;
       }
       keyId = key.id;
       const secret = await key.unwrap(entry.enc, signal ? { signal } : {});
       if (secret === null) {
-        failures.push({ keyId, reason: "no matching credential" });
+        failures.push(failure(keyId, "no matching credential"));
         continue;
       }
       return secret;
     } catch (err) {
       // An abort is the caller's decision, not a key failure: stop trying.
       if (signal?.aborted) throw err;
-      failures.push({ keyId, reason: failureReason(err) });
+      failures.push(failure(keyId, failureReason(err)));
     }
   }
   return null;

@@ -264,8 +264,11 @@ export function jsonStoreFormat(branches: readonly Branch[], metadata: Metadata)
   const branch = branches[0];
   if (branch === undefined || branches.length !== 1) return "json";
   const entries = branch.items.filter((i) => i.kind === "entry");
-  const data = entries.find((e) => e.key === "data");
-  if (data === undefined || data.value.kind !== "scalar" || data.value.type !== "str") return "json";
+  // Every `data` entry counts: a duplicate `"data": []` in front of the string must not decide.
+  const stringData = entries.some(
+    (e) => e.key === "data" && e.value.kind === "scalar" && e.value.type === "str",
+  );
+  if (!stringData) return "json";
   for (const key of macCoveredTopKeys(branch, metadata)) if (key !== "data") return "json";
   if (entries.length === 1) return "binary";
   throw bad(
