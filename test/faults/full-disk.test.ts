@@ -150,7 +150,7 @@ test("an injected ENOSPC (runs where mount is refused too): 503, the old version
     list: (p, o) => real.list(p, o),
     delete: (k, c, o) => real.delete(k, c, o),
     put: (k, b, c, o) => {
-      // What the file store raises for ENOSPC (providers/stores/file.ts, fsError).
+      // What the file store raises for ENOSPC (providers/stores/file-errors.ts, fsError).
       if (state.full) {
         const cause = Object.assign(new Error("no space left on device"), { code: "ENOSPC" });
         return Promise.reject(

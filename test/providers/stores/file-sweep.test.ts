@@ -11,7 +11,8 @@ import { mkdir, mkdtemp, readdir, rm, utimes, writeFile } from "node:fs/promises
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, test } from "node:test";
-import { FileStore, lockPathOf } from "../../../providers/stores/file.ts";
+import { FileStore } from "../../../providers/stores/file.ts";
+import { lockPathOf } from "../../../providers/stores/file-lock.ts";
 import { validateServiceConfig } from "../../../src/config/service-config.ts";
 import { startServer } from "../../../src/service/server.ts";
 

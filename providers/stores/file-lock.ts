@@ -1,0 +1,187 @@
+/**
+ * The file store's per-key locks. Conditional writes and deletes must hold against other
+ * PROCESSES on the same directory (two `bootseal serve` replicas on one volume), so every
+ * mutation of a key runs under a per-key lock file created with O_CREAT|O_EXCL
+ * (`open(path, "wx")`), which is atomic on local file systems and NFSv3+. Inside the lock:
+ * check the condition, write, rename. The lock holds `{pid, host, token}`; a lock is stale when
+ * its owner is on this host and no longer runs, or when it is older than `staleLockMs` (a crash
+ * on another host, or an unreadable lock). Stale locks are removed under a second "break" lock,
+ * and only if unchanged since they were judged stale, so two processes breaking the same lock
+ * cannot remove each other's fresh lock. Lock files start with `.bootseal-` (a reserved key
+ * segment); listing skips them.
+ */
+import { createHash, randomBytes } from "node:crypto";
+import { mkdir, open, readFile, stat, unlink } from "node:fs/promises";
+import { hostname } from "node:os";
+import { dirname, join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { BootsealError } from "../../src/errors.ts";
+import { errno, fsError } from "./file-errors.ts";
+import { RESERVED_SEGMENT_PREFIX, validateKey } from "./store-url.ts";
+
+export const LOCK_PREFIX = `${RESERVED_SEGMENT_PREFIX}lock.`;
+
+/** The lock file of a key: hashed, so a 255-byte file name still gets a lock name that fits. */
+export function lockPathOf(dir: string, key: string): string {
+  const segments = validateKey(key).split("/");
+  const name = segments.pop()!;
+  const hash = createHash("sha256").update(name).digest("hex").slice(0, 32);
+  return join(dir, ...segments, `${LOCK_PREFIX}${hash}`);
+}
+
+interface LockOwner {
+  readonly pid: number;
+  readonly host: string;
+  readonly token: string;
+}
+
+/** True when this call removed the file (false when it was already gone). */
+export async function removed(path: string): Promise<boolean> {
+  try {
+    await unlink(path);
+    return true;
+  } catch (err) {
+    if (errno(err) === "ENOENT") return false;
+    throw fsError(err, "remove a stale file");
+  }
+}
+
+export function processGone(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return false;
+  } catch (err) {
+    return errno(err) === "ESRCH"; // EPERM: it runs, under another user
+  }
+}
+
+/** The locks of one store directory. */
+export class KeyLocks {
+  readonly #root: string;
+  readonly #lockTimeoutMs: number;
+  readonly #staleLockMs: number;
+
+  constructor(root: string, lockTimeoutMs: number, staleLockMs: number) {
+    this.#root = root;
+    this.#lockTimeoutMs = lockTimeoutMs;
+    this.#staleLockMs = staleLockMs;
+  }
+
+  /** Runs `critical` holding the key's lock file; creates the key's directory as needed. */
+  async run<T>(key: string, signal: AbortSignal | undefined, critical: () => Promise<T>): Promise<T> {
+    const lockPath = lockPathOf(this.#root, key);
+    const owner: LockOwner = { pid: process.pid, host: hostname(), token: randomBytes(16).toString("hex") };
+    const deadline = Date.now() + this.#lockTimeoutMs;
+    for (let attempt = 0; ; attempt++) {
+      signal?.throwIfAborted();
+      try {
+        const fh = await open(lockPath, "wx", 0o600);
+        try {
+          await fh.writeFile(JSON.stringify(owner));
+        } catch (err) {
+          // A full disk (ENOSPC) fails the write after the create: the empty lock is ours,
+          // remove it, or every writer of this key would wait for it to turn stale.
+          await fh.close().catch(() => {});
+          await unlink(lockPath).catch(() => {});
+          throw fsError(err, "lock an object");
+        }
+        await fh.close();
+        break;
+      } catch (err) {
+        const code = errno(err);
+        if (code === "ENOENT") {
+          // The directory is missing, or a delete pruned it since: (re)create and try again.
+          await mkdir(dirname(lockPath), { recursive: true, mode: 0o700 }).catch((e) => {
+            throw fsError(e, "create a directory");
+          });
+          continue;
+        }
+        if (code !== "EEXIST") throw fsError(err, "lock an object");
+        if (await this.breakIfStale(lockPath)) continue;
+        if (Date.now() > deadline) {
+          throw new BootsealError(
+            "STORE_UNAVAILABLE",
+            "file store: timed out waiting for another writer's lock",
+          );
+        }
+        // Jittered backoff from 2 ms to 50 ms: writers hold the lock for a few fsyncs.
+        const wait = Math.min(50, 2 * 1.5 ** attempt) * (0.5 + Math.random());
+        await sleep(wait, undefined, { signal });
+      }
+    }
+    try {
+      return await critical();
+    } finally {
+      await this.#unlock(lockPath, owner.token);
+    }
+  }
+
+  async #unlock(lockPath: string, token: string): Promise<void> {
+    // Remove only our own lock: if ours was judged stale and broken, the file is someone else's.
+    const content = await readFile(lockPath, "utf8").catch(() => "");
+    if (content.includes(token)) await unlink(lockPath).catch(() => {});
+  }
+
+  /**
+   * For the sweep: removes a lock file (`name` in `path`) that is abandoned, a lock by the
+   * staleness rule under its break lock, a break lock once older than the stale age. True
+   * when this call removed it.
+   */
+  async sweepLock(path: string, name: string): Promise<boolean> {
+    if (name.endsWith(".break")) {
+      const st = await stat(path).catch(() => null);
+      return Boolean(st && Date.now() - st.mtimeMs > this.#staleLockMs && (await removed(path)));
+    }
+    return Boolean((await this.#inspectLock(path))?.stale && (await this.breakIfStale(path)));
+  }
+
+  /** True when the lock was stale and is now gone (or vanished on its own). */
+  async breakIfStale(lockPath: string): Promise<boolean> {
+    const seen = await this.#inspectLock(lockPath);
+    if (seen === null) return true;
+    if (!seen.stale) return false;
+    const breaker = `${lockPath}.break`;
+    try {
+      await (await open(breaker, "wx", 0o600)).close();
+    } catch (err) {
+      if (errno(err) !== "EEXIST") throw fsError(err, "lock an object");
+      // Another process is breaking it. A break lock left by a crash in that short window is
+      // itself removed once it is older than the stale age.
+      const st = await stat(breaker).catch(() => null);
+      if (st && Date.now() - st.mtimeMs > this.#staleLockMs) await unlink(breaker).catch(() => {});
+      return false;
+    }
+    try {
+      const again = await this.#inspectLock(lockPath);
+      if (again === null) return true;
+      if (again.stale && again.content === seen.content && again.ino === seen.ino) await unlink(lockPath);
+      return true;
+    } catch (err) {
+      if (errno(err) === "ENOENT") return true;
+      throw fsError(err, "break a stale lock");
+    } finally {
+      await unlink(breaker).catch(() => {});
+    }
+  }
+
+  async #inspectLock(lockPath: string): Promise<{ stale: boolean; content: string; ino: number } | null> {
+    let st: import("node:fs").Stats;
+    let content: string;
+    try {
+      st = await stat(lockPath);
+      content = await readFile(lockPath, "utf8");
+    } catch (err) {
+      if (errno(err) === "ENOENT") return null;
+      throw fsError(err, "read a lock");
+    }
+    if (Date.now() - st.mtimeMs > this.#staleLockMs) return { stale: true, content, ino: st.ino };
+    let owner: Partial<LockOwner> = {};
+    try {
+      owner = JSON.parse(content) as Partial<LockOwner>;
+    } catch {
+      // Empty or partial: its writer is between open and write, or crashed there (age decides).
+    }
+    const gone = owner.host === hostname() && typeof owner.pid === "number" && processGone(owner.pid);
+    return { stale: gone, content, ino: st.ino };
+  }
+}

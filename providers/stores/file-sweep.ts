@@ -1,0 +1,95 @@
+/**
+ * What crashed writers leave in a file store, and its removal. A writer killed between creating
+ * its temporary file and the rename (`kill -9`, a power cut) leaves the temporary file behind,
+ * and a lock nobody contends for again stays too. `sweepStale` walks the store and removes
+ * both: a temporary file (`.bootseal-tmp.<host>.<pid>.<random>`) when it is older than a bound
+ * longer than any write takes, or when its writer is provably dead (this host, its pid gone); a
+ * lock by the lock code's own staleness rule (file-lock.ts). Nothing else is touched (objects,
+ * files of other programs, the fetcher's `.NAME.bootseal-keep-*.tmp`).
+ */
+import { createHash } from "node:crypto";
+import { readdir, rmdir, stat } from "node:fs/promises";
+import { hostname } from "node:os";
+import { dirname, join, sep } from "node:path";
+import { errno, fsError } from "./file-errors.ts";
+import { type KeyLocks, LOCK_PREFIX, processGone, removed } from "./file-lock.ts";
+import { RESERVED_SEGMENT_PREFIX } from "./store-url.ts";
+
+export const TEMP_PREFIX = `${RESERVED_SEGMENT_PREFIX}tmp.`;
+/** This host, as it appears in temporary file names (short, any host name fits). */
+export const HOST_TAG = createHash("sha256").update(hostname()).digest("hex").slice(0, 8);
+/** `.bootseal-tmp.<host>.<pid>.<random>`; temporary files of older versions have no host and pid. */
+const TEMP_NAME = /^\.bootseal-tmp\.([0-9a-f]{8})\.([0-9]{1,10})\.[0-9a-f]+$/;
+
+/** Default age after which a temporary file is abandoned: far longer than any write takes. */
+export const STALE_TEMP_MS = 15 * 60_000;
+
+export interface SweepResult {
+  /** Temporary files removed. */
+  readonly tempFiles: number;
+  /** Abandoned lock (and lock-break) files removed. */
+  readonly locks: number;
+}
+
+/** FileStore.sweepStale: walks the store under `root`; `locks` judges and removes its locks. */
+export async function sweepStale(
+  root: string,
+  locks: KeyLocks,
+  options: { olderThanMs?: number; signal?: AbortSignal },
+): Promise<SweepResult> {
+  const olderThanMs = options.olderThanMs ?? STALE_TEMP_MS;
+  let tempFiles = 0;
+  let lockFiles = 0;
+  const dirs = [root];
+  for (let dir = dirs.pop(); dir !== undefined; dir = dirs.pop()) {
+    options.signal?.throwIfAborted();
+    let entries: import("node:fs").Dirent[];
+    try {
+      entries = await readdir(dir, { withFileTypes: true });
+    } catch (err) {
+      const code = errno(err);
+      if (code === "ENOENT" || code === "ENOTDIR") continue;
+      throw fsError(err, "list the store");
+    }
+    // Break locks first: a crashed breaker's leftover would otherwise keep its lock this round.
+    const breaksFirst = (e: import("node:fs").Dirent) => (e.name.endsWith(".break") ? 0 : 1);
+    entries.sort((a, b) => breaksFirst(a) - breaksFirst(b));
+    for (const e of entries) {
+      const path = join(dir, e.name);
+      if (e.isDirectory()) {
+        dirs.push(path);
+        continue;
+      }
+      if (!e.isFile() || !e.name.startsWith(RESERVED_SEGMENT_PREFIX)) continue;
+      if (e.name.startsWith(TEMP_PREFIX)) {
+        if ((await tempIsStale(path, e.name, olderThanMs)) && (await removed(path))) tempFiles++;
+      } else if (e.name.startsWith(LOCK_PREFIX)) {
+        if (await locks.sweepLock(path, e.name)) lockFiles++;
+      }
+    }
+  }
+  return { tempFiles, locks: lockFiles };
+}
+
+async function tempIsStale(path: string, name: string, olderThanMs: number): Promise<boolean> {
+  const st = await stat(path).catch(() => null);
+  if (!st?.isFile()) return false;
+  if (Date.now() - st.mtimeMs >= olderThanMs) return true;
+  const m = TEMP_NAME.exec(name);
+  if (!m || m[1] !== HOST_TAG) return false;
+  const pid = Number(m[2]);
+  // Only its writer renames a temporary file; a dead writer never will. A reused pid looks
+  // alive, which only keeps the file until it is old enough.
+  return pid !== process.pid && pid > 0 && processGone(pid);
+}
+
+/** After a delete, removes directories left empty, up to (not including) the store `root`. */
+export async function pruneEmptyDirs(root: string, dir: string): Promise<void> {
+  for (let d = dir; d.startsWith(root + sep); d = dirname(d)) {
+    try {
+      await rmdir(d); // fails on a non-empty directory, which is the point
+    } catch {
+      return;
+    }
+  }
+}
