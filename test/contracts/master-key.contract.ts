@@ -9,12 +9,12 @@
  */
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
-import { createServer } from "node:net";
 import { before, describe, test } from "node:test";
 import type { ProviderDeps } from "../../providers/keys/index.ts";
 import type { MasterKeyType } from "../../providers/keys/key-type.ts";
 import type { MasterKey } from "../../src/envelope/sops/master-key.ts";
 import { BootsealError, ERROR_CODES } from "../../src/errors.ts";
+import { freePort } from "../helpers/ports.ts";
 
 export interface MasterKeyFixture {
   /** The provider, for the fromMetadata round trip. */
@@ -31,16 +31,6 @@ export interface MasterKeyFixture {
   readonly unreachable?: (port: number) => MasterKey;
   /** Strings that must never show in `id` (tokens, private keys). */
   readonly secrets?: readonly string[];
-}
-
-/** A TCP port that was free a moment ago and is now closed: connections are refused. */
-export async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const address = server.address();
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  assert.ok(address && typeof address === "object");
-  return address.port;
 }
 
 function isTyped(err: unknown): err is BootsealError {
@@ -154,7 +144,7 @@ export function masterKeyContract(name: string, factory: () => Promise<MasterKey
         return;
       }
       const enc = await f.key.wrap(new Uint8Array(randomBytes(32)));
-      const dead = f.unreachable(await closedPort());
+      const dead = f.unreachable(await freePort());
       assert.equal(dead.kind, f.key.kind);
       for (const op of [() => dead.wrap(new Uint8Array(32)), () => dead.unwrap(enc)]) {
         await assert.rejects(op(), (err) => {

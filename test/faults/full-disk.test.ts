@@ -21,8 +21,9 @@ import { parseSopsConfig } from "../../src/config/sops-config.ts";
 import { BootsealError } from "../../src/errors.ts";
 import { buildApp } from "../../src/service/app.ts";
 import { type AgeKey, ageKey, tempDir } from "../fetcher/helpers.ts";
+import { type Service, startService } from "../helpers/serve-process.ts";
 import { appConfig } from "../service/app-config.ts";
-import { call, decryptWithAge, type Service, serviceConfig, startService } from "./helpers.ts";
+import { call, decryptWithAge, serviceConfig } from "./helpers.ts";
 
 let dir: { path: string; remove: () => Promise<void> };
 let mnt: string;

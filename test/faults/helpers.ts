@@ -1,75 +1,8 @@
-/**
- * The faults tests' own pieces: a real `bootseal serve` process (stopped gently or with
- * SIGKILL), plain HTTP calls to it, and an in-process `bootseal decrypt` to prove that a
- * stored document is whole. No peer here: each test file names the peers it uses.
- */
-import { type ChildProcess, spawn } from "node:child_process";
 import { writeFile } from "node:fs/promises";
-import { createServer } from "node:net";
 import { join } from "node:path";
 import { PassThrough } from "node:stream";
 import { main } from "../../src/cli/main.ts";
-import { CLI, REPO } from "../fetcher/helpers.ts";
-
-export async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
-  const port = (s.address() as { port: number }).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
-
-export interface Service {
-  readonly url: string;
-  readonly process: ChildProcess;
-  log(): string;
-  stop(): Promise<void>;
-  kill9(): Promise<void>;
-}
-
-/** Starts `bootseal serve` and waits (bounded, 60 s) until /healthz answers. */
-export async function startService(
-  config: string,
-  env: Record<string, string | undefined>,
-  port?: number,
-): Promise<Service> {
-  const listen = port ?? (await freePort());
-  const child = spawn(
-    process.execPath,
-    [CLI, "serve", "--config", config, "--listen", `127.0.0.1:${listen}`],
-    {
-      env: env as NodeJS.ProcessEnv,
-      cwd: REPO,
-      stdio: ["ignore", "pipe", "pipe"],
-    },
-  );
-  let output = "";
-  child.stdout?.on("data", (c) => {
-    output += c;
-  });
-  child.stderr?.on("data", (c) => {
-    output += c;
-  });
-  const exited = new Promise<void>((r) => child.once("exit", () => r()));
-  const url = `http://127.0.0.1:${listen}`;
-  for (let i = 0; ; i++) {
-    if (child.exitCode !== null || child.signalCode !== null)
-      throw new Error(`bootseal serve exited: ${output}`);
-    try {
-      const res = await fetch(`${url}/healthz`);
-      if (res.ok) break;
-    } catch {
-      // not listening yet
-    }
-    if (i > 600) throw new Error(`bootseal serve did not come up: ${output}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  const end = (signal: NodeJS.Signals) => {
-    if (child.exitCode === null && child.signalCode === null) child.kill(signal);
-    return exited;
-  };
-  return { url, process: child, log: () => output, stop: () => end("SIGTERM"), kill9: () => end("SIGKILL") };
-}
+import { REPO } from "../fetcher/helpers.ts";
 
 export interface Answer {
   readonly status: number;

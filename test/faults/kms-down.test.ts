@@ -13,8 +13,9 @@ import { after, before, test } from "node:test";
 import { CreateKeyCommand, KMSClient } from "@aws-sdk/client-kms";
 import { type AgeKey, ageKey, tempDir } from "../fetcher/helpers.ts";
 import { peer } from "../helpers/peers.ts";
+import { type Service, startService } from "../helpers/serve-process.ts";
 import { type TcpProxy, tcpProxy } from "../helpers/tcp-proxy.ts";
-import { call, decryptWithAge, type Service, serviceConfig, startService } from "./helpers.ts";
+import { call, decryptWithAge, serviceConfig } from "./helpers.ts";
 
 const REGION = "us-east-1";
 let dir: { path: string; remove: () => Promise<void> };

@@ -24,8 +24,9 @@ import { main } from "../../src/cli/main.ts";
 import { type AgeKey, ageKey, REPO, tempDir } from "../fetcher/helpers.ts";
 import { uniqueName } from "../helpers/peers.ts";
 import { rawS3, removeS3Bucket, seaweedfs } from "../helpers/s3.ts";
+import { type Service, startService } from "../helpers/serve-process.ts";
 import { type TcpProxy, tcpProxy } from "../helpers/tcp-proxy.ts";
-import { call, decryptWithAge, type Service, serviceConfig, startService } from "./helpers.ts";
+import { call, decryptWithAge, serviceConfig } from "./helpers.ts";
 
 const MACHINES = 30;
 const CONCURRENCY = 6;

@@ -12,10 +12,8 @@
  * the service too.
  */
 import assert from "node:assert/strict";
-import { type ChildProcess, spawn } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { mkdir, readdir, readFile, writeFile } from "node:fs/promises";
-import { createServer } from "node:net";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { CreateKeyCommand, KMSClient } from "@aws-sdk/client-kms";
@@ -30,76 +28,21 @@ import {
 } from "@aws-sdk/client-s3";
 import { EXIT_CODES } from "../../src/cli/exit-codes.ts";
 import { peer, uniqueName } from "../helpers/peers.ts";
+import { freePort } from "../helpers/ports.ts";
+import { type Service, startService } from "../helpers/serve-process.ts";
 import { type TcpProxy, tcpProxy } from "../helpers/tcp-proxy.ts";
 import {
   type AgeKey,
   ageKey,
   assertManifestWritten,
-  CLI,
   MANIFEST,
   machineEnv,
-  REPO,
   type RunResult,
   run,
   tempDir,
 } from "./helpers.ts";
 
 const REGION = "us-east-1";
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
-  const port = (s.address() as { port: number }).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
-
-interface Service {
-  readonly url: string;
-  readonly process: ChildProcess;
-  log(): string;
-  stop(): Promise<void>;
-}
-
-async function startService(config: string, env: Record<string, string | undefined>): Promise<Service> {
-  const port = await freePort();
-  const child = spawn(process.execPath, [CLI, "serve", "--config", config, "--listen", `127.0.0.1:${port}`], {
-    env: env as NodeJS.ProcessEnv,
-    cwd: REPO,
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let output = "";
-  child.stdout?.on("data", (c) => {
-    output += c;
-  });
-  child.stderr?.on("data", (c) => {
-    output += c;
-  });
-  const url = `http://127.0.0.1:${port}`;
-  const t0 = Date.now();
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`bootseal serve exited: ${output}`);
-    try {
-      const res = await fetch(`${url}/healthz`);
-      if (res.ok) break;
-    } catch {
-      // not listening yet
-    }
-    if (Date.now() - t0 > 30_000) throw new Error(`bootseal serve did not come up: ${output}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return {
-    url,
-    process: child,
-    log: () => output,
-    stop: () =>
-      new Promise<void>((r) => {
-        if (child.exitCode !== null) return r();
-        child.once("exit", () => r());
-        child.kill("SIGTERM");
-      }),
-  };
-}
 
 let dir: { path: string; remove: () => Promise<void> };
 let s3: S3Client;

@@ -9,12 +9,12 @@
 import assert from "node:assert/strict";
 import { createHash, randomBytes } from "node:crypto";
 import { mkdir, readdir, readFile, stat } from "node:fs/promises";
-import { createServer } from "node:net";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { type Bucket, Storage } from "@google-cloud/storage";
 import { EXIT_CODES } from "../../src/cli/exit-codes.ts";
 import { peer, uniqueName } from "../helpers/peers.ts";
+import { freePort } from "../helpers/ports.ts";
 import {
   type AgeKey,
   ageKey,
@@ -182,16 +182,8 @@ test("gs:// a tampered object: MAC_MISMATCH (exit 51), nothing written", async (
   assert.ok(!r.stderr.includes("s3cr3t"));
 });
 
-async function closedPort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
-  const port = (s.address() as { port: number }).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
-
 test("gs:// endpoint nobody listens on, past a short --deadline: STORE_UNAVAILABLE (exit 23) with a clear message", async () => {
-  const port = await closedPort();
+  const port = await freePort();
   const root = await newRoot();
   const from = `gs://${bucket.name}/${KEY}`;
   const t0 = Date.now();

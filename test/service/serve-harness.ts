@@ -5,7 +5,6 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { stringify } from "yaml";
@@ -62,19 +61,6 @@ export function serve(
     child.once("exit", (code) => {
       clearTimeout(timer);
       reject(new Error(`${name}: serve exited early (${code}): ${out}`));
-    });
-  });
-}
-
-/** A loopback port nothing listens on (bound, then released). */
-export function closedPort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const addr = srv.address();
-      const port = typeof addr === "object" && addr ? addr.port : 0;
-      srv.close(() => resolve(port));
     });
   });
 }

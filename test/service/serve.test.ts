@@ -15,15 +15,8 @@ import { CreateKeyCommand, KMSClient } from "@aws-sdk/client-kms";
 import { CreateBucketCommand, S3Client } from "@aws-sdk/client-s3";
 import { generateX25519Identity, identityToRecipient } from "age-encryption";
 import { peer, uniqueName } from "../helpers/peers.ts";
-import {
-  type Call,
-  call,
-  closedPort,
-  MAIN_TS,
-  type PublishResult,
-  type Served,
-  serve,
-} from "./serve-harness.ts";
+import { freePort } from "../helpers/ports.ts";
+import { type Call, call, MAIN_TS, type PublishResult, type Served, serve } from "./serve-harness.ts";
 
 const ADMIN = randomBytes(32).toString("base64url");
 const READER = randomBytes(32).toString("base64url");
@@ -127,7 +120,7 @@ before(async () => {
   });
   const s3config = (name: string) =>
     baseConfig(name, { store: `s3://${bucket}/replicas`, s3: { endpoint, forcePathStyle: true } });
-  const port = await closedPort();
+  const port = await freePort();
 
   [a, b, c, s1, s2, down] = await Promise.all([
     serve(dir, "a", baseConfig("a"), serviceEnv()),

@@ -1,0 +1,59 @@
+/**
+ * A real `bootseal serve` process for end-to-end tests: started on a free loopback port, waited
+ * for (bounded) until /healthz answers, stopped gently or with SIGKILL.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { CLI, REPO } from "../fetcher/helpers.ts";
+import { freePort } from "./ports.ts";
+
+export interface Service {
+  readonly url: string;
+  readonly process: ChildProcess;
+  log(): string;
+  stop(): Promise<void>;
+  kill9(): Promise<void>;
+}
+
+/** Starts `bootseal serve` and waits (bounded, 60 s) until /healthz answers. */
+export async function startService(
+  config: string,
+  env: Record<string, string | undefined>,
+  port?: number,
+): Promise<Service> {
+  const listen = port ?? (await freePort());
+  const child = spawn(
+    process.execPath,
+    [CLI, "serve", "--config", config, "--listen", `127.0.0.1:${listen}`],
+    {
+      env: env as NodeJS.ProcessEnv,
+      cwd: REPO,
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
+  let output = "";
+  child.stdout?.on("data", (c) => {
+    output += c;
+  });
+  child.stderr?.on("data", (c) => {
+    output += c;
+  });
+  const exited = new Promise<void>((r) => child.once("exit", () => r()));
+  const url = `http://127.0.0.1:${listen}`;
+  for (let i = 0; ; i++) {
+    if (child.exitCode !== null || child.signalCode !== null)
+      throw new Error(`bootseal serve exited: ${output}`);
+    try {
+      const res = await fetch(`${url}/healthz`);
+      if (res.ok) break;
+    } catch {
+      // not listening yet
+    }
+    if (i > 600) throw new Error(`bootseal serve did not come up: ${output}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const end = (signal: NodeJS.Signals) => {
+    if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+    return exited;
+  };
+  return { url, process: child, log: () => output, stop: () => end("SIGTERM"), kill9: () => end("SIGKILL") };
+}
