@@ -14,6 +14,7 @@ import type { ServiceConfig } from "../config/service-config.ts";
 import type { ServiceContext } from "./context.ts";
 import { eventsBus } from "./events-bus.ts";
 import { machineStore } from "./machine-store.ts";
+import { accessLogPlugin } from "./plugins/access-log.ts";
 import { type AuditLogger, auditPlugin } from "./plugins/audit.ts";
 import { authPlugin } from "./plugins/auth.ts";
 import { errorHandlerPlugin } from "./plugins/error-handler.ts";
@@ -82,7 +83,9 @@ function loggerOptions(deps: AppDeps): FastifyServerOptions["logger"] {
   return {
     level: deps.config.logLevel,
     redact: { paths: REDACT_PATHS, censor: "[redacted]" },
-    ...(deps.logger?.stream ? { stream: deps.logger.stream } : {}),
+    // Standard output written asynchronously (pino flushes it on exit): a blocking write per
+    // line held the event loop on every request of a boot storm.
+    stream: deps.logger?.stream ?? pino.destination({ dest: 1, sync: false }),
   };
 }
 
@@ -102,6 +105,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     : null;
   const app = Fastify({
     logger: loggerOptions(deps),
+    // One access line per request instead (plugins/access-log.ts).
+    disableRequestLogging: true,
     bodyLimit,
     // Request ids come from us, never from a client header that could be forged into the audit log.
     genReqId: () => crypto.randomUUID(),
@@ -125,6 +130,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   app.decorateRequest("bootsealState", null);
   const metrics = createMetrics();
   metricsPlugin(app, metrics);
+  accessLogPlugin(app);
   auditPlugin(app, deps.audit ?? silentAudit());
 
   const store = metrics.instrumentStore(deps.store);

@@ -5,6 +5,12 @@
  * read-modify-write is a conditional put retried on a lost race, so any number of replicas
  * can serve the same machines. The status history keeps the last 100 entries, at most
  * 64 KiB of them (see appendHistory).
+ *
+ * Store operations per request (docs/benchmarks.md): a read-modify-write may start from a
+ * version the request already read (`Seen`), so its first attempt is one conditional put; a
+ * lost race re-reads. The status record mirrors the digest and expiry of the machine's
+ * current bootstrap token (`token`), so a status post checks its token and appends its entry
+ * with one read and one conditional write of that record.
  */
 import type {
   ObjectInfo,
@@ -70,6 +76,12 @@ export interface PublishedConfig {
   readonly format: DocumentFormat;
 }
 
+/** The machine's current bootstrap token as its status record mirrors it (never the token). */
+export interface TokenMirror {
+  readonly sha256: string;
+  readonly expiresAt: string;
+}
+
 export interface StatusRecord {
   readonly namespace: string;
   readonly name: string;
@@ -80,7 +92,26 @@ export interface StatusRecord {
   /** null after the config was deleted. */
   readonly config: PublishedConfig | null;
   readonly history: readonly StatusEntry[];
+  /**
+   * The current token's digest and expiry, written with every token (publish, mint) before the
+   * token record itself; null once the token is deleted. Absent in records written before
+   * the mirror existed: the token record is read instead.
+   */
+  readonly token?: TokenMirror | null;
 }
+
+/** An object as read, with the version a conditional write of it names. */
+export interface Versioned<T> {
+  readonly value: T;
+  readonly etag: string;
+}
+
+/**
+ * What a read-modify-write starts from: undefined reads the store first; null assumes the
+ * object is absent (its first write is create-only); a version already read is used as is.
+ * A wrong guess costs one lost race, never a lost update.
+ */
+export type Seen<T> = Versioned<T> | null | undefined;
 
 const encodeJson = (value: unknown): Uint8Array => Buffer.from(`${JSON.stringify(value)}\n`);
 
@@ -108,11 +139,14 @@ async function updateJson<T>(
   decode: (body: Uint8Array) => T,
   mutate: (current: T | null) => T | undefined,
   options: CallOptions,
+  seen?: Seen<T>,
 ): Promise<T | undefined> {
+  let guess = seen;
   const { value } = await withRetry(
     async () => {
-      const current = await store.get(key, options);
-      const next = mutate(current ? decode(current.body) : null);
+      const current = guess !== undefined ? guess : await readVersioned(store, key, decode, options);
+      guess = undefined; // a lost race reads the store
+      const next = mutate(current ? current.value : null);
       if (next === undefined) return undefined;
       await store.put(key, encodeJson(next), current ? { ifMatch: current.etag } : { ifNoneMatch: "*" }, {
         ...options,
@@ -132,6 +166,16 @@ async function updateJson<T>(
     },
   );
   return value;
+}
+
+async function readVersioned<T>(
+  store: ObjectStore,
+  key: string,
+  decode: (body: Uint8Array) => T,
+  options: CallOptions,
+): Promise<Versioned<T> | null> {
+  const obj = await store.get(key, options);
+  return obj ? { value: decode(obj.body), etag: obj.etag } : null;
 }
 
 const encodedBytes = (value: unknown): number => Buffer.byteLength(JSON.stringify(value));
@@ -234,25 +278,31 @@ export interface MachineStore {
   ): Promise<ObjectInfo>;
   /** Deletes the config only if it is still this version; false when another write won. */
   deleteConfigIfUnchanged(m: MachineId, etag: string, options?: CallOptions): Promise<boolean>;
-  readStatus(m: MachineId, options?: CallOptions): Promise<StatusRecord | null>;
-  /** A publish: bumps the version, sets phase `published`. */
-  recordPublish(
-    m: MachineId,
-    config: PublishedConfig,
-    by: string,
-    now: Date,
-    options?: CallOptions,
-  ): Promise<StatusRecord>;
+  readStatus(m: MachineId, options?: CallOptions): Promise<Versioned<StatusRecord> | null>;
+  /**
+   * A publish: bumps the version, sets phase `published` and mirrors the new token. `seen`
+   * null when the machine is new (one create-only write).
+   */
+  recordPublish(m: MachineId, publish: PublishRecord, options?: CallOptions): Promise<StatusRecord>;
   recordPhase(
     m: MachineId,
     entry: Omit<StatusEntry, "version">,
     options?: CallOptions,
+    seen?: Seen<StatusRecord>,
   ): Promise<StatusRecord>;
+  /** A new token minted for a published machine: the status record mirrors it. */
+  recordToken(m: MachineId, token: TokenRecord, options?: CallOptions): Promise<void>;
+  /** The config and token are gone: `config` and the token mirror become null. */
   recordDeleted(m: MachineId, now: Date, options?: CallOptions): Promise<void>;
-  readToken(m: MachineId, options?: CallOptions): Promise<TokenRecord | null>;
+  readToken(m: MachineId, options?: CallOptions): Promise<Versioned<TokenRecord> | null>;
   writeToken(m: MachineId, record: TokenRecord, options?: CallOptions): Promise<void>;
   /** Takes one fetch off the token with this hash; TOKEN_EXHAUSTED when none is left. */
-  consumeTokenUse(m: MachineId, tokenSha256: string, options?: CallOptions): Promise<TokenRecord>;
+  consumeTokenUse(
+    m: MachineId,
+    tokenSha256: string,
+    options?: CallOptions,
+    seen?: Seen<TokenRecord>,
+  ): Promise<TokenRecord>;
   /**
    * One-time fetch `after-first-fetch`: claims the config version `etag` for this token with
    * one compare-and-swap on the token record (a use is spent and `firstFetch` set), before any
@@ -266,6 +316,7 @@ export interface MachineStore {
     etag: string,
     now: Date,
     options?: CallOptions,
+    seen?: Seen<TokenRecord>,
   ): Promise<{ readonly claimed: true; readonly record: TokenRecord } | { readonly claimed: false }>;
   deleteConfigAndToken(m: MachineId, options?: CallOptions): Promise<boolean>;
   /**
@@ -285,6 +336,29 @@ export interface MachineStore {
     after: string | undefined,
     options?: CallOptions,
   ): AsyncIterable<MachineId>;
+}
+
+export interface PublishRecord {
+  readonly config: PublishedConfig;
+  /** Who published (a controller's name), for the history. */
+  readonly by: string;
+  readonly now: Date;
+  /** The token the publish minted. */
+  readonly token: TokenRecord;
+  readonly seen?: Seen<StatusRecord>;
+}
+
+const mirrorOf = (token: TokenRecord): TokenMirror => ({ sha256: token.sha256, expiresAt: token.expiresAt });
+
+/** The token record a mirror stands for, for checkToken (uses are not mirrored: status posts spend none). */
+export function tokenFromMirror(m: MachineId, mirror: TokenMirror): TokenRecord {
+  return {
+    machine: formatMachineId(m),
+    sha256: mirror.sha256,
+    issuedAt: "",
+    expiresAt: mirror.expiresAt,
+    usesLeft: 0,
+  };
 }
 
 export function machineStore(store: ObjectStore): MachineStore {
@@ -312,12 +386,9 @@ export function machineStore(store: ObjectStore): MachineStore {
       }
     },
 
-    async readStatus(m, options = {}) {
-      const obj = await store.get(statusKey(m), options);
-      return obj ? decodeStatus(obj.body) : null;
-    },
+    readStatus: (m, options = {}) => readVersioned(store, statusKey(m), decodeStatus, options),
 
-    async recordPublish(m, config, by, now, options = {}) {
+    async recordPublish(m, { config, by, now, token, seen }, options = {}) {
       const at = now.toISOString();
       const out = await updateJson(
         store,
@@ -333,14 +404,16 @@ export function machineStore(store: ObjectStore): MachineStore {
             updatedAt: at,
             config,
             history: appendHistory(current?.history ?? [], { phase: "published", at, by, version }),
+            token: mirrorOf(token),
           };
         },
         options,
+        seen,
       );
       return out as StatusRecord;
     },
 
-    async recordPhase(m, entry, options = {}) {
+    async recordPhase(m, entry, options = {}, seen) {
       const out = await updateJson(
         store,
         statusKey(m),
@@ -355,11 +428,23 @@ export function machineStore(store: ObjectStore): MachineStore {
             updatedAt: entry.at,
             config: current?.config ?? null,
             history: appendHistory(current?.history ?? [], { ...entry, version }),
+            token: current?.token,
           };
         },
         options,
+        seen,
       );
       return out as StatusRecord;
+    },
+
+    async recordToken(m, token, options = {}) {
+      await updateJson(
+        store,
+        statusKey(m),
+        decodeStatus,
+        (current) => (current ? { ...current, token: mirrorOf(token) } : undefined),
+        options,
+      );
     },
 
     async recordDeleted(m, now, options = {}) {
@@ -367,15 +452,13 @@ export function machineStore(store: ObjectStore): MachineStore {
         store,
         statusKey(m),
         decodeStatus,
-        (current) => (current ? { ...current, config: null, updatedAt: now.toISOString() } : undefined),
+        (current) =>
+          current ? { ...current, config: null, token: null, updatedAt: now.toISOString() } : undefined,
         options,
       );
     },
 
-    async readToken(m, options = {}) {
-      const obj = await store.get(tokenKey(m), options);
-      return obj ? decodeTokenRecord(obj.body) : null;
-    },
+    readToken: (m, options = {}) => readVersioned(store, tokenKey(m), decodeTokenRecord, options),
 
     async writeToken(m, record, options = {}) {
       // Unconditional on purpose: a new token replaces the old one, whoever wrote it.
@@ -390,7 +473,7 @@ export function machineStore(store: ObjectStore): MachineStore {
       );
     },
 
-    async consumeTokenUse(m, tokenSha256, options = {}) {
+    async consumeTokenUse(m, tokenSha256, options = {}, seen) {
       const out = await updateJson(
         store,
         tokenKey(m),
@@ -405,11 +488,12 @@ export function machineStore(store: ObjectStore): MachineStore {
           return { ...current, usesLeft: current.usesLeft - 1 };
         },
         options,
+        seen,
       );
       return out as TokenRecord;
     },
 
-    async claimFirstFetch(m, tokenSha256, etag, now, options = {}) {
+    async claimFirstFetch(m, tokenSha256, etag, now, options = {}, seen) {
       let already = false;
       const out = await updateJson(
         store,
@@ -430,6 +514,7 @@ export function machineStore(store: ObjectStore): MachineStore {
           return { ...current, usesLeft: current.usesLeft - 1, firstFetch: { etag, at: now.toISOString() } };
         },
         options,
+        seen,
       );
       return already || !out ? { claimed: false } : { claimed: true, record: out };
     },

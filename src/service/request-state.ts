@@ -8,6 +8,7 @@ import type { FastifyRequest } from "fastify";
 import type { Scope } from "../config/service-config.ts";
 import { BootsealError } from "../errors.ts";
 import type { MachineId } from "../machine/machine-id.ts";
+import type { StatusRecord, Versioned } from "./machine-store.ts";
 import type { TokenRecord } from "./tokens.ts";
 
 export type Principal =
@@ -19,6 +20,10 @@ export interface RequestState {
   principal: Principal | null;
   /** A machine principal's token record, once the auth plugin checked it against the store. */
   machineToken: TokenRecord | null;
+  /** The stored token record that check read, with its version (a fetch spends a use on it). */
+  storedToken: Versioned<TokenRecord> | null;
+  /** Routes with `tokenCheck: "status-record"`: the status record the check read. */
+  storedStatus: Versioned<StatusRecord> | null;
   errorCode: string | null;
 }
 
@@ -28,10 +33,13 @@ export interface RequestState {
  *   controller may call the route.
  * - `machine: "params"`: the machine named by the route's `:ns/:name` may call it with its
  *   bootstrap token, checked against the store (hash, expiry) before the handler runs.
+ * - `tokenCheck: "status-record"`: that check reads the machine's status record (its token
+ *   mirror) instead of the token record, and leaves the record for the handler to update.
  */
 export interface RouteAuth {
   readonly scopes?: readonly Scope[];
   readonly machine?: "params";
+  readonly tokenCheck?: "status-record";
 }
 
 declare module "fastify" {
@@ -46,7 +54,13 @@ declare module "fastify" {
 }
 
 export function stateOf(request: FastifyRequest): RequestState {
-  request.bootsealState ??= { principal: null, machineToken: null, errorCode: null };
+  request.bootsealState ??= {
+    principal: null,
+    machineToken: null,
+    storedToken: null,
+    storedStatus: null,
+    errorCode: null,
+  };
   return request.bootsealState;
 }
 

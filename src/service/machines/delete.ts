@@ -20,7 +20,7 @@ export async function deleteConfig(ctx: ServiceContext, m: MachineId, byMachine:
       throw new BootsealError("FORBIDDEN", "a machine may delete its config only when one-time fetch is on");
     }
     const status = await machines.readStatus(m);
-    if (status?.phase !== "succeeded") {
+    if (status?.value.phase !== "succeeded") {
       throw new BootsealError("FORBIDDEN", "a machine may delete its config only after reporting succeeded");
     }
   }

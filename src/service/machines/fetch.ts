@@ -11,7 +11,7 @@ import { contentTypeOf, sniffFormat } from "../../envelope/document.ts";
 import { BootsealError } from "../../errors.ts";
 import { formatMachineId, type MachineId } from "../../machine/machine-id.ts";
 import { etagMatches, quoteEtag, type ServiceContext } from "../context.ts";
-import type { DocumentFormat } from "../machine-store.ts";
+import type { DocumentFormat, Versioned } from "../machine-store.ts";
 import type { TokenRecord } from "../tokens.ts";
 
 /** The body code of a second fetch of a one-time config (409); audited as `second-fetch`. */
@@ -19,6 +19,8 @@ import type { TokenRecord } from "../tokens.ts";
 export interface FetchRequest {
   /** The calling machine's checked token; null for a controller. */
   readonly token: TokenRecord | null;
+  /** The stored record that token was checked against: its use is spent on this version. */
+  readonly storedToken: Versioned<TokenRecord> | null;
   readonly ifNoneMatch: string | undefined;
   readonly signal: AbortSignal;
 }
@@ -47,7 +49,7 @@ export async function fetchConfig(
   if (!obj) {
     // The config is gone: because this token's one fetch took it (re-read: the check above
     // saw the record from before a concurrent winner's claim), or it was never there.
-    if (oneTime && (await machines.readToken(m, { signal: request.signal }))?.firstFetch) {
+    if (oneTime && (await machines.readToken(m, { signal: request.signal }))?.value.firstFetch) {
       return { kind: "already-fetched" };
     }
     throw new BootsealError("NOT_FOUND", `no config is published for ${formatMachineId(m)}`);
@@ -57,7 +59,8 @@ export async function fetchConfig(
   if (request.token && oneTime) {
     // The claim comes before any byte is sent: of concurrent fetches exactly one wins.
     // UNAUTHORIZED (replaced meanwhile) or TOKEN_EXHAUSTED: the auth plugin counts them.
-    const claim = await machines.claimFirstFetch(m, request.token.sha256, obj.etag, ctx.now());
+    const seen = request.storedToken ?? undefined;
+    const claim = await machines.claimFirstFetch(m, request.token.sha256, obj.etag, ctx.now(), {}, seen);
     if (!claim.claimed) return { kind: "already-fetched" };
     // Conditional on the fetched version, so a publish that raced in is never deleted. The
     // token record stays (it can fetch nothing any more) so the machine can still report.
@@ -71,7 +74,7 @@ export async function fetchConfig(
     }
   } else if (request.token) {
     // UNAUTHORIZED (replaced meanwhile) or TOKEN_EXHAUSTED: the auth plugin counts them.
-    await machines.consumeTokenUse(m, request.token.sha256);
+    await machines.consumeTokenUse(m, request.token.sha256, {}, request.storedToken ?? undefined);
   }
   const format = sniffFormat(obj.body);
   return { kind: "document", etag, format, contentType: contentTypeOf(format), body: obj.body };

@@ -53,7 +53,9 @@ export async function listMachines(
   let more = false;
 
   const flush = async (): Promise<void> => {
-    const records = await Promise.all(batch.map((m) => ctx.machines.readStatus(m, { signal })));
+    const records = await Promise.all(
+      batch.map(async (m) => (await ctx.machines.readStatus(m, { signal }))?.value),
+    );
     batch = [];
     for (const r of records) {
       if (!r || (q.phase && r.phase !== q.phase)) continue;

@@ -3,12 +3,12 @@
  * ../publish.ts), stored under the caller's write condition, a fresh bootstrap token is
  * minted (the previous one stops working), and the publish is recorded in the status.
  */
-import type { WriteCondition } from "../../../providers/stores/object-store.ts";
+import type { ObjectInfo, WriteCondition } from "../../../providers/stores/object-store.ts";
 import { contentTypeOf } from "../../envelope/document.ts";
 import { BootsealError } from "../../errors.ts";
 import type { MachineId } from "../../machine/machine-id.ts";
 import { quoteEtag, type ServiceContext } from "../context.ts";
-import { prepareDocument } from "../publish.ts";
+import { type PreparedDocument, prepareDocument } from "../publish.ts";
 import { mintToken, sha256Hex } from "../tokens.ts";
 
 export interface PublishRequest {
@@ -33,6 +33,29 @@ export interface PublishResult {
   readonly tokenExpiresAt: string;
 }
 
+/**
+ * Stores the document under the caller's condition. A create-only or replace-exactly write
+ * knows whether it creates; an unconditional one is tried create-only first (a new machine,
+ * the common case, costs one write) and replaces when the machine had a config.
+ */
+async function storeConfig(
+  ctx: ServiceContext,
+  m: MachineId,
+  prepared: PreparedDocument,
+  condition: WriteCondition,
+): Promise<{ created: boolean; info: ObjectInfo }> {
+  const contentType = contentTypeOf(prepared.format);
+  const put = (c: WriteCondition) => ctx.machines.putConfig(m, prepared.bytes, c, contentType);
+  if (!("unconditional" in condition))
+    return { created: "ifNoneMatch" in condition, info: await put(condition) };
+  try {
+    return { created: true, info: await put({ ifNoneMatch: "*" }) };
+  } catch (err) {
+    if (!(err instanceof BootsealError && err.code === "PRECONDITION_FAILED")) throw err;
+    return { created: false, info: await put(condition) };
+  }
+}
+
 export async function publishConfig(
   ctx: ServiceContext,
   m: MachineId,
@@ -48,22 +71,21 @@ export async function publishConfig(
       signal: request.signal,
       instrumentKey: metrics.instrumentKey,
     });
-    // A create-only write knows whether it creates, and a replace-exactly write knows it does
-    // not; an unconditional one asks first.
-    const { condition } = request;
-    const created =
-      "ifNoneMatch" in condition ? true : "ifMatch" in condition ? false : !(await machines.hasConfig(m));
-    const info = await machines.putConfig(m, prepared.bytes, condition, contentTypeOf(prepared.format));
+    const { created, info } = await storeConfig(ctx, m, prepared, request.condition);
     const { token, record } = mintToken(m, ctx.bootstrapToken.ttlMs, ctx.bootstrapToken.uses, now);
-    await machines.writeToken(m, record);
     const sha256 = sha256Hex(prepared.bytes);
     const etag = quoteEtag(info.etag);
-    const status = await machines.recordPublish(
-      m,
-      { etag, sha256, publishedAt: now.toISOString(), format: prepared.format },
-      request.by,
+    // The status record (with the new token's mirror) before the token record: a publish cut
+    // short between the two never answered, so its token was never handed out, and the
+    // controller's retry writes both. A new machine most likely has no status record yet.
+    const status = await machines.recordPublish(m, {
+      config: { etag, sha256, publishedAt: now.toISOString(), format: prepared.format },
+      by: request.by,
       now,
-    );
+      token: record,
+      seen: created ? null : undefined,
+    });
+    await machines.writeToken(m, record);
     ctx.events.publish({ ...m, phase: "published", version: status.version, at: status.updatedAt });
     metrics.publishes.inc({ outcome: "ok" });
     return {

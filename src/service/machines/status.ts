@@ -6,7 +6,7 @@
 import { BootsealError } from "../../errors.ts";
 import { formatMachineId, type MachineId } from "../../machine/machine-id.ts";
 import type { ServiceContext } from "../context.ts";
-import type { MACHINE_PHASES, StatusEntry, StatusRecord } from "../machine-store.ts";
+import type { MACHINE_PHASES, StatusEntry, StatusRecord, Versioned } from "../machine-store.ts";
 
 export interface PhaseReport {
   readonly phase: (typeof MACHINE_PHASES)[number];
@@ -16,16 +16,18 @@ export interface PhaseReport {
   readonly output?: string;
 }
 
+/** `seen`: the status record the token check read (one conditional write appends to it). */
 export async function reportPhase(
   ctx: ServiceContext,
   m: MachineId,
   report: PhaseReport,
+  seen?: Versioned<StatusRecord> | null,
 ): Promise<StatusRecord> {
   const { machines } = ctx;
   const now = ctx.now();
   const { phase, ...details } = report;
   const entry: Omit<StatusEntry, "version"> = { phase, at: now.toISOString(), by: "machine", ...details };
-  const record = await machines.recordPhase(m, entry);
+  const record = await machines.recordPhase(m, entry, {}, seen ?? undefined);
   ctx.metrics.statusPosts.inc({ phase: report.phase });
   ctx.events.publish({ ...m, phase: report.phase, version: record.version, at: record.updatedAt });
   if (report.phase === "succeeded" && ctx.oneTimeFetch === "after-success") {
@@ -40,7 +42,9 @@ export async function readStatus(
   m: MachineId,
   signal: AbortSignal,
 ): Promise<StatusRecord> {
-  const record = await ctx.machines.readStatus(m, { signal });
-  if (!record) throw new BootsealError("NOT_FOUND", `no status for ${formatMachineId(m)}`);
+  const stored = await ctx.machines.readStatus(m, { signal });
+  if (!stored) throw new BootsealError("NOT_FOUND", `no status for ${formatMachineId(m)}`);
+  // The token mirror is the service's own business, not the controller's.
+  const { token: _mirror, ...record } = stored.value;
   return record;
 }

@@ -34,6 +34,8 @@ export async function mintUserdata(
   const { token, record } = mintToken(m, ctx.bootstrapToken.ttlMs, ctx.bootstrapToken.uses, now);
   // Rendered first: a stub that cannot be made must not cost the machine its current token.
   const stub = renderUserdata(format, { serviceUrl, machine: m, bootstrapToken: token, artifact });
+  // The mirror first, as a publish does (machines/publish.ts).
+  await ctx.machines.recordToken(m, record);
   await ctx.machines.writeToken(m, record);
   return { contentType: stub.contentType, body: stub.body, tokenExpiresAt: record.expiresAt };
 }

@@ -27,8 +27,8 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from
 import type { ControllerConfig } from "../../config/service-config.ts";
 import { BootsealError } from "../../errors.ts";
 import { type MachineId, sameMachine } from "../../machine/machine-id.ts";
-import type { MachineStore } from "../machine-store.ts";
-import { checkToken } from "../machine-store.ts";
+import type { MachineStore, TokenMirror } from "../machine-store.ts";
+import { checkToken, tokenFromMirror } from "../machine-store.ts";
 import { type Principal, type RouteAuth, stateOf } from "../request-state.ts";
 import {
   DEFAULT_TOKEN_WORK,
@@ -36,6 +36,7 @@ import {
   looksLikeBootstrapToken,
   parseBootstrapToken,
   sha256Hex,
+  type TokenRecord,
   type TokenWork,
 } from "../tokens.ts";
 
@@ -278,12 +279,33 @@ export function authPlugin(app: FastifyInstance, options: AuthOptions): void {
       throw new BootsealError("FORBIDDEN", `controller ${principal.name} lacks the ${missing} scope`);
   }
 
-  /** preHandler: a machine's token against its stored record (hash, machine, expiry). */
-  async function checkMachineToken(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+  /**
+   * preHandler: a machine's token against its stored record (hash, machine, expiry), or
+   * against the status record's mirror of it where the route says so (the status post's one
+   * read). A status record without a mirror (written before it existed) falls back to the
+   * token record.
+   */
+  async function checkMachineToken(
+    auth: RouteAuth,
+    request: FastifyRequest,
+    reply: FastifyReply,
+  ): Promise<void> {
     const state = stateOf(request);
     if (state.principal?.kind !== "machine") return;
     const { machine, token } = state.principal;
-    const record = await options.machines.readToken(machine, { signal: signalFor(reply) });
+    const { machines } = options;
+    const signal = signalFor(reply);
+    let record: TokenRecord | null = null;
+    let mirror: TokenMirror | null | undefined;
+    if (auth.tokenCheck === "status-record") {
+      state.storedStatus = await machines.readStatus(machine, { signal });
+      mirror = state.storedStatus?.value.token;
+      if (mirror) record = tokenFromMirror(machine, mirror);
+    }
+    if (mirror === undefined) {
+      state.storedToken = await machines.readToken(machine, { signal });
+      record = state.storedToken?.value ?? null;
+    }
     try {
       state.machineToken = checkToken(record, token, machine, options.now(), work);
     } catch (err) {
@@ -297,7 +319,9 @@ export function authPlugin(app: FastifyInstance, options: AuthOptions): void {
     if (!auth) return;
     route.onRequest = withHook(route.onRequest, (request, reply) => authorize(auth, request, reply));
     if (auth.machine !== "params") return;
-    route.preHandler = withHook(route.preHandler, checkMachineToken);
+    route.preHandler = withHook(route.preHandler, (request, reply) =>
+      checkMachineToken(auth, request, reply),
+    );
     // A token can be revoked or used up between the check and the handler's use of it: those
     // failures count towards the same limit as the ones found above.
     const handler = route.handler;

@@ -1,7 +1,8 @@
 /**
  * Prometheus metrics (GET /metrics): requests by route and status with latency, publishes,
- * fetches, status posts by phase, and the latency and errors of store and key-service calls.
- * One registry per app, so tests can build several apps in one process.
+ * fetches, status posts by phase, store operations by kind and outcome (with latency and
+ * errors), key-service calls, and Node's defaults (event loop delay `nodejs_eventloop_lag_*`,
+ * heap, GC). One registry per app, so tests can build several apps in one process.
  */
 import type { FastifyInstance } from "fastify";
 import { Counter, collectDefaultMetrics, Histogram, Registry } from "prom-client";
@@ -48,6 +49,12 @@ export function createMetrics(): Metrics {
     buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
     registers: [registry],
   });
+  const storeOps = new Counter({
+    name: "bootseal_store_operations_total",
+    help: "Object store calls by operation (get, head, put, delete, list) and outcome (ok, not_found, conflict, error)",
+    labelNames: ["op", "outcome"] as const,
+    registers: [registry],
+  });
   const storeErrors = new Counter({
     name: "bootseal_store_errors_total",
     help: "Object store call failures by operation and error code",
@@ -86,16 +93,22 @@ export function createMetrics(): Metrics {
     registers: [registry],
   });
 
+  function observeStore(op: string, started: bigint, outcome: string): void {
+    storeLatency.observe({ op, outcome }, Number(process.hrtime.bigint() - started) / 1e9);
+    storeOps.inc({ op, outcome });
+  }
+
+  /** A call that found nothing (null, false) is `not_found`: an expected outcome, not an error. */
   async function timeStore<T>(op: string, run: () => Promise<T>): Promise<T> {
-    const end = storeLatency.startTimer({ op });
+    const started = process.hrtime.bigint();
     try {
       const out = await run();
-      end({ outcome: "ok" });
+      observeStore(op, started, out === null || out === false ? "not_found" : "ok");
       return out;
     } catch (err) {
       // A lost race is the store working as designed, not a store error.
       const code = codeOf(err);
-      end({ outcome: code === "PRECONDITION_FAILED" ? "conflict" : "error" });
+      observeStore(op, started, code === "PRECONDITION_FAILED" ? "conflict" : "error");
       if (code !== "PRECONDITION_FAILED") storeErrors.inc({ op, code });
       throw err;
     }
@@ -120,12 +133,12 @@ export function createMetrics(): Metrics {
           const inner = store.list(prefix, options);
           return {
             async *[Symbol.asyncIterator]() {
-              const end = storeLatency.startTimer({ op: "list" });
+              const started = process.hrtime.bigint();
               try {
                 yield* inner;
-                end({ outcome: "ok" });
+                observeStore("list", started, "ok");
               } catch (err) {
-                end({ outcome: "error" });
+                observeStore("list", started, "error");
                 storeErrors.inc({ op: "list", code: codeOf(err) });
                 throw err;
               }

@@ -113,6 +113,7 @@ export function machineConfigRoutes(parent: FastifyInstance, ctx: ServiceContext
         { namespace: request.params.ns, name: request.params.name },
         {
           token: machineTokenOf(request),
+          storedToken: stateOf(request).storedToken,
           ifNoneMatch: header(request, "if-none-match"),
           signal: signalFor(reply),
         },

@@ -1,0 +1,198 @@
+/**
+ * Store operations per request (issue #11): what a publish, a fetch and a status post cost in
+ * store calls, counted on the store the app is given (a counting wrapper over the memory
+ * store), and the contracts the cheaper paths must keep: the status record's token mirror
+ * follows every token change (publish, mint, delete), a replaced or deleted token cannot post
+ * status, the mirror never reaches a controller, and a status record written before the
+ * mirror existed still authenticates through the token record.
+ */
+import assert from "node:assert/strict";
+import { createHash, generateKeyPairSync } from "node:crypto";
+import { test } from "node:test";
+import { generateX25519Identity, identityToRecipient } from "age-encryption";
+import { MemoryStore } from "../../providers/stores/memory.ts";
+import type { ObjectStore } from "../../providers/stores/object-store.ts";
+import { SCOPES } from "../../src/config/service-config.ts";
+import { parseSopsConfig } from "../../src/config/sops-config.ts";
+import { buildApp } from "../../src/service/app.ts";
+import { appConfig } from "./app-config.ts";
+
+const recipient = await identityToRecipient(await generateX25519Identity());
+const ADMIN = "controller-admin-token-0123456789abcdefghijkl";
+const sha = (s: string) => createHash("sha256").update(s).digest("hex");
+const bearer = (t: string) => ({ authorization: `Bearer ${t}` });
+
+/** Every call, as `op key` (list as `list prefix`). */
+function counting(inner: ObjectStore): { store: ObjectStore; calls: string[] } {
+  const calls: string[] = [];
+  const seen = <T>(call: string, result: T): T => {
+    calls.push(call);
+    return result;
+  };
+  const store: ObjectStore = {
+    url: inner.url,
+    get: (key, o) => seen(`get ${key}`, inner.get(key, o)),
+    head: (key, o) => seen(`head ${key}`, inner.head(key, o)),
+    put: (key, body, c, o) => seen(`put ${key}`, inner.put(key, body, c, o)),
+    delete: (key, c, o) => seen(`delete ${key}`, inner.delete(key, c, o)),
+    list: (prefix, o) => seen(`list ${prefix}`, inner.list(prefix, o)),
+  };
+  return { store, calls };
+}
+
+function setup() {
+  const inner = new MemoryStore();
+  const { store, calls } = counting(inner);
+  const app = buildApp({
+    logger: false,
+    store,
+    config: appConfig({
+      creationRules: parseSopsConfig(`creation_rules:\n  - age: ${recipient}\n`, "t"),
+      controllers: [{ name: "admin", tokenSha256: sha(ADMIN), scopes: [...SCOPES] }],
+      trustProxy: false,
+      fetcherArtifact: {
+        url: "https://artifacts.example/bootseal",
+        sha256: "a".repeat(64),
+        signatureUrl: "https://artifacts.example/bootseal.sig",
+        publicKeyPem: generateKeyPairSync("ed25519").publicKey.export({
+          type: "spki",
+          format: "pem",
+        }) as string,
+      },
+    }),
+  });
+  const take = () => calls.splice(0);
+  return { app, inner, take };
+}
+
+async function publish(
+  app: ReturnType<typeof setup>["app"],
+  name: string,
+  headers: Record<string, string> = {},
+) {
+  const res = await app.inject({
+    method: "PUT",
+    url: `/v1/machines/ns/${name}/config`,
+    headers: { ...bearer(ADMIN), "content-type": "application/octet-stream", ...headers },
+    payload: "payload",
+  });
+  assert.ok(res.statusCode === 200 || res.statusCode === 201, res.body);
+  return res.json() as { bootstrapToken: string; version: number };
+}
+
+const post = (app: ReturnType<typeof setup>["app"], name: string, token: string, phase: string) =>
+  app.inject({
+    method: "POST",
+    url: `/v1/machines/ns/${name}/status`,
+    headers: { ...bearer(token), "content-type": "application/json" },
+    payload: { phase },
+  });
+
+test("a new machine's publish is three writes and no read; a republish reads what it replaces", async () => {
+  const { app, take } = setup();
+  await publish(app, "m1");
+  assert.deepEqual(take(), ["put configs/ns/m1", "put status/ns/m1.json", "put tokens/ns/m1.json"]);
+  await publish(app, "m1");
+  assert.deepEqual(take(), [
+    "put configs/ns/m1", // create-only: lost, the machine has a config
+    "put configs/ns/m1",
+    "get status/ns/m1.json",
+    "put status/ns/m1.json",
+    "put tokens/ns/m1.json",
+  ]);
+  await app.close();
+});
+
+test("a fetch reads the token and the config and writes the token once; a status post is one read and one write", async () => {
+  const { app, take } = setup();
+  const { bootstrapToken } = await publish(app, "m1");
+  take();
+  const fetched = await app.inject({
+    method: "GET",
+    url: "/v1/machines/ns/m1/config",
+    headers: bearer(bootstrapToken),
+  });
+  assert.equal(fetched.statusCode, 200);
+  assert.deepEqual(take(), ["get tokens/ns/m1.json", "get configs/ns/m1", "put tokens/ns/m1.json"]);
+  for (const phase of ["fetching", "decrypted", "written", "running", "succeeded"]) {
+    const res = await post(app, "m1", bootstrapToken, phase);
+    assert.equal(res.statusCode, 200, res.body);
+    assert.deepEqual(take(), ["get status/ns/m1.json", "put status/ns/m1.json"], phase);
+  }
+  const status = await app.inject({
+    method: "GET",
+    url: "/v1/machines/ns/m1/status",
+    headers: bearer(ADMIN),
+  });
+  const body = status.json() as { phase: string; history: { phase: string }[] };
+  assert.equal(body.phase, "succeeded");
+  assert.deepEqual(
+    body.history.map((e) => e.phase),
+    ["published", "fetching", "decrypted", "written", "running", "succeeded"],
+  );
+  assert.ok(!("token" in body), "the token mirror is not shown to controllers");
+  assert.ok(!status.body.includes(sha(bootstrapToken)), "nor is the token's digest anywhere in the answer");
+  await app.close();
+});
+
+test("the mirror follows the token: a republish, a minted stub and a delete each lock the old token out of status posts", async () => {
+  const { app } = setup();
+  const first = (await publish(app, "m1")).bootstrapToken;
+  const second = (await publish(app, "m1")).bootstrapToken;
+  assert.equal((await post(app, "m1", first, "running")).statusCode, 401, "replaced by the republish");
+  assert.equal((await post(app, "m1", second, "running")).statusCode, 200);
+
+  const stub = await app.inject({
+    method: "GET",
+    url: "/v1/machines/ns/m1/userdata?format=cloud-init",
+    headers: bearer(ADMIN),
+  });
+  assert.equal(stub.statusCode, 200, stub.body);
+  const minted = /bst\.ns\.m1\.[A-Za-z0-9_-]{43}/.exec(stub.body)?.[0];
+  assert.ok(minted, "the stub carries a token");
+  assert.equal((await post(app, "m1", second, "running")).statusCode, 401, "replaced by the mint");
+  assert.equal((await post(app, "m1", minted, "running")).statusCode, 200);
+
+  const deleted = await app.inject({
+    method: "DELETE",
+    url: "/v1/machines/ns/m1/config",
+    headers: bearer(ADMIN),
+  });
+  assert.equal(deleted.statusCode, 204);
+  assert.equal((await post(app, "m1", minted, "running")).statusCode, 401, "deleted with the config");
+  await app.close();
+});
+
+test("a status record without a mirror (written before it existed) authenticates through the token record", async () => {
+  const { app, inner } = setup();
+  const { bootstrapToken } = await publish(app, "m1");
+  const stored = await inner.get("status/ns/m1.json");
+  assert.ok(stored);
+  const { token: mirror, ...legacy } = JSON.parse(Buffer.from(stored.body).toString());
+  assert.equal(mirror.sha256, sha(bootstrapToken), "the mirror holds the token's digest, not the token");
+  assert.ok(!Buffer.from(stored.body).toString().includes(bootstrapToken));
+  await inner.put("status/ns/m1.json", Buffer.from(JSON.stringify(legacy)), { unconditional: true });
+  assert.equal((await post(app, "m1", bootstrapToken, "running")).statusCode, 200);
+  assert.equal((await post(app, "m1", "bst.ns.m1.".padEnd(53, "x"), "running")).statusCode, 401);
+  await app.close();
+});
+
+test("a status post that loses a race to another writer re-reads and keeps both entries", async () => {
+  const { app, inner } = setup();
+  const { bootstrapToken } = await publish(app, "m1");
+  // Interleave: many posts at once on one machine, through one app (every one a conditional write).
+  const phases = ["fetching", "decrypted", "written", "running", "succeeded", "running", "failed", "running"];
+  const results = await Promise.all(phases.map((p) => post(app, "m1", bootstrapToken, p)));
+  for (const r of results) assert.equal(r.statusCode, 200, r.body);
+  const stored = await inner.get("status/ns/m1.json");
+  const history = JSON.parse(Buffer.from(stored!.body).toString()).history as { phase: string }[];
+  assert.equal(history.length, 1 + phases.length, "every 2xx'd post is in the history");
+  assert.deepEqual(
+    history
+      .slice(1)
+      .map((e) => e.phase)
+      .sort(),
+    [...phases].sort(),
+  );
+  await app.close();
+});
