@@ -1,0 +1,234 @@
+/**
+ * Boot storms (issue #11) against real `bootseal serve` processes, on the file store and on
+ * SeaweedFS. The contracts the cheaper request paths must keep under concurrency:
+ *
+ * - two replicas on one store, the client going round robin between them: every machine's
+ *   fetch and five status posts answer 2xx, every history holds its publish and the five
+ *   phases in order, every token record has exactly one use spent;
+ * - `kill -9` of the service in the middle of a storm: after a restart on the same store,
+ *   every status post that was answered 2xx is in its machine's history, every machine still
+ *   fetches and reports with its token, and every stored object parses.
+ */
+import assert from "node:assert/strict";
+import { createHash, randomBytes } from "node:crypto";
+import { writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { after, before, test } from "node:test";
+import { CreateBucketCommand } from "@aws-sdk/client-s3";
+import { type AgeKey, ageKey, tempDir } from "../fetcher/helpers.ts";
+import { uniqueName } from "../helpers/peers.ts";
+import { freePort } from "../helpers/ports.ts";
+import { rawS3, removeS3Bucket, seaweedfs } from "../helpers/s3.ts";
+import { type Service, startService } from "../helpers/serve-process.ts";
+import { call, serviceConfig } from "./helpers.ts";
+
+const MACHINES = 40;
+const CONCURRENCY = 20;
+const USES = 5;
+const PHASES = ["fetching", "decrypted", "written", "running", "succeeded"] as const;
+
+let dir: { path: string; remove: () => Promise<void> };
+let operator: AgeKey;
+const controller = randomBytes(24).toString("hex");
+const buckets: string[] = [];
+
+before(async () => {
+  dir = await tempDir("faults-storm");
+  operator = await ageKey(dir.path, "operator");
+});
+
+after(async () => {
+  for (const b of buckets) await removeS3Bucket(seaweedfs(), b).catch(() => {});
+  await dir?.remove();
+});
+
+interface StoreUnderTest {
+  readonly store: string;
+  readonly extra: readonly string[];
+  readonly env: Record<string, string>;
+}
+
+async function storeFor(kind: "file" | "seaweedfs", label: string): Promise<StoreUnderTest> {
+  if (kind === "file") return { store: `file://${join(dir.path, `store-${label}`)}`, extra: [], env: {} };
+  const p = seaweedfs();
+  const bucket = uniqueName("faults-storm");
+  await rawS3(p).send(new CreateBucketCommand({ Bucket: bucket }));
+  buckets.push(bucket);
+  return {
+    store: `s3://${bucket}/storm`,
+    extra: ["s3:", `  endpoint: ${p.endpoint}`, "  region: us-east-1", "  forcePathStyle: true"],
+    env: {
+      AWS_ACCESS_KEY_ID: p.credentials.accessKeyId,
+      AWS_SECRET_ACCESS_KEY: p.credentials.secretAccessKey,
+    },
+  };
+}
+
+async function writeConfig(sut: StoreUnderTest, label: string): Promise<string> {
+  const file = join(dir.path, `${label}.yaml`);
+  const text = serviceConfig({
+    store: sut.store,
+    extra: sut.extra,
+    recipient: operator.recipient,
+    tokenSha256: createHash("sha256").update(controller).digest("hex"),
+    dataDir: join(dir.path, `data-${label}`),
+    audit: join(dir.path, `audit-${label}.log`),
+  }).replace("  uses: 1000", `  uses: ${USES}`);
+  await writeFile(file, text);
+  return file;
+}
+
+const envOf = (sut: StoreUnderTest) => ({
+  PATH: process.env.PATH,
+  HOME: dir.path,
+  AWS_REGION: "us-east-1",
+  ...sut.env,
+});
+
+/** Runs `work` over 0..n-1 with `CONCURRENCY` in flight. */
+async function pool(n: number, work: (i: number) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: CONCURRENCY }, async () => {
+      while (next < n) await work(next++);
+    }),
+  );
+}
+
+interface Machine {
+  readonly name: string;
+  readonly token: string;
+  /** The status messages answered 2xx. */
+  readonly acked: string[];
+}
+
+async function publishAll(urls: readonly string[], label: string): Promise<Machine[]> {
+  const machines: Machine[] = [];
+  await pool(MACHINES, async (i) => {
+    const name = `${label}-${i}`;
+    const r = await call(`${urls[i % urls.length]}/v1/machines/storm/${name}/config`, {
+      method: "PUT",
+      token: controller,
+      body: `#cloud-config\n# ${name} ${randomBytes(512).toString("base64")}\n`,
+    });
+    assert.equal(r.status, 201, r.body.toString());
+    machines[i] = { name, token: r.json<{ bootstrapToken: string }>().bootstrapToken, acked: [] };
+  });
+  return machines;
+}
+
+async function history(url: string, name: string): Promise<{ phase: string; message?: string }[]> {
+  const st = await call(`${url}/v1/machines/storm/${name}/status`, { token: controller });
+  assert.equal(st.status, 200, st.body.toString());
+  return st.json<{ history: { phase: string; message?: string }[] }>().history;
+}
+
+for (const kind of ["file", "seaweedfs"] as const) {
+  test(`boot storm through two replicas round robin, ${kind}: every answer 2xx, every history whole, one use spent each`, {
+    timeout: 600_000,
+  }, async () => {
+    const sut = await storeFor(kind, `two-${kind}`);
+    const config = await writeConfig(sut, `two-${kind}`);
+    const replicas: Service[] = [];
+    try {
+      for (let i = 0; i < 2; i++) replicas.push(await startService(config, envOf(sut)));
+      const urls = replicas.map((r) => r.url);
+      let turn = 0;
+      const next = () => urls[turn++ % urls.length] as string;
+      const machines = await publishAll(urls, `two-${kind}`);
+      await pool(MACHINES, async (i) => {
+        const m = machines[i] as Machine;
+        const got = await call(`${next()}/v1/machines/storm/${m.name}/config`, { token: m.token });
+        assert.equal(got.status, 200, `${m.name} fetch: ${got.body.toString()}`);
+        assert.match(got.body.toString(), /"sops"|sops:/, "a SOPS document");
+        for (const phase of PHASES) {
+          const r = await call(`${next()}/v1/machines/storm/${m.name}/status`, {
+            method: "POST",
+            token: m.token,
+            contentType: "application/json",
+            body: JSON.stringify({ phase, message: `${m.name}-${phase}` }),
+          });
+          assert.equal(r.status, 200, `${m.name} ${phase}: ${r.body.toString()}`);
+        }
+      });
+      for (const m of machines) {
+        const h = await history(urls[0] as string, m.name);
+        assert.deepEqual(
+          h.map((e) => e.phase),
+          ["published", ...PHASES],
+          `${m.name}: the publish and the five phases, in order`,
+        );
+      }
+      // Exactly one use spent: USES - 1 more fetches succeed, then the token is used up.
+      const probe = machines[0] as Machine;
+      for (let i = 1; i < USES; i++) {
+        const r = await call(`${next()}/v1/machines/storm/${probe.name}/config`, { token: probe.token });
+        assert.equal(r.status, 200, `fetch ${i + 1} of ${USES}`);
+      }
+      const spent = await call(`${next()}/v1/machines/storm/${probe.name}/config`, { token: probe.token });
+      assert.equal(spent.status, 401, spent.body.toString());
+      assert.equal(spent.json<{ code: string }>().code, "TOKEN_EXHAUSTED");
+    } finally {
+      for (const r of replicas) await r.stop();
+    }
+  });
+
+  test(`kill -9 in the middle of a boot storm, ${kind}: every 2xx'd status post survives the restart`, {
+    timeout: 600_000,
+  }, async (t) => {
+    const sut = await storeFor(kind, `kill-${kind}`);
+    const config = await writeConfig(sut, `kill-${kind}`);
+    const port = await freePort();
+    let service: Service | undefined = await startService(config, envOf(sut), port);
+    try {
+      const url = service.url;
+      const machines = await publishAll([url], `kill-${kind}`);
+      const killAfter = Math.floor((MACHINES * PHASES.length) / 3);
+      let acks = 0;
+      let killed: Promise<void> | undefined;
+      const svc = service;
+      await pool(MACHINES, async (i) => {
+        const m = machines[i] as Machine;
+        const got = await call(`${url}/v1/machines/storm/${m.name}/config`, { token: m.token });
+        if (got.status === 0) return;
+        assert.equal(got.status, 200, got.body.toString());
+        for (const phase of PHASES) {
+          const message = `${m.name}-${phase}`;
+          const r = await call(`${url}/v1/machines/storm/${m.name}/status`, {
+            method: "POST",
+            token: m.token,
+            contentType: "application/json",
+            body: JSON.stringify({ phase, message }),
+          });
+          if (r.status === 0) return;
+          if (r.status === 503) continue; // not acknowledged (a slow store on a loaded machine)
+          assert.equal(r.status, 200, r.body.toString());
+          m.acked.push(message);
+          if (++acks === killAfter) killed = svc.kill9();
+        }
+      });
+      assert.ok(killed, `the service was killed in the storm (${acks} acknowledged)`);
+      await killed;
+      assert.equal(service.process.signalCode, "SIGKILL");
+      t.diagnostic(`${kind}: ${acks} status posts acknowledged before the kill`);
+
+      service = await startService(config, envOf(sut), port);
+      for (const m of machines) {
+        const messages = new Set((await history(url, m.name)).map((e) => e.message));
+        for (const message of m.acked) assert.ok(messages.has(message), `${m.name}: ${message} kept`);
+        // The machine carries on with its own token after the restart.
+        const got = await call(`${url}/v1/machines/storm/${m.name}/config`, { token: m.token });
+        assert.equal(got.status, 200, `${m.name}: ${got.body.toString()}`);
+        const r = await call(`${url}/v1/machines/storm/${m.name}/status`, {
+          method: "POST",
+          token: m.token,
+          contentType: "application/json",
+          body: JSON.stringify({ phase: "succeeded", message: "after the restart" }),
+        });
+        assert.equal(r.status, 200, `${m.name}: ${r.body.toString()}`);
+      }
+    } finally {
+      await service?.stop();
+    }
+  });
+}
