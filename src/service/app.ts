@@ -6,7 +6,7 @@
  * default of its own, so a default is changed in one place.
  */
 import swagger from "@fastify/swagger";
-import Fastify, { type FastifyInstance, type FastifyServerOptions } from "fastify";
+import Fastify, { type FastifyInstance, type FastifyServerOptions, LogController } from "fastify";
 import { pino } from "pino";
 import type { ProviderDeps } from "../../providers/keys/index.ts";
 import type { ObjectStore } from "../../providers/stores/object-store.ts";
@@ -106,7 +106,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   const app = Fastify({
     logger: loggerOptions(deps),
     // One access line per request instead (plugins/access-log.ts).
-    disableRequestLogging: true,
+    logController: new LogController({ disableRequestLogging: true }),
     bodyLimit,
     // Request ids come from us, never from a client header that could be forged into the audit log.
     genReqId: () => crypto.randomUUID(),
