@@ -11,13 +11,21 @@
  * segment); listing skips them.
  */
 import { createHash, randomBytes } from "node:crypto";
+import { readFile as readFileCb } from "node:fs";
 import { mkdir, open, readFile, stat, unlink } from "node:fs/promises";
 import { hostname } from "node:os";
 import { dirname, join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { BootsealError } from "../../src/errors.ts";
+import { closeFd, openFd, writeAllFd } from "../../src/files/fd.ts";
 import { errno, fsError } from "./file-errors.ts";
 import { RESERVED_SEGMENT_PREFIX, validateKey } from "./store-url.ts";
+
+/** A small file's text through the callback API (a lock is read back on every unlock). */
+const readText = (path: string): Promise<string> =>
+  new Promise((resolve, reject) =>
+    readFileCb(path, "utf8", (err, text) => (err ? reject(err) : resolve(text))),
+  );
 
 export const LOCK_PREFIX = `${RESERVED_SEGMENT_PREFIX}lock.`;
 
@@ -75,17 +83,17 @@ export class KeyLocks {
     for (let attempt = 0; ; attempt++) {
       signal?.throwIfAborted();
       try {
-        const fh = await open(lockPath, "wx", 0o600);
+        const fd = await openFd(lockPath, "wx", 0o600);
         try {
-          await fh.writeFile(JSON.stringify(owner));
+          await writeAllFd(fd, Buffer.from(JSON.stringify(owner)));
         } catch (err) {
           // A full disk (ENOSPC) fails the write after the create: the empty lock is ours,
           // remove it, or every writer of this key would wait for it to turn stale.
-          await fh.close().catch(() => {});
+          await closeFd(fd).catch(() => {});
           await unlink(lockPath).catch(() => {});
           throw fsError(err, "lock an object");
         }
-        await fh.close();
+        await closeFd(fd);
         break;
       } catch (err) {
         const code = errno(err);
@@ -118,7 +126,7 @@ export class KeyLocks {
 
   async #unlock(lockPath: string, token: string): Promise<void> {
     // Remove only our own lock: if ours was judged stale and broken, the file is someone else's.
-    const content = await readFile(lockPath, "utf8").catch(() => "");
+    const content = await readText(lockPath).catch(() => "");
     if (content.includes(token)) await unlink(lockPath).catch(() => {});
   }
 

@@ -13,12 +13,12 @@
  * (file-sweep.ts).
  */
 import { createHash } from "node:crypto";
-import type { FileHandle } from "node:fs/promises";
-import { open, readdir, stat, unlink } from "node:fs/promises";
+import { readdir, stat, unlink } from "node:fs/promises";
 import { dirname, join, resolve, sep } from "node:path";
 import type { CallOptions } from "../../src/call-options.ts";
 import { BootsealError } from "../../src/errors.ts";
 import { syncDirectory, writeFileAtomic } from "../../src/files/atomic-write.ts";
+import { closeFd, fstatFd, openFd, readFd } from "../../src/files/fd.ts";
 import { errno, fsError } from "./file-errors.ts";
 import { KeyLocks } from "./file-lock.ts";
 import { HOST_TAG, pruneEmptyDirs, type SweepResult, sweepStale, TEMP_PREFIX } from "./file-sweep.ts";
@@ -59,39 +59,40 @@ function tooLarge(maxBytes: number): BootsealError {
   return new BootsealError("TOO_LARGE", `file store: the object is larger than ${maxBytes} bytes`);
 }
 
-/** At most maxBytes of an open file (stat first, then a read that stops at the cap). */
-async function readCapped(fh: FileHandle, size: number, maxBytes: number): Promise<Buffer> {
+/**
+ * At most maxBytes of an open file: the stat size plus one byte (to see the end), in reads of
+ * at most 1 MiB. A short read is the end: objects are replaced by rename, never appended to,
+ * and a regular file reads short only there, so a small object costs one read.
+ */
+async function readCapped(fd: number, size: number, maxBytes: number): Promise<Buffer> {
   if (size > maxBytes) throw tooLarge(maxBytes);
   const chunks: Buffer[] = [];
   let total = 0;
   for (;;) {
-    // The stat size (plus one byte, to see the end), in reads of at most 1 MiB.
-    const want = Math.max(size - total + 1, 64 * 1024);
-    const chunk = Buffer.allocUnsafe(Math.min(1 << 20, maxBytes - total + 1, want));
-    const { bytesRead } = await fh.read(chunk, 0, chunk.length, null);
-    if (bytesRead === 0) return Buffer.concat(chunks, total);
+    const want = Math.min(1 << 20, maxBytes - total + 1, Math.max(size - total + 1, 4096));
+    const chunk = Buffer.allocUnsafe(want);
+    const bytesRead = await readFd(fd, chunk, 0, want);
     total += bytesRead;
     if (total > maxBytes) throw tooLarge(maxBytes); // it grew after the stat
-    chunks.push(chunk.subarray(0, bytesRead));
+    if (bytesRead > 0) chunks.push(chunk.subarray(0, bytesRead));
+    if (bytesRead < want) return chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, total);
   }
 }
 
-/** Reads an object file; null when there is none (missing, or a directory on the way). */
-async function readObject(path: string, maxBytes?: number): Promise<ReadResult | null> {
-  let fh: FileHandle | undefined;
+async function readObject(path: string, maxBytes = Number.POSITIVE_INFINITY): Promise<ReadResult | null> {
+  let fd: number | undefined;
   try {
-    fh = await open(path, "r");
-    const st = await fh.stat();
+    fd = await openFd(path, "r");
+    const st = await fstatFd(fd);
     if (!st.isFile()) return null;
-    const body = maxBytes === undefined ? await fh.readFile() : await readCapped(fh, st.size, maxBytes);
-    return { body, mtime: st.mtime };
+    return { body: await readCapped(fd, st.size, maxBytes), mtime: st.mtime };
   } catch (err) {
     if (err instanceof BootsealError) throw err;
     const code = errno(err);
     if (code === "ENOENT" || code === "ENOTDIR" || code === "EISDIR") return null;
     throw fsError(err, "read an object");
   } finally {
-    await fh?.close();
+    if (fd !== undefined) await closeFd(fd).catch(() => {});
   }
 }
 

@@ -54,6 +54,8 @@ export interface S3StoreOptions {
   readonly connectionTimeoutMs?: number;
   /** Socket idle timeout per request (default 30 s). */
   readonly requestTimeoutMs?: number;
+  /** Keep-alive sockets to the endpoint at most (default 256; the SDK's own default is 50). */
+  readonly maxSockets?: number;
 }
 
 const LOST_RACE_NAMES = new Set(["PreconditionFailed", "ConditionalRequestConflict", "NotModified"]);
@@ -190,6 +192,10 @@ export class S3Store implements ObjectStore {
         // Without this the SDK only logs a warning when requestTimeout passes and keeps waiting
         // on a server that accepted the connection but never answers.
         throwOnRequestTimeout: true,
+        // A boot storm has hundreds of requests in flight, each a few store calls in a row:
+        // with the SDK's 50 sockets they queue for a socket instead of the store.
+        httpAgent: { keepAlive: true, maxSockets: options.maxSockets ?? 256 },
+        httpsAgent: { keepAlive: true, maxSockets: options.maxSockets ?? 256 },
       },
     };
   }

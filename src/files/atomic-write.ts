@@ -17,9 +17,10 @@
  */
 import { randomBytes } from "node:crypto";
 import { constants } from "node:fs";
-import { lstat, mkdir, open, realpath, rename, stat, unlink } from "node:fs/promises";
+import { lstat, mkdir, realpath, rename, stat, unlink } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 import { BootsealError } from "../errors.ts";
+import { closeFd, fchmodFd, fchownFd, fsyncFd, openFd, writeAllFd } from "./fd.ts";
 
 /** Gives a file the security label (SELinux context) of a reference file; the fetcher's selinux.ts. */
 export interface FileLabeler {
@@ -59,11 +60,11 @@ function ioError(path: string, action: string, err: unknown): BootsealError {
 
 /** fsync a directory, so a rename or a new entry in it is durable. */
 export async function syncDirectory(dir: string): Promise<void> {
-  const handle = await open(dir, constants.O_RDONLY | constants.O_DIRECTORY);
+  const fd = await openFd(dir, constants.O_RDONLY | constants.O_DIRECTORY);
   try {
-    await handle.sync();
+    await fsyncFd(fd);
   } finally {
-    await handle.close();
+    await closeFd(fd);
   }
 }
 
@@ -85,17 +86,17 @@ export async function writeFileAtomic(
   );
   let created = false;
   try {
-    const handle = await open(tmp, CREATE_FLAGS, 0o600);
+    const fd = await openFd(tmp, CREATE_FLAGS, 0o600);
     created = true;
     try {
-      await handle.writeFile(data);
+      await writeAllFd(fd, data);
       if (options.uid !== undefined || options.gid !== undefined) {
-        await handle.chown(options.uid ?? -1, options.gid ?? -1);
+        await fchownFd(fd, options.uid ?? -1, options.gid ?? -1);
       }
-      await handle.chmod(mode);
-      await handle.sync();
+      await fchmodFd(fd, mode);
+      await fsyncFd(fd);
     } finally {
-      await handle.close();
+      await closeFd(fd);
     }
     if (options.labeler) {
       const existing = await lstat(path).catch(() => null);
