@@ -26,6 +26,7 @@ import {
   tlsServerOptions,
 } from "./plugins/http-edge.ts";
 import { createMetrics, metricsPlugin } from "./plugins/metrics.ts";
+import { RecordCache } from "./record-cache.ts";
 import { docsRoutes } from "./routes/docs.ts";
 import { eventsRoutes } from "./routes/events.ts";
 import { healthRoutes, type ReadinessProbe } from "./routes/health.ts";
@@ -134,7 +135,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   auditPlugin(app, deps.audit ?? silentAudit());
 
   const store = metrics.instrumentStore(deps.store);
-  const machines = machineStore(store);
+  // The last seen token and status records: first guesses for compare-and-swap (record-cache.ts).
+  const machines = machineStore(store, new RecordCache());
   const storeProbe: ReadinessProbe = { name: "store", check: () => machines.probe() };
 
   void app.register(swagger, {

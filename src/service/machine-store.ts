@@ -30,12 +30,12 @@ import {
   tokenKey,
 } from "../machine/store-layout.ts";
 import { withRetry } from "../retry.ts";
+import type { RecordCache } from "./record-cache.ts";
 import {
   DEFAULT_TOKEN_WORK,
   DUMMY_TOKEN_RECORD,
   decodeTokenRecord,
   digestsEqual,
-  encodeTokenRecord,
   type TokenRecord,
   type TokenWork,
 } from "./tokens.ts";
@@ -130,52 +130,106 @@ function isLostRace(err: unknown): boolean {
 }
 
 /**
- * Read-modify-write of one JSON object with a conditional put, retried when another writer
- * got there first. `mutate` returns the new value, or undefined to leave the object as is.
+ * Reads and compare-and-swap writes of one store's JSON records, with this replica's last
+ * seen version of each (record-cache.ts) kept up to date as a first guess.
  */
-async function updateJson<T>(
-  store: ObjectStore,
-  key: string,
-  decode: (body: Uint8Array) => T,
-  mutate: (current: T | null) => T | undefined,
-  options: CallOptions,
-  seen?: Seen<T>,
-): Promise<T | undefined> {
-  let guess = seen;
-  const { value } = await withRetry(
-    async () => {
-      const current = guess !== undefined ? guess : await readVersioned(store, key, decode, options);
-      guess = undefined; // a lost race reads the store
-      const next = mutate(current ? current.value : null);
-      if (next === undefined) return undefined;
-      await store.put(key, encodeJson(next), current ? { ifMatch: current.etag } : { ifNoneMatch: "*" }, {
-        ...options,
-        contentType: "application/json",
-      });
-      return next;
-    },
-    {
-      what: `update ${key}`,
-      maxAttempts: CAS_ATTEMPTS,
-      // Only a lost race is worth another read-modify-write; the store retries its own failures.
-      classify: (err) => ({ retry: isLostRace(err) }),
-      // Jittered backoff: racing replicas spread out instead of colliding again.
-      backoff: { baseMs: 5, capMs: 200 },
-      rethrowLast: true,
-      signal: options.signal,
-    },
-  );
-  return value;
-}
+class Records {
+  readonly #store: ObjectStore;
+  readonly #cache: RecordCache | undefined;
 
-async function readVersioned<T>(
-  store: ObjectStore,
-  key: string,
-  decode: (body: Uint8Array) => T,
-  options: CallOptions,
-): Promise<Versioned<T> | null> {
-  const obj = await store.get(key, options);
-  return obj ? { value: decode(obj.body), etag: obj.etag } : null;
+  constructor(store: ObjectStore, cache: RecordCache | undefined) {
+    this.#store = store;
+    this.#cache = cache;
+  }
+
+  /** This replica's last seen version: a guess, to be confirmed by a conditional write. */
+  cached<T>(key: string): Versioned<T> | undefined {
+    return this.#cache?.get<T>(key);
+  }
+
+  forget(key: string): void {
+    this.#cache?.delete(key);
+  }
+
+  async read<T>(
+    key: string,
+    decode: (body: Uint8Array) => T,
+    options: CallOptions,
+  ): Promise<Versioned<T> | null> {
+    const obj = await this.#store.get(key, options);
+    if (!obj) {
+      this.forget(key);
+      return null;
+    }
+    const record = { value: decode(obj.body), etag: obj.etag };
+    this.#cache?.set(key, record, obj.body.byteLength);
+    return record;
+  }
+
+  /** Writes a record under `condition` and remembers the version written. */
+  async write<T>(key: string, value: T, condition: WriteCondition, options: CallOptions): Promise<void> {
+    const body = encodeJson(value);
+    const info = await this.#store.put(key, body, condition, { ...options, contentType: "application/json" });
+    this.#cache?.set(key, { value, etag: info.etag }, body.byteLength);
+  }
+
+  /**
+   * Read-modify-write with a conditional put, retried when another writer got there first.
+   * `mutate` returns the new value, or undefined to leave the record as is. It starts from
+   * `seen` (or this replica's cached version) when there is one: only a successful
+   * conditional write confirms such a guess, so when `mutate` refuses it (throws) or keeps it
+   * (undefined), the record is read again and `mutate` decides on what the store holds.
+   */
+  async update<T>(
+    key: string,
+    decode: (body: Uint8Array) => T,
+    mutate: (current: T | null) => T | undefined,
+    options: CallOptions,
+    seen?: Seen<T>,
+  ): Promise<T | undefined> {
+    let guess: Seen<T> = seen !== undefined ? seen : this.cached<T>(key);
+    const { value } = await withRetry(
+      async () => {
+        let guessed = guess !== undefined;
+        let current = guessed ? (guess as Versioned<T> | null) : await this.read(key, decode, options);
+        guess = undefined; // a lost race reads the store
+        for (;;) {
+          let next: T | undefined;
+          try {
+            next = mutate(current ? current.value : null);
+          } catch (err) {
+            if (!guessed) throw err;
+            next = undefined;
+          }
+          if (next === undefined && guessed) {
+            current = await this.read(key, decode, options);
+            guessed = false;
+            continue;
+          }
+          if (next === undefined) return undefined;
+          try {
+            await this.write(key, next, current ? { ifMatch: current.etag } : { ifNoneMatch: "*" }, options);
+          } catch (err) {
+            if (isLostRace(err) && guessed) this.#cache?.lostRace(key);
+            else this.forget(key);
+            throw err;
+          }
+          return next;
+        }
+      },
+      {
+        what: `update ${key}`,
+        maxAttempts: CAS_ATTEMPTS,
+        // Only a lost race is worth another read-modify-write; the store retries its own failures.
+        classify: (err) => ({ retry: isLostRace(err) }),
+        // Jittered backoff: racing replicas spread out instead of colliding again.
+        backoff: { baseMs: 5, capMs: 200 },
+        rethrowLast: true,
+        signal: options.signal,
+      },
+    );
+    return value;
+  }
 }
 
 const encodedBytes = (value: unknown): number => Buffer.byteLength(JSON.stringify(value));
@@ -284,17 +338,25 @@ export interface MachineStore {
    * null when the machine is new (one create-only write).
    */
   recordPublish(m: MachineId, publish: PublishRecord, options?: CallOptions): Promise<StatusRecord>;
-  recordPhase(
-    m: MachineId,
-    entry: Omit<StatusEntry, "version">,
-    options?: CallOptions,
-    seen?: Seen<StatusRecord>,
-  ): Promise<StatusRecord>;
+  /**
+   * A machine's report, appended with one conditional write of the record it read (`seen`).
+   * The write itself checks the reporting token against the record's mirror (UNAUTHORIZED
+   * when it was replaced or deleted meanwhile), so a check made on a stale guess never lets a
+   * report in.
+   */
+  recordPhase(m: MachineId, report: PhaseRecord, options?: CallOptions): Promise<StatusRecord>;
   /** A new token minted for a published machine: the status record mirrors it. */
   recordToken(m: MachineId, token: TokenRecord, options?: CallOptions): Promise<void>;
   /** The config and token are gone: `config` and the token mirror become null. */
   recordDeleted(m: MachineId, now: Date, options?: CallOptions): Promise<void>;
   readToken(m: MachineId, options?: CallOptions): Promise<Versioned<TokenRecord> | null>;
+  /**
+   * This replica's last seen version of a record, or undefined: a guess only, for checks that
+   * a conditional write of that record confirms before anything is answered (RouteAuth
+   * `confirmedBy`).
+   */
+  cachedToken(m: MachineId): Versioned<TokenRecord> | undefined;
+  cachedStatus(m: MachineId): Versioned<StatusRecord> | undefined;
   writeToken(m: MachineId, record: TokenRecord, options?: CallOptions): Promise<void>;
   /** Takes one fetch off the token with this hash; TOKEN_EXHAUSTED when none is left. */
   consumeTokenUse(
@@ -338,6 +400,13 @@ export interface MachineStore {
   ): AsyncIterable<MachineId>;
 }
 
+export interface PhaseRecord {
+  readonly entry: Omit<StatusEntry, "version">;
+  /** SHA-256 of the reporting machine's token. */
+  readonly tokenSha256: string;
+  readonly seen?: Seen<StatusRecord>;
+}
+
 export interface PublishRecord {
   readonly config: PublishedConfig;
   /** Who published (a controller's name), for the history. */
@@ -361,7 +430,9 @@ export function tokenFromMirror(m: MachineId, mirror: TokenMirror): TokenRecord 
   };
 }
 
-export function machineStore(store: ObjectStore): MachineStore {
+/** `cache`: this replica's last seen records (record-cache.ts); without it every update reads first. */
+export function machineStore(store: ObjectStore, cache?: RecordCache): MachineStore {
+  const records = new Records(store, cache);
   return {
     async probe(options = {}) {
       await store.head(READINESS_PROBE_KEY, options);
@@ -386,12 +457,13 @@ export function machineStore(store: ObjectStore): MachineStore {
       }
     },
 
-    readStatus: (m, options = {}) => readVersioned(store, statusKey(m), decodeStatus, options),
+    readStatus: (m, options = {}) => records.read(statusKey(m), decodeStatus, options),
+    cachedStatus: (m) => records.cached<StatusRecord>(statusKey(m)),
+    cachedToken: (m) => records.cached<TokenRecord>(tokenKey(m)),
 
     async recordPublish(m, { config, by, now, token, seen }, options = {}) {
       const at = now.toISOString();
-      const out = await updateJson(
-        store,
+      const out = await records.update(
         statusKey(m),
         decodeStatus,
         (current) => {
@@ -413,12 +485,16 @@ export function machineStore(store: ObjectStore): MachineStore {
       return out as StatusRecord;
     },
 
-    async recordPhase(m, entry, options = {}, seen) {
-      const out = await updateJson(
-        store,
+    async recordPhase(m, { entry, tokenSha256, seen }, options = {}) {
+      const out = await records.update(
         statusKey(m),
         decodeStatus,
         (current) => {
+          // A record without a mirror (older than it) was checked against the token record.
+          const mirror = current?.token;
+          if (mirror === null || (mirror !== undefined && !digestsEqual(mirror.sha256, tokenSha256))) {
+            throw new BootsealError("UNAUTHORIZED", "the bootstrap token was revoked or replaced");
+          }
           const version = current?.version ?? 0;
           return {
             namespace: m.namespace,
@@ -438,8 +514,7 @@ export function machineStore(store: ObjectStore): MachineStore {
     },
 
     async recordToken(m, token, options = {}) {
-      await updateJson(
-        store,
+      await records.update(
         statusKey(m),
         decodeStatus,
         (current) => (current ? { ...current, token: mirrorOf(token) } : undefined),
@@ -448,8 +523,7 @@ export function machineStore(store: ObjectStore): MachineStore {
     },
 
     async recordDeleted(m, now, options = {}) {
-      await updateJson(
-        store,
+      await records.update(
         statusKey(m),
         decodeStatus,
         (current) =>
@@ -458,24 +532,15 @@ export function machineStore(store: ObjectStore): MachineStore {
       );
     },
 
-    readToken: (m, options = {}) => readVersioned(store, tokenKey(m), decodeTokenRecord, options),
+    readToken: (m, options = {}) => records.read(tokenKey(m), decodeTokenRecord, options),
 
     async writeToken(m, record, options = {}) {
       // Unconditional on purpose: a new token replaces the old one, whoever wrote it.
-      await store.put(
-        tokenKey(m),
-        encodeTokenRecord(record),
-        { unconditional: true },
-        {
-          ...options,
-          contentType: "application/json",
-        },
-      );
+      await records.write(tokenKey(m), record, { unconditional: true }, options);
     },
 
     async consumeTokenUse(m, tokenSha256, options = {}, seen) {
-      const out = await updateJson(
-        store,
+      const out = await records.update(
         tokenKey(m),
         decodeTokenRecord,
         (current) => {
@@ -495,8 +560,7 @@ export function machineStore(store: ObjectStore): MachineStore {
 
     async claimFirstFetch(m, tokenSha256, etag, now, options = {}, seen) {
       let already = false;
-      const out = await updateJson(
-        store,
+      const out = await records.update(
         tokenKey(m),
         decodeTokenRecord,
         (current) => {
@@ -521,8 +585,7 @@ export function machineStore(store: ObjectStore): MachineStore {
 
     async deleteConfigRetireToken(m, options = {}) {
       const existed = await store.delete(configKey(m), undefined, options);
-      await updateJson(
-        store,
+      await records.update(
         tokenKey(m),
         decodeTokenRecord,
         (current) =>
@@ -536,11 +599,13 @@ export function machineStore(store: ObjectStore): MachineStore {
 
     async deleteConfigAndToken(m, options = {}) {
       const existed = await store.delete(configKey(m), undefined, options);
+      records.forget(tokenKey(m));
       await store.delete(tokenKey(m), undefined, options);
       return existed;
     },
 
     async deleteToken(m, options = {}) {
+      records.forget(tokenKey(m));
       await store.delete(tokenKey(m), undefined, options);
     },
 

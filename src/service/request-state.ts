@@ -20,9 +20,9 @@ export interface RequestState {
   principal: Principal | null;
   /** A machine principal's token record, once the auth plugin checked it against the store. */
   machineToken: TokenRecord | null;
-  /** The stored token record that check read, with its version (a fetch spends a use on it). */
+  /** The token record version that check used (a fetch spends a use on it). */
   storedToken: Versioned<TokenRecord> | null;
-  /** Routes with `tokenCheck: "status-record"`: the status record the check read. */
+  /** Routes confirmed by the status record: the version the check used. */
   storedStatus: Versioned<StatusRecord> | null;
   errorCode: string | null;
 }
@@ -33,13 +33,16 @@ export interface RequestState {
  *   controller may call the route.
  * - `machine: "params"`: the machine named by the route's `:ns/:name` may call it with its
  *   bootstrap token, checked against the store (hash, expiry) before the handler runs.
- * - `tokenCheck: "status-record"`: that check reads the machine's status record (its token
- *   mirror) instead of the token record, and leaves the record for the handler to update.
+ * - `confirmedBy`: the handler ends in a conditional write of this record that re-checks the
+ *   token before anything is answered, so the check may start from this replica's last seen
+ *   version of it (machine-store cachedToken / cachedStatus); the record checked is left on
+ *   the request state for that write. `status-record` checks the token against the status
+ *   record's mirror of it. Without it, the token record is read from the store.
  */
 export interface RouteAuth {
   readonly scopes?: readonly Scope[];
   readonly machine?: "params";
-  readonly tokenCheck?: "status-record";
+  readonly confirmedBy?: "token-record" | "status-record";
 }
 
 declare module "fastify" {

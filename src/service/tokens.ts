@@ -105,10 +105,6 @@ export function digestsEqual(aHex: string, bHex: string): boolean {
   return a.length === b.length && a.length > 0 && timingSafeEqual(a, b);
 }
 
-export function encodeTokenRecord(record: TokenRecord): Uint8Array {
-  return Buffer.from(`${JSON.stringify(record)}\n`);
-}
-
 export function decodeTokenRecord(body: Uint8Array): TokenRecord {
   try {
     const r = JSON.parse(Buffer.from(body).toString("utf8")) as TokenRecord;

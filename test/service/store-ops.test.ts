@@ -3,8 +3,9 @@
  * store calls, counted on the store the app is given (a counting wrapper over the memory
  * store), and the contracts the cheaper paths must keep: the status record's token mirror
  * follows every token change (publish, mint, delete), a replaced or deleted token cannot post
- * status, the mirror never reaches a controller, and a status record written before the
- * mirror existed still authenticates through the token record.
+ * status or fetch, also when another replica replaced it and this one still has the old
+ * records cached; the mirror never reaches a controller, and a status record written before
+ * the mirror existed still authenticates through the token record.
  */
 import assert from "node:assert/strict";
 import { createHash, generateKeyPairSync } from "node:crypto";
@@ -40,8 +41,7 @@ function counting(inner: ObjectStore): { store: ObjectStore; calls: string[] } {
   return { store, calls };
 }
 
-function setup() {
-  const inner = new MemoryStore();
+function setup(inner = new MemoryStore()) {
   const { store, calls } = counting(inner);
   const app = buildApp({
     logger: false,
@@ -88,7 +88,7 @@ const post = (app: ReturnType<typeof setup>["app"], name: string, token: string,
     payload: { phase },
   });
 
-test("a new machine's publish is three writes and no read; a republish reads what it replaces", async () => {
+test("a new machine's publish is three writes and no read; a republish writes over what this replica saw", async () => {
   const { app, take } = setup();
   await publish(app, "m1");
   assert.deepEqual(take(), ["put configs/ns/m1", "put status/ns/m1.json", "put tokens/ns/m1.json"]);
@@ -96,14 +96,15 @@ test("a new machine's publish is three writes and no read; a republish reads wha
   assert.deepEqual(take(), [
     "put configs/ns/m1", // create-only: lost, the machine has a config
     "put configs/ns/m1",
-    "get status/ns/m1.json",
-    "put status/ns/m1.json",
+    "put status/ns/m1.json", // conditional on the version this replica wrote
     "put tokens/ns/m1.json",
   ]);
   await app.close();
 });
 
-test("a fetch reads the token and the config and writes the token once; a status post is one read and one write", async () => {
+const PHASES = ["fetching", "decrypted", "written", "running", "succeeded"];
+
+test("one replica: a fetch is a config read and a token write, a status post one write", async () => {
   const { app, take } = setup();
   const { bootstrapToken } = await publish(app, "m1");
   take();
@@ -113,11 +114,11 @@ test("a fetch reads the token and the config and writes the token once; a status
     headers: bearer(bootstrapToken),
   });
   assert.equal(fetched.statusCode, 200);
-  assert.deepEqual(take(), ["get tokens/ns/m1.json", "get configs/ns/m1", "put tokens/ns/m1.json"]);
-  for (const phase of ["fetching", "decrypted", "written", "running", "succeeded"]) {
+  assert.deepEqual(take(), ["get configs/ns/m1", "put tokens/ns/m1.json"]);
+  for (const phase of PHASES) {
     const res = await post(app, "m1", bootstrapToken, phase);
     assert.equal(res.statusCode, 200, res.body);
-    assert.deepEqual(take(), ["get status/ns/m1.json", "put status/ns/m1.json"], phase);
+    assert.deepEqual(take(), ["put status/ns/m1.json"], phase);
   }
   const status = await app.inject({
     method: "GET",
@@ -161,6 +162,83 @@ test("the mirror follows the token: a republish, a minted stub and a delete each
   assert.equal(deleted.statusCode, 204);
   assert.equal((await post(app, "m1", minted, "running")).statusCode, 401, "deleted with the config");
   await app.close();
+});
+
+test("a replica without cached records: a fetch reads the token first, a status post reads the record first", async () => {
+  const shared = new MemoryStore();
+  const a = setup(shared);
+  const b = setup(shared);
+  const { bootstrapToken } = await publish(a.app, "m1");
+  b.take();
+  const fetched = await b.app.inject({
+    method: "GET",
+    url: "/v1/machines/ns/m1/config",
+    headers: bearer(bootstrapToken),
+  });
+  assert.equal(fetched.statusCode, 200);
+  assert.deepEqual(b.take(), ["get tokens/ns/m1.json", "get configs/ns/m1", "put tokens/ns/m1.json"]);
+  assert.equal((await post(b.app, "m1", bootstrapToken, "fetching")).statusCode, 200);
+  assert.deepEqual(b.take(), ["get status/ns/m1.json", "put status/ns/m1.json"]);
+  await a.app.close();
+  await b.app.close();
+});
+
+test("round robin over two replicas: stale guesses lose their race and re-read, nothing is lost", async () => {
+  const shared = new MemoryStore();
+  const replicas = [setup(shared), setup(shared)];
+  const { bootstrapToken } = await publish(replicas[0]!.app, "m1");
+  for (const [i, phase] of [...PHASES, ...PHASES].entries()) {
+    const res = await post(replicas[i % 2]!.app, "m1", bootstrapToken, phase);
+    assert.equal(res.statusCode, 200, res.body);
+  }
+  const stored = JSON.parse(Buffer.from((await shared.get("status/ns/m1.json"))!.body).toString());
+  assert.deepEqual(
+    stored.history.map((e: { phase: string }) => e.phase),
+    ["published", ...PHASES, ...PHASES],
+  );
+  for (const r of replicas) await r.app.close();
+});
+
+test("a token replaced through another replica is refused here although this replica cached the old records", async () => {
+  const shared = new MemoryStore();
+  const a = setup(shared);
+  const b = setup(shared);
+  const old = (await publish(a.app, "m1")).bootstrapToken;
+  // Replica a caches the token and status records of the old token.
+  assert.equal(
+    (await a.app.inject({ method: "GET", url: "/v1/machines/ns/m1/config", headers: bearer(old) }))
+      .statusCode,
+    200,
+  );
+  assert.equal((await post(a.app, "m1", old, "fetching")).statusCode, 200);
+  const fresh = (await publish(b.app, "m1")).bootstrapToken;
+  for (const res of [
+    await post(a.app, "m1", old, "running"),
+    await a.app.inject({ method: "GET", url: "/v1/machines/ns/m1/config", headers: bearer(old) }),
+    await a.app.inject({
+      method: "GET",
+      url: "/v1/machines/ns/m1/config",
+      headers: { ...bearer(old), "if-none-match": "*" },
+    }),
+  ]) {
+    assert.equal(res.statusCode, 401, res.body);
+  }
+  // The new token works on the replica with the stale cache (its guess loses, it re-reads).
+  assert.equal((await post(a.app, "m1", fresh, "running")).statusCode, 200);
+  assert.equal(
+    (await a.app.inject({ method: "GET", url: "/v1/machines/ns/m1/config", headers: bearer(fresh) }))
+      .statusCode,
+    200,
+  );
+  // And a delete through b locks the fresh token out of a.
+  assert.equal(
+    (await b.app.inject({ method: "DELETE", url: "/v1/machines/ns/m1/config", headers: bearer(ADMIN) }))
+      .statusCode,
+    204,
+  );
+  assert.equal((await post(a.app, "m1", fresh, "succeeded")).statusCode, 401);
+  await a.app.close();
+  await b.app.close();
 });
 
 test("a status record without a mirror (written before it existed) authenticates through the token record", async () => {

@@ -12,7 +12,7 @@ import { BootsealError } from "../../errors.ts";
 import { formatMachineId, type MachineId } from "../../machine/machine-id.ts";
 import { etagMatches, quoteEtag, type ServiceContext } from "../context.ts";
 import type { DocumentFormat, Versioned } from "../machine-store.ts";
-import type { TokenRecord } from "../tokens.ts";
+import { digestsEqual, type TokenRecord } from "../tokens.ts";
 
 /** The body code of a second fetch of a one-time config (409); audited as `second-fetch`. */
 
@@ -49,13 +49,15 @@ export async function fetchConfig(
   if (!obj) {
     // The config is gone: because this token's one fetch took it (re-read: the check above
     // saw the record from before a concurrent winner's claim), or it was never there.
-    if (oneTime && (await machines.readToken(m, { signal: request.signal }))?.value.firstFetch) {
-      return { kind: "already-fetched" };
-    }
+    const stored = request.token ? await confirmToken(ctx, m, request) : null;
+    if (oneTime && stored?.firstFetch) return { kind: "already-fetched" };
     throw new BootsealError("NOT_FOUND", `no config is published for ${formatMachineId(m)}`);
   }
   const etag = quoteEtag(obj.etag);
-  if (etagMatches(request.ifNoneMatch, etag)) return { kind: "not-modified", etag };
+  if (etagMatches(request.ifNoneMatch, etag)) {
+    if (request.token) await confirmToken(ctx, m, request);
+    return { kind: "not-modified", etag };
+  }
   if (request.token && oneTime) {
     // The claim comes before any byte is sent: of concurrent fetches exactly one wins.
     // UNAUTHORIZED (replaced meanwhile) or TOKEN_EXHAUSTED: the auth plugin counts them.
@@ -78,4 +80,17 @@ export async function fetchConfig(
   }
   const format = sniffFormat(obj.body);
   return { kind: "document", etag, format, contentType: contentTypeOf(format), body: obj.body };
+}
+
+/**
+ * The token record as the store holds it, still this token's: for the answers that no
+ * conditional write of the token record confirms (the check may have used this replica's
+ * cached version, RouteAuth `confirmedBy`).
+ */
+async function confirmToken(ctx: ServiceContext, m: MachineId, request: FetchRequest): Promise<TokenRecord> {
+  const stored = await ctx.machines.readToken(m, { signal: request.signal });
+  if (!stored || !request.token || !digestsEqual(stored.value.sha256, request.token.sha256)) {
+    throw new BootsealError("UNAUTHORIZED", "the bootstrap token was revoked or replaced");
+  }
+  return stored.value;
 }

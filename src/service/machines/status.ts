@@ -7,6 +7,7 @@ import { BootsealError } from "../../errors.ts";
 import { formatMachineId, type MachineId } from "../../machine/machine-id.ts";
 import type { ServiceContext } from "../context.ts";
 import type { MACHINE_PHASES, StatusEntry, StatusRecord, Versioned } from "../machine-store.ts";
+import type { TokenRecord } from "../tokens.ts";
 
 export interface PhaseReport {
   readonly phase: (typeof MACHINE_PHASES)[number];
@@ -16,18 +17,27 @@ export interface PhaseReport {
   readonly output?: string;
 }
 
-/** `seen`: the status record the token check read (one conditional write appends to it). */
+/** The reporting machine: its checked token, and the status record that check read. */
+export interface Reporter {
+  readonly token: TokenRecord;
+  readonly seen: Versioned<StatusRecord> | null;
+}
+
 export async function reportPhase(
   ctx: ServiceContext,
   m: MachineId,
   report: PhaseReport,
-  seen?: Versioned<StatusRecord> | null,
+  reporter: Reporter,
 ): Promise<StatusRecord> {
   const { machines } = ctx;
   const now = ctx.now();
   const { phase, ...details } = report;
   const entry: Omit<StatusEntry, "version"> = { phase, at: now.toISOString(), by: "machine", ...details };
-  const record = await machines.recordPhase(m, entry, {}, seen ?? undefined);
+  const record = await machines.recordPhase(m, {
+    entry,
+    tokenSha256: reporter.token.sha256,
+    seen: reporter.seen ?? undefined,
+  });
   ctx.metrics.statusPosts.inc({ phase: report.phase });
   ctx.events.publish({ ...m, phase: report.phase, version: record.version, at: record.updatedAt });
   if (report.phase === "succeeded" && ctx.oneTimeFetch === "after-success") {

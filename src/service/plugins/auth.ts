@@ -27,7 +27,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from
 import type { ControllerConfig } from "../../config/service-config.ts";
 import { BootsealError } from "../../errors.ts";
 import { type MachineId, sameMachine } from "../../machine/machine-id.ts";
-import type { MachineStore, TokenMirror } from "../machine-store.ts";
+import type { MachineStore } from "../machine-store.ts";
 import { checkToken, tokenFromMirror } from "../machine-store.ts";
 import { type Principal, type RouteAuth, stateOf } from "../request-state.ts";
 import {
@@ -282,8 +282,9 @@ export function authPlugin(app: FastifyInstance, options: AuthOptions): void {
   /**
    * preHandler: a machine's token against its stored record (hash, machine, expiry), or
    * against the status record's mirror of it where the route says so (the status post's one
-   * read). A status record without a mirror (written before it existed) falls back to the
-   * token record.
+   * read; a record without a mirror, older than it, falls back to the token record). On a
+   * route confirmed by a later conditional write the check may start from this replica's last
+   * seen version; a refusal is only ever made on what the store holds.
    */
   async function checkMachineToken(
     auth: RouteAuth,
@@ -295,19 +296,33 @@ export function authPlugin(app: FastifyInstance, options: AuthOptions): void {
     const { machine, token } = state.principal;
     const { machines } = options;
     const signal = signalFor(reply);
-    let record: TokenRecord | null = null;
-    let mirror: TokenMirror | null | undefined;
-    if (auth.tokenCheck === "status-record") {
-      state.storedStatus = await machines.readStatus(machine, { signal });
-      mirror = state.storedStatus?.value.token;
-      if (mirror) record = tokenFromMirror(machine, mirror);
-    }
-    if (mirror === undefined) {
-      state.storedToken = await machines.readToken(machine, { signal });
-      record = state.storedToken?.value ?? null;
-    }
+    let guessed = false;
+    const check = async (mayGuess: boolean): Promise<TokenRecord> => {
+      state.storedStatus = null;
+      state.storedToken = null;
+      if (auth.confirmedBy === "status-record") {
+        const cached = mayGuess ? machines.cachedStatus(machine) : undefined;
+        guessed = cached !== undefined;
+        state.storedStatus = cached ?? (await machines.readStatus(machine, { signal }));
+        const mirror = state.storedStatus?.value.token;
+        if (mirror !== undefined) {
+          const record = mirror && tokenFromMirror(machine, mirror);
+          return checkToken(record, token, machine, options.now(), work);
+        }
+      }
+      const cached =
+        mayGuess && auth.confirmedBy === "token-record" ? machines.cachedToken(machine) : undefined;
+      guessed ||= cached !== undefined;
+      state.storedToken = cached ?? (await machines.readToken(machine, { signal }));
+      return checkToken(state.storedToken?.value ?? null, token, machine, options.now(), work);
+    };
     try {
-      state.machineToken = checkToken(record, token, machine, options.now(), work);
+      try {
+        state.machineToken = await check(auth.confirmedBy !== undefined);
+      } catch (err) {
+        if (!guessed || !isAuthFailure(err)) throw err;
+        state.machineToken = await check(false); // refused on a guess: decide on the store
+      }
     } catch (err) {
       if (isAuthFailure(err)) return fail(request, reply, err);
       throw err;

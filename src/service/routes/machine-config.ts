@@ -94,7 +94,10 @@ export function machineConfigRoutes(parent: FastifyInstance, ctx: ServiceContext
     "/v1/machines/:ns/:name/config",
     {
       schema: fetchSchema,
-      config: { auth: { scopes: ["configs:read"], machine: "params" }, audit: "fetch" },
+      config: {
+        auth: { scopes: ["configs:read"], machine: "params", confirmedBy: "token-record" },
+        audit: "fetch",
+      },
       preHandler: async (request) => {
         fetchCounted.add(request);
       },

@@ -5,9 +5,10 @@ import { BootsealError } from "../../errors.ts";
 import type { ServiceContext } from "../context.ts";
 import { readStatus, reportPhase } from "../machines/status.ts";
 import { signalFor } from "../plugins/auth.ts";
-import { stateOf } from "../request-state.ts";
+import { machineTokenOf, stateOf } from "../request-state.ts";
 import { getStatusSchema, MESSAGE_MAX_BYTES, OUTPUT_MAX_BYTES, postStatusSchema } from "../schemas/status.ts";
 import type { RequestTypeProvider } from "../schemas/type-provider.ts";
+import type { TokenRecord } from "../tokens.ts";
 
 function checkBytes(value: string | undefined, limit: number, field: string): void {
   // The schema bounds characters; the limit is in UTF-8 bytes.
@@ -31,7 +32,7 @@ export function machineStatusRoutes(parent: FastifyInstance, ctx: ServiceContext
       schema: postStatusSchema,
       bodyLimit: 64 * 1024,
       validatorCompiler: ({ schema }) => asSent.compile(schema),
-      config: { auth: { machine: "params", tokenCheck: "status-record" }, audit: "status" },
+      config: { auth: { machine: "params", confirmedBy: "status-record" }, audit: "status" },
       // Part of validation, so it answers before the token is checked against the store.
       preHandler: async (request) => {
         checkBytes(request.body.message, MESSAGE_MAX_BYTES, "message");
@@ -43,7 +44,7 @@ export function machineStatusRoutes(parent: FastifyInstance, ctx: ServiceContext
         ctx,
         { namespace: request.params.ns, name: request.params.name },
         request.body,
-        stateOf(request).storedStatus,
+        { token: machineTokenOf(request) as TokenRecord, seen: stateOf(request).storedStatus },
       );
       return { phase: record.phase, version: record.version, updatedAt: record.updatedAt };
     },

@@ -1,0 +1,93 @@
+/**
+ * The last version of each small record (token and status records) this replica read or
+ * wrote, as a first guess for compare-and-swap. It is never an answer by itself: a guess is
+ * only ever used where a conditional write on that very version follows, so a stale entry
+ * costs one lost race (412) and a re-read, never a stale decision. Bounded by bytes (least
+ * recently used go first). A key that lost a race through its entry is not cached again for
+ * a while: its machine is being served by several replicas at once (a round-robin load
+ * balancer), where guesses would mostly lose and reads first are cheaper.
+ */
+import type { Versioned } from "./machine-store.ts";
+
+export interface RecordCacheOptions {
+  /** Bytes of encoded records held at most (default 32 MiB). */
+  readonly maxBytes?: number;
+  /** How long a key that lost a race is read first instead (default 60 s). */
+  readonly contendedMs?: number;
+  /** Contended keys remembered at most (default 100,000). */
+  readonly maxContended?: number;
+  readonly now?: () => number;
+}
+
+interface Entry {
+  readonly record: Versioned<unknown>;
+  readonly bytes: number;
+}
+
+export class RecordCache {
+  readonly #entries = new Map<string, Entry>();
+  readonly #contended = new Map<string, number>();
+  readonly #maxBytes: number;
+  readonly #contendedMs: number;
+  readonly #maxContended: number;
+  readonly #now: () => number;
+  #bytes = 0;
+
+  constructor(options: RecordCacheOptions = {}) {
+    this.#maxBytes = options.maxBytes ?? 32 * 1024 * 1024;
+    this.#contendedMs = options.contendedMs ?? 60_000;
+    this.#maxContended = options.maxContended ?? 100_000;
+    this.#now = options.now ?? Date.now;
+  }
+
+  get<T>(key: string): Versioned<T> | undefined {
+    const entry = this.#entries.get(key);
+    if (!entry) return undefined;
+    this.#entries.delete(key); // to the back: most recently used
+    this.#entries.set(key, entry);
+    return entry.record as Versioned<T>;
+  }
+
+  /** Remembers a version read or written (`bytes`: its encoded size); not for contended keys. */
+  set<T>(key: string, record: Versioned<T>, bytes: number): void {
+    this.delete(key);
+    if (record.etag === "" || bytes > this.#maxBytes || this.#isContended(key)) return;
+    this.#entries.set(key, { record, bytes });
+    this.#bytes += bytes;
+    for (const [k, e] of this.#entries) {
+      if (this.#bytes <= this.#maxBytes) break;
+      this.#entries.delete(k);
+      this.#bytes -= e.bytes;
+    }
+  }
+
+  delete(key: string): void {
+    const entry = this.#entries.get(key);
+    if (!entry) return;
+    this.#entries.delete(key);
+    this.#bytes -= entry.bytes;
+  }
+
+  /** A guess for this key lost a race: forget it, and read first for a while. */
+  lostRace(key: string): void {
+    this.delete(key);
+    this.#contended.delete(key);
+    this.#contended.set(key, this.#now() + this.#contendedMs);
+    for (const k of this.#contended.keys()) {
+      if (this.#contended.size <= this.#maxContended) break;
+      this.#contended.delete(k);
+    }
+  }
+
+  #isContended(key: string): boolean {
+    const until = this.#contended.get(key);
+    if (until === undefined) return false;
+    if (until > this.#now()) return true;
+    this.#contended.delete(key);
+    return false;
+  }
+
+  get size(): { readonly entries: number; readonly bytes: number } {
+    return { entries: this.#entries.size, bytes: this.#bytes };
+  }
+}
