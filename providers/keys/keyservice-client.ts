@@ -63,7 +63,11 @@ export function keyServicesFrom(uris: readonly string[], local: boolean): KeySer
 let grpcModule: Promise<typeof Grpc> | undefined;
 /** Loaded on first use: only commands that reach a key service pay for grpc-js. */
 export function loadGrpc(): Promise<typeof Grpc> {
-  grpcModule ??= import("@grpc/grpc-js");
+  grpcModule ??= import("@grpc/grpc-js").then((grpc) => {
+    // grpc-js prints its own errors on stderr; ours are one line each, from the call's status.
+    grpc.setLogVerbosity(grpc.logVerbosity.NONE);
+    return grpc;
+  });
   return grpcModule;
 }
 
