@@ -20,6 +20,7 @@ const spec = {
       name: "network",
       type: "string",
       value: "NET",
+      default: "tcp",
       help: "network to listen on, e.g. 'tcp' or 'unix' (--net is the same)",
     },
     { name: "net", type: "string", value: "NET", help: "the same as --network" },
@@ -27,6 +28,7 @@ const spec = {
       name: "address",
       type: "string",
       value: "ADDR",
+      default: "127.0.0.1:5000",
       help: "address to listen on, e.g. '127.0.0.1:5000' or '/tmp/sops.sock' (--addr is the same)",
     },
     { name: "addr", type: "string", value: "ADDR", help: "the same as --address" },
@@ -34,9 +36,8 @@ const spec = {
     { name: "verbose", type: "boolean", help: "Enable verbose logging output" },
   ],
   notes: [
-    "Defaults: --network tcp --address 127.0.0.1:5000 (port 0 picks a free port; the address",
-    "listened on is printed to standard error). No TLS and no authentication, as in sops:",
-    "listen on a loopback address or a Unix socket only.",
+    "Port 0 picks a free port; the address listened on is printed to standard error. No TLS and",
+    "no authentication, as in sops: listen on a loopback address or a Unix socket only.",
   ],
 } as const satisfies CommandSpec;
 
@@ -75,15 +76,16 @@ function prompter(io: CliIo): {
 export const keyserviceCommand: Command = {
   spec,
   async run(args, io) {
-    const { values } = parseFlags(spec, args, io.env);
+    const { values, given } = parseFlags(spec, args, io.env);
     const deps = providerDeps(io.env);
     const log = values.verbose
       ? (line: string) => io.stderr.write(`bootseal keyservice: ${line}\n`)
       : undefined;
     const prompt = values.prompt ? prompter(io) : undefined;
     const service = await startKeyService(
-      values.network ?? values.net ?? "tcp",
-      values.address ?? values.addr ?? "127.0.0.1:5000",
+      // The aliases count only when the long name was not given.
+      given.has("network") ? values.network : (values.net ?? values.network),
+      given.has("address") ? values.address : (values.addr ?? values.address),
       {
         // A request's key has no created_at; kinds that keep one get the time of the call.
         keyFor: (entry) => newKeyFromEntry(entry, deps),
