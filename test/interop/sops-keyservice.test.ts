@@ -41,8 +41,8 @@ interface Background {
   stop(): Promise<number | null>;
 }
 
-function background(cmd: string, args: string[], env: NodeJS.ProcessEnv): Background {
-  const child = spawn(cmd, args, { env, cwd: h.dir, stdio: ["ignore", "pipe", "pipe"] });
+function background(cmd: string, args: string[], env: NodeJS.ProcessEnv, stdin = false): Background {
+  const child = spawn(cmd, args, { env, cwd: h.dir, stdio: [stdin ? "pipe" : "ignore", "pipe", "pipe"] });
   let output = "";
   child.stdout?.on("data", (c) => {
     output += c;
@@ -64,8 +64,8 @@ function background(cmd: string, args: string[], env: NodeJS.ProcessEnv): Backgr
 const pause = () => new Promise((r) => setTimeout(r, 100));
 
 /** `bootseal keyservice ARGS`, waited for until it prints the address it listens on. */
-async function bootsealKeyservice(args: string[]): Promise<Background & { url: string }> {
-  const svc = background(process.execPath, [BOOTSEAL_MAIN, "keyservice", ...args], h.env);
+async function bootsealKeyservice(args: string[], stdin = false): Promise<Background & { url: string }> {
+  const svc = background(process.execPath, [BOOTSEAL_MAIN, "keyservice", ...args], h.env, stdin);
   for (let i = 0; i < POLLS; i++) {
     const url = /listening on (\S+)/.exec(svc.output())?.[1];
     if (url) return { ...svc, url };
@@ -188,6 +188,28 @@ test(
     assert.equal(existsSync(socket), false, "the socket is removed at shutdown");
   },
 );
+
+test("bootseal keyservice --prompt: a request answered n is refused, y is served", TIMEOUT, async () => {
+  const svc = await bootsealKeyservice(["--address", "127.0.0.1:0", "--prompt"], true);
+  try {
+    const encrypt = () =>
+      h.sops(["encrypt", ...remoteOnly(svc.url), "--age", h.ageRecipient, "plain.yaml"], { env: keyless });
+    svc.child.stdin?.write("n\n");
+    const refused = await encrypt();
+    assert.notEqual(refused.status, 0);
+    assert.ok(refused.stderr.includes("Request rejected by user"), refused.stderr);
+    svc.child.stdin?.write("maybe\ny\n");
+    const served = await encrypt();
+    assert.ok(ok(served, "sops encrypt, answered y").toString().includes(h.ageRecipient));
+    assert.match(
+      svc.output(),
+      /Received encrypt request using age key age1\w+\. Respond to request\? \(y\/n\)/,
+    );
+  } finally {
+    svc.child.stdin?.end();
+    assert.equal(await svc.stop(), 0);
+  }
+});
 
 test(
   "bootseal --keyservice uses a running sops keyservice that alone holds the age identity",

@@ -47,12 +47,25 @@ function prompter(io: CliIo): {
   close(): void;
 } {
   const lines = createInterface({ input: io.stdin, terminal: false });
+  // Answers typed (or piped) before the question are kept for it.
+  const buffered: string[] = [];
   const waiting: ((line: string | null) => void)[] = [];
-  lines.on("line", (line) => waiting.shift()?.(line));
+  let closed = false;
+  lines.on("line", (line) => {
+    const waiter = waiting.shift();
+    if (waiter) waiter(line);
+    else buffered.push(line);
+  });
   lines.on("close", () => {
+    closed = true;
     for (const w of waiting.splice(0)) w(null);
   });
-  const nextLine = () => new Promise<string | null>((resolve) => waiting.push(resolve));
+  const nextLine = (): Promise<string | null> => {
+    const line = buffered.shift();
+    if (line !== undefined) return Promise.resolve(line);
+    if (closed) return Promise.resolve(null);
+    return new Promise((resolve) => waiting.push(resolve));
+  };
   let queue: Promise<unknown> = Promise.resolve();
   const ask = (operation: string, key: MasterKey) => {
     const asked = queue.then(async () => {
