@@ -12,7 +12,7 @@ import { connect } from "node:net";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { EXIT_CODES } from "../../src/cli/exit-codes.ts";
-import { peer } from "../helpers/peers.ts";
+import { peer, uniqueName } from "../helpers/peers.ts";
 import { freePort } from "../helpers/ports.ts";
 import { BOOTSEAL_MAIN, createHarness, type Harness, ok } from "./harness.ts";
 
@@ -64,8 +64,17 @@ function background(cmd: string, args: string[], env: NodeJS.ProcessEnv, stdin =
 const pause = () => new Promise((r) => setTimeout(r, 100));
 
 /** `bootseal keyservice ARGS`, waited for until it prints the address it listens on. */
-async function bootsealKeyservice(args: string[], stdin = false): Promise<Background & { url: string }> {
-  const svc = background(process.execPath, [BOOTSEAL_MAIN, "keyservice", ...args], h.env, stdin);
+async function bootsealKeyservice(
+  args: string[],
+  stdin = false,
+  env: NodeJS.ProcessEnv = {},
+): Promise<Background & { url: string }> {
+  const svc = background(
+    process.execPath,
+    [BOOTSEAL_MAIN, "keyservice", ...args],
+    { ...h.env, ...env },
+    stdin,
+  );
   for (let i = 0; i < POLLS; i++) {
     const url = /listening on (\S+)/.exec(svc.output())?.[1];
     if (url) return { ...svc, url };
@@ -186,6 +195,44 @@ test(
       assert.equal(await svc.stop(), 0);
     }
     assert.equal(existsSync(socket), false, "the socket is removed at shutdown");
+  },
+);
+
+test(
+  "real sops with a Vault transit key whose token only bootseal keyservice has (OpenBao)",
+  TIMEOUT,
+  async () => {
+    const addr = peer("VAULT_ADDR");
+    const token = peer("VAULT_TOKEN");
+    const name = uniqueName("keyservice-interop");
+    const res = await fetch(`${addr}/v1/transit/keys/${name}`, {
+      method: "POST",
+      headers: { "X-Vault-Token": token },
+    });
+    assert.ok(res.ok, `create transit key: HTTP ${res.status}`);
+    const uri = `${addr}/v1/transit/keys/${name}`;
+    const svc = await bootsealKeyservice(["--address", "127.0.0.1:0"], false, { VAULT_TOKEN: token });
+    try {
+      const enc = ok(
+        await h.sops(["encrypt", ...remoteOnly(svc.url), "--hc-vault-transit", uri, "plain.yaml"], {
+          env: keyless,
+        }),
+        "sops encrypt through bootseal keyservice",
+      );
+      assert.match(enc.toString(), /enc: vault:v1:/);
+      assert.match(enc.toString(), /created_at: /);
+      writeFileSync(join(h.dir, "vault.enc.yaml"), enc);
+      const out = ok(
+        await h.sops(["decrypt", ...remoteOnly(svc.url), "vault.enc.yaml"], { env: keyless }),
+        "sops decrypt through bootseal keyservice",
+      );
+      assert.equal(out.toString(), PLAIN);
+      // The wrap is Vault's own: sops with the token and no service opens it too.
+      const direct = await h.sops(["decrypt", "vault.enc.yaml"], { env: { ...keyless, VAULT_TOKEN: token } });
+      assert.equal(ok(direct, "sops decrypt with the token").toString(), PLAIN);
+    } finally {
+      assert.equal(await svc.stop(), 0);
+    }
   },
 );
 
