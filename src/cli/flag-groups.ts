@@ -91,3 +91,22 @@ export const CLIENT_FLAGS = [
   },
   CA_FILE_FLAG,
 ] as const satisfies readonly Flag[];
+
+/** encrypt, decrypt, rotate, updatekeys, edit: where data keys are wrapped and unwrapped (sops's flags). */
+export const KEYSERVICE_FLAGS = [
+  {
+    name: "enable-local-keyservice",
+    type: "boolean",
+    env: "SOPS_ENABLE_LOCAL_KEYSERVICE",
+    default: "true",
+    help: "use local key service (--enable-local-keyservice=false: only the --keyservice ones)",
+  },
+  {
+    name: "keyservice",
+    type: "string",
+    multiple: true,
+    env: "SOPS_KEYSERVICE",
+    value: "URI",
+    help: "Specify the key services to use in addition to the local one. Syntax: protocol://address. Example: tcp://myserver.com:5000",
+  },
+] as const satisfies readonly Flag[];

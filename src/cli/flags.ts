@@ -96,6 +96,24 @@ function fromEnv(f: Flag, text: string): string | boolean | (string | boolean)[]
   return f.multiple ? [value] : value;
 }
 
+/** `--flag=true` / `--flag=false` for a boolean flag, as sops (urfave/cli) accepts them. */
+function booleanAssignments(
+  args: readonly string[],
+  flags: readonly Flag[],
+): { args: string[]; set: Record<string, boolean> } {
+  const set: Record<string, boolean> = {};
+  const end = args.indexOf("--");
+  const rest = args.filter((arg, i) => {
+    const m = /^--([^=]+)=(true|false)$/i.exec(arg);
+    if (!m || (end !== -1 && i > end)) return true;
+    const flag = flags.find((f) => f.name === m[1] && f.type === "boolean" && !f.multiple);
+    if (!flag) return true;
+    set[flag.name] = (m[2] as string).toLowerCase() === "true";
+    return false;
+  });
+  return { args: rest, set };
+}
+
 /**
  * parseArgs with the table's options, then, for each flag still unset, its environment
  * variable, then its default. A missing required flag is a usage error naming the flag.
@@ -105,13 +123,14 @@ export function parseFlags<T extends readonly Flag[]>(
   args: readonly string[],
   env: Readonly<Record<string, string | undefined>>,
 ): ParsedFlags<T> {
+  const booleans = booleanAssignments(args, spec.flags);
   const { values, positionals } = parseArgs({
-    args: [...args],
+    args: booleans.args,
     options: parseOptions(spec.flags),
     allowPositionals: spec.operands !== undefined,
     strict: true,
   });
-  const out: Record<string, unknown> = { ...values };
+  const out: Record<string, unknown> = { ...values, ...booleans.set };
   const given = new Set<string>();
   for (const f of spec.flags) {
     const envText = f.env === undefined ? undefined : env[f.env];

@@ -4,10 +4,16 @@
  */
 import { dirname, resolve } from "node:path";
 import type { ProviderDeps } from "../../providers/keys/index.ts";
-import { KEY_TYPES, keysFromUserInput, keyTypeOf } from "../../providers/keys/index.ts";
+import { KEY_TYPES, keysFromUserInput, keyTypeOf, resolverFor } from "../../providers/keys/index.ts";
+import {
+  type KeyServices,
+  keyServicesFrom,
+  resolverThrough,
+  throughKeyServices,
+} from "../../providers/keys/keyservice-client.ts";
 import { newKeyFromEntry } from "../config/rule-keys.ts";
 import { findSopsConfig, loadSopsConfig, matchCreationRule } from "../config/sops-config.ts";
-import type { MasterKey } from "../envelope/sops/master-key.ts";
+import type { KeyResolver, MasterKey } from "../envelope/sops/master-key.ts";
 import type { SelectionRule } from "../envelope/sops/metadata.ts";
 import { BootsealError } from "../errors.ts";
 import type { CliIo } from "./command.ts";
@@ -26,6 +32,26 @@ export interface KeySetup {
   readonly rule?: SelectionRule | null;
   readonly macOnlyEncrypted?: boolean;
   readonly indent?: { yaml?: number; json?: number; binary?: number };
+}
+
+/** --keyservice / --enable-local-keyservice (or their variables): who wraps and unwraps data keys. */
+export function keyServicesOf(values: Record<string, unknown>): KeyServices {
+  const uris = ((values.keyservice as string[] | undefined) ?? [])
+    .flatMap((uri) => uri.split(","))
+    .map((uri) => uri.trim())
+    .filter(Boolean);
+  return keyServicesFrom(uris, values["enable-local-keyservice"] !== false);
+}
+
+/** Key groups whose wraps go through the key services the flags name. */
+export function keysThrough(groups: MasterKey[][], values: Record<string, unknown>): MasterKey[][] {
+  const services = keyServicesOf(values);
+  return groups.map((group) => group.map((key) => throughKeyServices(key, services)));
+}
+
+/** The registry's resolver, its unwraps going through the key services the flags name. */
+export function keyResolver(values: Record<string, unknown>, deps: ProviderDeps): KeyResolver {
+  return resolverThrough(resolverFor(deps), keyServicesOf(values));
 }
 
 /** Keys given with flags (or sops's environment variables): one group. */
@@ -110,7 +136,7 @@ export function keySetup(
     throw new BootsealError("USAGE", `no master keys: give ${KEY_FLAG_LIST}, or a .sops.yaml creation rule`);
   }
   return {
-    groups,
+    groups: keysThrough(groups, values),
     threshold: threshold !== undefined ? Number(threshold) : fromConfig?.threshold,
     rule: flagRule ?? fromConfig?.rule,
     macOnlyEncrypted: values["mac-only-encrypted"] === true || fromConfig?.macOnlyEncrypted === true,

@@ -44,6 +44,10 @@ export const COMMANDS: readonly CommandEntry[] = [
     load: async () => (await import("./commands/updatekeys.ts")).updatekeysCommand,
   },
   {
+    name: "keyservice",
+    load: async () => (await import("./commands/keyservice.ts")).keyserviceCommand,
+  },
+  {
     name: "fetch",
     load: async () => (await import("./commands/fetch.ts")).fetchCommand,
   },

@@ -14,6 +14,12 @@
 import { createHash } from "node:crypto";
 import type { KeyKind, ProviderDeps } from "../../providers/keys/index.ts";
 import { KEY_KINDS, resolverFor } from "../../providers/keys/index.ts";
+import {
+  type KeyServices,
+  LOCAL_ONLY,
+  resolverThrough,
+  throughKeyServices,
+} from "../../providers/keys/keyservice-client.ts";
 import { emitEncrypted, loadEncrypted } from "../envelope/document.ts";
 import type { EmitOptions, Format } from "../envelope/sops/codecs/codec.ts";
 import { codecFor } from "../envelope/sops/codecs/index.ts";
@@ -39,6 +45,8 @@ export interface RotateDocumentOptions {
   readonly verify?: boolean;
   readonly emit?: EmitOptions;
   readonly signal?: AbortSignal;
+  /** --keyservice / --enable-local-keyservice; default: the local providers only. */
+  readonly keyServices?: KeyServices;
 }
 
 export interface RotatedDocument {
@@ -86,7 +94,8 @@ export async function rotateDocument(
   options: RotateDocumentOptions,
 ): Promise<RotatedDocument> {
   const { input, output } = typeof formats === "string" ? { input: formats, output: formats } : formats;
-  const resolve = resolverFor(options.deps);
+  const services = options.keyServices ?? LOCAL_ONLY;
+  const resolve = resolverThrough(resolverFor(options.deps), services);
   const common = {
     resolve,
     ...(options.order ? { order: options.order } : {}),
@@ -120,7 +129,7 @@ export async function rotateDocument(
   }
 
   const encrypted = await encryptDocument(plain, {
-    keyGroups: remaining,
+    keyGroups: remaining.map((g) => g.map((k) => throughKeyServices(k, services))),
     threshold: doc.metadata.shamirThreshold,
     rule: doc.metadata.rule,
     macOnlyEncrypted: doc.metadata.macOnlyEncrypted,

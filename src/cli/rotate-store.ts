@@ -17,6 +17,7 @@
  * decrypt to the same plaintext.
  */
 import type { KeyKind, ProviderDeps } from "../../providers/keys/index.ts";
+import type { KeyServices } from "../../providers/keys/keyservice-client.ts";
 import type { ObjectStore } from "../../providers/stores/object-store.ts";
 import { contentTypeOf, type StoredFormat, sniffFormat } from "../envelope/document.ts";
 import { BootsealError, type ErrorCode, isBootsealError } from "../errors.ts";
@@ -32,6 +33,7 @@ export interface RotateStoreOptions {
   readonly dryRun: boolean;
   readonly deps: ProviderDeps;
   readonly order?: readonly KeyKind[];
+  readonly keyServices?: KeyServices;
   /** One line per object, without the newline; never plaintext or key material. */
   readonly report: (line: string) => void;
   readonly signal?: AbortSignal;
@@ -91,6 +93,7 @@ async function rotateOne(key: string, size: number, options: RotateStoreOptions)
       verify: true,
       order: options.order,
       signal: options.signal,
+      keyServices: options.keyServices,
     });
   } catch (err) {
     return fail(err);

@@ -139,16 +139,32 @@ test("the flags keep sops's names, aliases and variables", () => {
   assert.ok(!rotate.given.has("prefix"), "so `rotate FILE` does not take the default for a --store flag");
 });
 
+test("a boolean flag takes =true and =false, as sops's flags do", () => {
+  const decrypt = commands.find((c) => c.spec.name === "decrypt")?.spec as CommandSpec;
+  const local = (args: string[], env = {}) =>
+    (parseFlags(decrypt, [...args, "f.yaml"], env).values as Record<string, unknown>)[
+      "enable-local-keyservice"
+    ];
+  assert.equal(local([]), true);
+  assert.equal(local(["--enable-local-keyservice=false"]), false);
+  assert.equal(local(["--enable-local-keyservice=true"], { SOPS_ENABLE_LOCAL_KEYSERVICE: "false" }), true);
+  assert.equal(local([], { SOPS_ENABLE_LOCAL_KEYSERVICE: "false" }), false);
+  const after = parseFlags(decrypt, ["--", "--ignore-mac=false"], {});
+  assert.deepEqual(after.positionals, ["--ignore-mac=false"], "after -- it is an operand");
+});
+
 /** Every flag as it was before the tables (name/-alias:type=default): scripts rely on them. */
 const EXPECTED_FLAGS: Record<string, string> = {
   serve: "config:s data-dir:s listen:s log-level:s store:s",
   encrypt:
-    "age/-a:s aws-profile:s azure-kv:s config:s encrypted-comment-regex:s encrypted-regex:s encrypted-suffix:s encryption-context:s filename-override:s format:s=sops gcp-kms:s hc-vault-transit:s in-place/-i:b indent:s input-type:s kms/-k:s mac-only-encrypted:b machine:s output-type:s output:s pgp/-p:s shamir-secret-sharing-threshold:s unencrypted-comment-regex:s unencrypted-regex:s unencrypted-suffix:s",
+    "age/-a:s aws-profile:s azure-kv:s config:s enable-local-keyservice:b=true encrypted-comment-regex:s encrypted-regex:s encrypted-suffix:s encryption-context:s filename-override:s format:s=sops gcp-kms:s hc-vault-transit:s in-place/-i:b indent:s input-type:s keyservice:s kms/-k:s mac-only-encrypted:b machine:s output-type:s output:s pgp/-p:s shamir-secret-sharing-threshold:s unencrypted-comment-regex:s unencrypted-regex:s unencrypted-suffix:s",
   decrypt:
-    "decryption-order:s extract:s filename-override:s ignore-mac:b in-place/-i:b indent:s input-type:s machine:s output-type:s output:s",
+    "decryption-order:s enable-local-keyservice:b=true extract:s filename-override:s ignore-mac:b in-place/-i:b indent:s input-type:s keyservice:s machine:s output-type:s output:s",
   rotate:
-    "add-age:s add-azure-kv:s add-gcp-kms:s add-hc-vault-transit:s add-kms:s add-pgp:s aws-profile:s concurrency:s=4 decryption-order:s dry-run:b encryption-context:s filename-override:s ignore-mac:b in-place/-i:b indent:s input-type:s output-type:s output:s prefix:s=configs/ rm-age:s rm-azure-kv:s rm-gcp-kms:s rm-hc-vault-transit:s rm-kms:s rm-pgp:s store:s",
-  updatekeys: "config:s decryption-order:s input-type:s shamir-secret-sharing-threshold:s yes/-y:b",
+    "add-age:s add-azure-kv:s add-gcp-kms:s add-hc-vault-transit:s add-kms:s add-pgp:s aws-profile:s concurrency:s=4 decryption-order:s dry-run:b enable-local-keyservice:b=true encryption-context:s filename-override:s ignore-mac:b in-place/-i:b indent:s input-type:s keyservice:s output-type:s output:s prefix:s=configs/ rm-age:s rm-azure-kv:s rm-gcp-kms:s rm-hc-vault-transit:s rm-kms:s rm-pgp:s store:s",
+  updatekeys:
+    "config:s decryption-order:s enable-local-keyservice:b=true input-type:s keyservice:s shamir-secret-sharing-threshold:s yes/-y:b",
+  keyservice: "addr:s address:s=127.0.0.1:5000 net:s network:s=tcp prompt:b verbose:b",
   fetch:
     "allow-unsafe-modes:b allowed-roots:s=/etc,/var/lib,/run,/opt apply:b attempt-timeout:s=30s ca-file:s deadline:s=10m decryption-order:s exec-timeout:s exec:s force:b from:s input-type:s machine:s marker:s=/var/lib/bootseal/bootstrap.done one-time:b out:s report-timeout:s=15s report:s root:s=/ sentinel:s=/run/cluster-api/bootstrap-success.complete token-file:s",
   "sign-artifact": "generate-key:s key:s public-out:s sha256-out:s signature-out:s",

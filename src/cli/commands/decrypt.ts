@@ -1,5 +1,5 @@
 import type { ProviderDeps } from "../../../providers/keys/index.ts";
-import { KEY_KINDS, keysFromUserInput, resolverFor } from "../../../providers/keys/index.ts";
+import { KEY_KINDS, keysFromUserInput } from "../../../providers/keys/index.ts";
 import { isEncryptedConfig, loadEncrypted } from "../../envelope/document.ts";
 import { decryptConfig } from "../../envelope/encrypted-config/encrypted-config.ts";
 import { codecFor } from "../../envelope/sops/codecs/index.ts";
@@ -8,8 +8,9 @@ import { BootsealError } from "../../errors.ts";
 import type { Command } from "../command.ts";
 import { extractPath, renderExtracted } from "../extract.ts";
 import { readInput, writeOutput } from "../file-io.ts";
-import { DECRYPTION_ORDER_FLAG, FORMAT_FLAGS, OUTPUT_FLAGS } from "../flag-groups.ts";
+import { DECRYPTION_ORDER_FLAG, FORMAT_FLAGS, KEYSERVICE_FLAGS, OUTPUT_FLAGS } from "../flag-groups.ts";
 import { type CommandSpec, parseFlags } from "../flags.ts";
+import { keyResolver } from "../key-setup.ts";
 import { emitOptions, parseDecryptionOrder, pickFormats, providerDeps } from "../sops-file.ts";
 
 function envelopeResolver(deps: ProviderDeps) {
@@ -41,6 +42,7 @@ const spec = {
       help: "do not check the MAC (recovery only: the output may be forged)",
     },
     DECRYPTION_ORDER_FLAG,
+    ...KEYSERVICE_FLAGS,
     {
       name: "machine",
       type: "string",
@@ -76,7 +78,7 @@ export const decryptCommand: Command = {
     if (values["ignore-mac"])
       io.stderr.write("bootseal: WARNING: --ignore-mac: the MAC is not checked, the output may be forged\n");
     const branches = await decryptDocument(doc.branches, doc.metadata, {
-      resolve: resolverFor(deps),
+      resolve: keyResolver(values, deps),
       order: parseDecryptionOrder(values["decryption-order"]),
       ignoreMac: values["ignore-mac"] === true,
     });

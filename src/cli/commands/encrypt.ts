@@ -6,7 +6,13 @@ import { encryptDocument } from "../../envelope/sops/encrypt.ts";
 import { BootsealError } from "../../errors.ts";
 import type { Command } from "../command.ts";
 import { readInput, writeOutput } from "../file-io.ts";
-import { FORMAT_FLAGS, OUTPUT_FLAGS, SOPS_CONFIG_FLAG, THRESHOLD_FLAG } from "../flag-groups.ts";
+import {
+  FORMAT_FLAGS,
+  KEYSERVICE_FLAGS,
+  OUTPUT_FLAGS,
+  SOPS_CONFIG_FLAG,
+  THRESHOLD_FLAG,
+} from "../flag-groups.ts";
 import { type CommandSpec, parseFlags } from "../flags.ts";
 import { KMS_FLAGS, keyFlags, ruleFlags } from "../key-flags.ts";
 import { keySetup } from "../key-setup.ts";
@@ -25,6 +31,7 @@ const spec = {
     { name: "mac-only-encrypted", type: "boolean", help: "compute the MAC over the encrypted values only" },
     THRESHOLD_FLAG,
     SOPS_CONFIG_FLAG,
+    ...KEYSERVICE_FLAGS,
     {
       name: "format",
       type: "string",

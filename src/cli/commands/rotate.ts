@@ -15,10 +15,10 @@ import { CONFIGS_PREFIX, configKeyMachineText } from "../../machine/store-layout
 import type { CliIo, Command } from "../command.ts";
 import { EXIT_CODES, EXIT_OK } from "../exit-codes.ts";
 import { readInput, writeOutput } from "../file-io.ts";
-import { DECRYPTION_ORDER_FLAG, FORMAT_FLAGS, OUTPUT_FLAGS } from "../flag-groups.ts";
+import { DECRYPTION_ORDER_FLAG, FORMAT_FLAGS, KEYSERVICE_FLAGS, OUTPUT_FLAGS } from "../flag-groups.ts";
 import { type CommandSpec, type Flag, parseFlags } from "../flags.ts";
 import { KMS_FLAGS, keyFlags, parseEncryptionContext } from "../key-flags.ts";
-import { keysFromFlags } from "../key-setup.ts";
+import { keyServicesOf, keysFromFlags } from "../key-setup.ts";
 import { type KeyChanges, rotateDocument } from "../rotate-document.ts";
 import { rotateStore } from "../rotate-store.ts";
 import { parseDecryptionOrder, pickFormats, providerDeps } from "../sops-file.ts";
@@ -27,7 +27,7 @@ const DEFAULT_PREFIX = CONFIGS_PREFIX;
 const DEFAULT_CONCURRENCY = 4;
 const MAX_CONCURRENCY = 64;
 
-type Values = Record<string, string | boolean | undefined>;
+type Values = Record<string, string | boolean | string[] | undefined>;
 
 function keyChanges(values: Values, deps: ProviderDeps, env: CliIo["env"]): KeyChanges {
   return {
@@ -96,6 +96,7 @@ async function runStore(
     dryRun,
     deps,
     order,
+    keyServices: keyServicesOf(values),
     report: (line) => io.stdout.write(`${line}\n`),
   });
   const counts = `unchanged ${result.unchanged}, skipped ${result.skipped}, failed ${result.failed}`;
@@ -134,6 +135,7 @@ async function runFile(
     deps,
     order,
     ignoreMac: values["ignore-mac"] === true,
+    keyServices: keyServicesOf(values),
   });
   await writeOutput(
     rotated.bytes,
@@ -185,6 +187,7 @@ const spec = {
     ...keyFlags("rm"),
     { name: "ignore-mac", type: "boolean", help: "do not check the MAC of the document before rotating" },
     DECRYPTION_ORDER_FLAG,
+    ...KEYSERVICE_FLAGS,
     ...STORE_FLAGS,
   ],
 } as const satisfies CommandSpec;

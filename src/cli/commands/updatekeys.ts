@@ -4,16 +4,22 @@
  * the MAC is not verified (as in sops), the file is rewritten in place.
  */
 import { createInterface } from "node:readline/promises";
-import { KEY_KINDS, resolverFor } from "../../../providers/keys/index.ts";
+import { KEY_KINDS } from "../../../providers/keys/index.ts";
 import { emitEncrypted, loadEncrypted } from "../../envelope/document.ts";
 import { unwrapDataKey, wrapDataKey } from "../../envelope/sops/key-groups.ts";
 import { BootsealError } from "../../errors.ts";
 import { replaceFile } from "../../files/atomic-write.ts";
 import type { Command } from "../command.ts";
 import { readInput } from "../file-io.ts";
-import { DECRYPTION_ORDER_FLAG, INPUT_TYPE_FLAG, SOPS_CONFIG_FLAG, THRESHOLD_FLAG } from "../flag-groups.ts";
+import {
+  DECRYPTION_ORDER_FLAG,
+  INPUT_TYPE_FLAG,
+  KEYSERVICE_FLAGS,
+  SOPS_CONFIG_FLAG,
+  THRESHOLD_FLAG,
+} from "../flag-groups.ts";
 import { type CommandSpec, parseFlags } from "../flags.ts";
-import { masterKeyFromEntry, setupFromConfig } from "../key-setup.ts";
+import { keyResolver, keysThrough, masterKeyFromEntry, setupFromConfig } from "../key-setup.ts";
 import { parseDecryptionOrder, pickFormats, providerDeps } from "../sops-file.ts";
 
 const spec = {
@@ -26,6 +32,7 @@ const spec = {
     SOPS_CONFIG_FLAG,
     INPUT_TYPE_FLAG,
     DECRYPTION_ORDER_FLAG,
+    ...KEYSERVICE_FLAGS,
   ],
 } as const satisfies CommandSpec;
 
@@ -73,12 +80,12 @@ export const updatekeysCommand: Command = {
       if (answer.trim().toLowerCase() !== "y") return 0;
     }
 
-    const dataKey = await unwrapDataKey(doc.metadata.keyGroups, resolverFor(deps), {
+    const dataKey = await unwrapDataKey(doc.metadata.keyGroups, keyResolver(values, deps), {
       threshold: doc.metadata.shamirThreshold,
       order: parseDecryptionOrder(values["decryption-order"]),
     });
     try {
-      const keyGroups = await wrapDataKey(dataKey, setup.groups, { threshold });
+      const keyGroups = await wrapDataKey(dataKey, keysThrough(setup.groups, values), { threshold });
       const metadata = {
         ...doc.metadata,
         keyGroups,
