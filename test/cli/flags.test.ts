@@ -149,6 +149,8 @@ const EXPECTED_FLAGS: Record<string, string> = {
   rotate:
     "add-age:s add-azure-kv:s add-gcp-kms:s add-hc-vault-transit:s add-kms:s add-pgp:s aws-profile:s concurrency:s=4 decryption-order:s dry-run:b encryption-context:s filename-override:s ignore-mac:b in-place/-i:b indent:s input-type:s output-type:s output:s prefix:s=configs/ rm-age:s rm-azure-kv:s rm-gcp-kms:s rm-hc-vault-transit:s rm-kms:s rm-pgp:s store:s",
   updatekeys: "config:s decryption-order:s input-type:s shamir-secret-sharing-threshold:s yes/-y:b",
+  "exec-env": "background:b decryption-order:s pristine:b same-process:b user:s",
+  "exec-file": "background:b decryption-order:s filename:s input-type:s no-fifo:b output-type:s user:s",
   fetch:
     "allow-unsafe-modes:b allowed-roots:s=/etc,/var/lib,/run,/opt apply:b attempt-timeout:s=30s ca-file:s deadline:s=10m decryption-order:s exec-timeout:s exec:s force:b from:s input-type:s machine:s marker:s=/var/lib/bootseal/bootstrap.done one-time:b out:s report-timeout:s=15s report:s root:s=/ sentinel:s=/run/cluster-api/bootstrap-success.complete token-file:s",
   "sign-artifact": "generate-key:s key:s public-out:s sha256-out:s signature-out:s",
