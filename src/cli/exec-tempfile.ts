@@ -64,31 +64,22 @@ export async function placePlaintext(
     const path = join(dir, options.filename || FALLBACK_FILENAME);
     mkfifo(path);
     if (!options.writeFifo) return { path, done: remove };
-    // Opening a fifo for writing waits (in libuv's thread pool) until a reader opens it.
-    let opened = false;
-    const writer = (async () => {
-      const handle = await open(path, constants.O_WRONLY);
-      opened = true;
-      try {
-        await handle.write(plaintext);
-      } finally {
-        await handle.close();
-      }
-    })().catch(() => {
-      // The reader went away early (EPIPE) or never came: nothing more to hand over.
-    });
+    // A reader of our own, held until the command ends: our write end opens at once (no
+    // thread waits for a reader that may never come), and the plaintext stays in the pipe
+    // until the command opens and reads it. Closing it at the end makes a write still
+    // blocked on a full pipe fail (EPIPE) instead of hanging.
+    const reader = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
+    const handle = await open(path, constants.O_WRONLY);
+    const writer = handle
+      .write(plaintext)
+      .catch(() => {
+        // The command read less than all of it, or never opened the fifo.
+      })
+      .finally(() => handle.close());
     return {
       path,
       async done() {
-        if (!opened) {
-          // The command never opened the fifo: a reader of our own releases the waiting open;
-          // closing it at once makes the writer's writes fail (EPIPE) instead of blocking.
-          try {
-            closeSync(openSync(path, constants.O_RDONLY | constants.O_NONBLOCK));
-          } catch {
-            // gone already (the command removed it)
-          }
-        }
+        closeSync(reader);
         await writer;
         await remove();
       },
