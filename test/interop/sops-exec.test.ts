@@ -102,7 +102,7 @@ describe("exec-env against sops", () => {
     assert.deepEqual([sops?.status, bootseal?.status], [0, 0]);
     for (const mark of marks) {
       // Bounded wait for the detached command's file (no fixed sleep).
-      for (let i = 0; i < 400 && !(existsSync(mark) && readFileSync(mark, "utf8").endsWith("\n")); i++) {
+      for (let i = 0; i < 1200 && !(existsSync(mark) && readFileSync(mark, "utf8").endsWith("\n")); i++) {
         await new Promise((r) => setTimeout(r, 50));
       }
       assert.equal(readFileSync(mark, "utf8"), "6443\n");
