@@ -6,8 +6,9 @@
  */
 import { execFileSync } from "node:child_process";
 import { randomInt } from "node:crypto";
-import { closeSync, constants, openSync } from "node:fs";
-import { mkdtemp, open, rm, writeFile } from "node:fs/promises";
+import { constants, openSync } from "node:fs";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { isAbsolute, join, normalize } from "node:path";
 import { BootsealError } from "../errors.ts";
@@ -40,6 +41,51 @@ function mkfifo(path: string): void {
   }
 }
 
+/** How often to look for the command's reader on the fifo. */
+const FIFO_POLL_MS = 20;
+
+/**
+ * Hands `plaintext` to the first reader of the fifo, as sops's writer goroutine does. A
+ * blocking open would park a thread-pool thread until a reader comes, for ever if none does
+ * (or the command removes the fifo), so the write end is opened non-blocking, which fails
+ * (ENXIO) until a reader has the fifo open; then a pipe socket writes, with back-pressure,
+ * and closes (the reader's end of file). `stop()` abandons whatever is left.
+ */
+function feedFifo(path: string, plaintext: Uint8Array): { stop(): Promise<void> } {
+  let stopped = false;
+  let timer: NodeJS.Timeout | undefined;
+  let socket: Socket | undefined;
+  let finish: () => void = () => {};
+  const finished = new Promise<void>((resolve) => {
+    finish = resolve;
+  });
+  const attempt = () => {
+    if (stopped) return finish();
+    let fd: number;
+    try {
+      fd = openSync(path, constants.O_WRONLY | constants.O_NONBLOCK);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === "ENXIO") timer = setTimeout(attempt, FIFO_POLL_MS);
+      else finish(); // removed by the command: nobody to hand it to
+      return;
+    }
+    socket = new Socket({ fd, readable: false, writable: true });
+    socket.on("error", () => finish()); // the reader closed early (EPIPE)
+    socket.on("close", () => finish());
+    socket.end(plaintext);
+  };
+  attempt();
+  return {
+    stop() {
+      stopped = true;
+      clearTimeout(timer);
+      if (socket) socket.destroy();
+      else finish();
+      return finished;
+    },
+  };
+}
+
 /**
  * Writes `plaintext` where the command will find it. `filename` must be a local path (sops:
  * "The provided filename is not a local path."). `writeFifo`: false for a background command,
@@ -64,23 +110,11 @@ export async function placePlaintext(
     const path = join(dir, options.filename || FALLBACK_FILENAME);
     mkfifo(path);
     if (!options.writeFifo) return { path, done: remove };
-    // A reader of our own, held until the command ends: our write end opens at once (no
-    // thread waits for a reader that may never come), and the plaintext stays in the pipe
-    // until the command opens and reads it. Closing it at the end makes a write still
-    // blocked on a full pipe fail (EPIPE) instead of hanging.
-    const reader = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
-    const handle = await open(path, constants.O_WRONLY);
-    const writer = handle
-      .write(plaintext)
-      .catch(() => {
-        // The command read less than all of it, or never opened the fifo.
-      })
-      .finally(() => handle.close());
+    const feeder = feedFifo(path, plaintext);
     return {
       path,
       async done() {
-        closeSync(reader);
-        await writer;
+        await feeder.stop();
         await remove();
       },
     };
