@@ -5,7 +5,7 @@
  * `--user` switches this whole process to that user first (as sops does, so the temporary
  * file belongs to them), and `--background` starts the command without waiting.
  */
-import { spawn } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { BootsealError } from "../errors.ts";
 import type { CliIo } from "./command.ts";
@@ -98,33 +98,53 @@ export function runShell(
   options: { background: boolean; onExit?: () => void },
 ): Promise<number> {
   checkEnv(env);
-  return new Promise((resolve, reject) => {
-    const own = isProcessIo(io);
-    const child = spawn("/bin/sh", ["-c", command], {
+  const own = isProcessIo(io) && !options.background;
+  // While the command runs, a SIGTERM or SIGHUP for bootseal goes to it instead, so that
+  // bootseal outlives it and removes the temporary file; SIGINT from a terminal reaches the
+  // command already (same process group), so bootseal only waits. Installed before the
+  // spawn: a signal sent as soon as the command shows signs of life must not find the default.
+  let child: ChildProcess | undefined;
+  const forward = (signal: NodeJS.Signals) => child?.kill(signal);
+  const wait = () => {};
+  const listen = (on: boolean) => {
+    if (!own) return;
+    for (const [sig, fn] of [
+      ["SIGTERM", forward],
+      ["SIGHUP", forward],
+      ["SIGINT", wait],
+    ] as const) {
+      if (on) process.on(sig, fn);
+      else process.off(sig, fn);
+    }
+  };
+  listen(true);
+  return new Promise<number>((resolve, reject) => {
+    const proc = spawn("/bin/sh", ["-c", command], {
       env,
       stdio: options.background ? "ignore" : own ? "inherit" : ["ignore", "pipe", "pipe"],
     });
-    child.on("error", (cause) =>
+    child = proc;
+    proc.on("error", (cause) =>
       reject(
         new BootsealError("EXEC_FAILED", `cannot run /bin/sh: ${(cause as NodeJS.ErrnoException).code}`),
       ),
     );
     if (options.background) {
-      child.on("spawn", () => {
-        child.unref();
+      proc.on("spawn", () => {
+        proc.unref();
         resolve(0);
       });
       return;
     }
-    child.stdout?.pipe(io.stdout, { end: false });
-    child.stderr?.pipe(io.stderr, { end: false });
-    child.on("close", (code, signal) => {
+    proc.stdout?.pipe(io.stdout, { end: false });
+    proc.stderr?.pipe(io.stderr, { end: false });
+    proc.on("close", (code, signal) => {
       options.onExit?.();
       if (code === 0) return resolve(0);
       io.stderr.write(signal ? `bootseal: signal: ${signal}\n` : `bootseal: exit status ${code}\n`);
       resolve(code ?? 255);
     });
-  });
+  }).finally(() => listen(false));
 }
 
 /** `--same-process`: replace this process with the shell (sops's syscall.Exec). */

@@ -4,11 +4,13 @@
  * lookup. The side-by-side checks against sops are test/interop/sops-exec.test.ts.
  */
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { spawn } from "node:child_process";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PassThrough } from "node:stream";
 import { after, before, describe, test } from "node:test";
+import { fileURLToPath } from "node:url";
 import { generateIdentity, identityToRecipient } from "age-encryption";
 import { execEnvCommand } from "../../src/cli/commands/exec-env.ts";
 import { lookupUser } from "../../src/cli/exec-child.ts";
@@ -18,6 +20,7 @@ import { EXIT_CODES } from "../../src/cli/exit-codes.ts";
 import { main } from "../../src/cli/main.ts";
 import { BootsealError } from "../../src/errors.ts";
 
+const MAIN = fileURLToPath(new URL("../../src/cli/main.ts", import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), "bootseal-exec-"));
 after(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -117,8 +120,38 @@ describe("exec-file (in-process)", () => {
     );
   });
 
-  test("a command that never opens the fifo still ends the run with its status", async () => {
+  test("a command that never opens the fifo, removes it, or opens it late: no hang, its status", async () => {
     assert.equal((await run(["exec-file", join(dir, "app.enc.yaml"), "exit 6"])).code, 6);
+    assert.equal((await run(["exec-file", join(dir, "app.enc.yaml"), "rm {}; exit 4"])).code, 4);
+    const late = await run(["exec-file", join(dir, "app.enc.yaml"), "sleep 0.3; head -1 {}"]);
+    assert.deepEqual([late.code, late.out], [0, "NAME: web\n"]);
+  });
+
+  test("SIGTERM for bootseal goes to the command; the file is still removed", async () => {
+    const child = spawn(
+      process.execPath,
+      [MAIN, "exec-file", "--no-fifo", join(dir, "app.enc.yaml"), "echo {}; exec sleep 60 >/dev/null"],
+      {
+        env,
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    );
+    let out = "";
+    let err = "";
+    child.stderr.on("data", (c: Buffer) => {
+      err += c.toString();
+    });
+    // Wait for the path on stdout (the command is running), then signal bootseal.
+    await new Promise<void>((resolve) =>
+      child.stdout.on("data", (c: Buffer) => {
+        out += c.toString();
+        if (out.endsWith("\n")) resolve();
+      }),
+    );
+    child.kill("SIGTERM");
+    const code = await new Promise<number | null>((resolve) => child.on("close", (c) => resolve(c)));
+    assert.equal(code, 255, `bootseal reports the command's death by signal (${err})`);
+    assert.equal(existsSync(out.trim()), false, "the plaintext file is gone");
   });
 
   test("--filename must be local", async () => {
