@@ -12,6 +12,16 @@ import { readInput } from "./file-io.ts";
 import type { CommandSpec, Flag } from "./flags.ts";
 import { parseDecryptionOrder, pickFormats, providerDeps } from "./sops-file.ts";
 
+/** The flags exec-env and exec-file share, in sops's words. */
+export const EXEC_FLAGS = [
+  {
+    name: "background",
+    type: "boolean",
+    help: "background the process and don't wait for it to complete (DEPRECATED)",
+  },
+  { name: "user", type: "string", value: "USER", help: "the user to run the command as" },
+] as const satisfies readonly Flag[];
+
 /**
  * The arguments before the first operand (flags), and the operands. urfave/cli, which sops
  * uses, stops reading flags there, so a COMMAND such as `ls --all` never reaches the flag

@@ -7,19 +7,9 @@ import type { Branch } from "../../envelope/sops/document.ts";
 import { BootsealError } from "../../errors.ts";
 import type { Command } from "../command.ts";
 import { childEnv, execShell, lookupUser, runShell, switchUser } from "../exec-child.ts";
-import { decryptForExec, fileAndCommand, splitOperands } from "../exec-source.ts";
+import { decryptForExec, EXEC_FLAGS, fileAndCommand, splitOperands } from "../exec-source.ts";
 import { DECRYPTION_ORDER_FLAG } from "../flag-groups.ts";
 import { type CommandSpec, parseFlags } from "../flags.ts";
-
-/** The flags exec-env and exec-file share, in sops's words. */
-export const EXEC_FLAGS = [
-  {
-    name: "background",
-    type: "boolean",
-    help: "background the process and don't wait for it to complete (DEPRECATED)",
-  },
-  { name: "user", type: "string", value: "USER", help: "the user to run the command as" },
-] as const;
 
 const spec = {
   name: "exec-env",

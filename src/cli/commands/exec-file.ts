@@ -6,11 +6,10 @@
 import { codecFor } from "../../envelope/sops/codecs/index.ts";
 import type { Command } from "../command.ts";
 import { childEnv, lookupUser, runShell, switchUser } from "../exec-child.ts";
-import { decryptForExec, fileAndCommand, splitOperands } from "../exec-source.ts";
+import { decryptForExec, EXEC_FLAGS, fileAndCommand, splitOperands } from "../exec-source.ts";
 import { FALLBACK_FILENAME, placePlaintext } from "../exec-tempfile.ts";
 import { DECRYPTION_ORDER_FLAG, FORMAT_FLAGS } from "../flag-groups.ts";
 import { type CommandSpec, parseFlags } from "../flags.ts";
-import { EXEC_FLAGS } from "./exec-env.ts";
 
 const spec = {
   name: "exec-file",
