@@ -1,11 +1,12 @@
 /**
  * age master keys (sops `age/keysource.go`), on the `age-encryption` package (typage).
  *
- * Supported recipients: X25519 `age1…` and hybrid post-quantum `age1pq1…` (sops 3.12+).
- * Unsupported, refused with UNSUPPORTED when the key is configured or read: SSH recipients
- * (`ssh-ed25519`, `ssh-rsa`: typage has no SSH support) and plugin recipients (`age1name1…`,
- * which sops hands to an `age-plugin-name` binary; that includes `age1tag1…`). Plugin
- * identities (`AGE-PLUGIN-…`) and SSH identity files are skipped for the same reason.
+ * Supported recipients: X25519 `age1…`, hybrid post-quantum `age1pq1…` (sops 3.12+), and SSH
+ * `ssh-ed25519`/`ssh-rsa` keys (./age-ssh.ts, since typage has no SSH support), with SSH
+ * identities from sops's SSH sources. Unsupported, refused with UNSUPPORTED when the key is
+ * configured or read: plugin recipients (`age1name1…`, which sops hands to an
+ * `age-plugin-name` binary; that includes `age1tag1…`). Plugin identities (`AGE-PLUGIN-…`)
+ * are skipped for the same reason.
  */
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
@@ -18,6 +19,7 @@ import {
   type MasterKey,
 } from "../../src/envelope/sops/master-key.ts";
 import { BootsealError, type ErrorCode } from "../../src/errors.ts";
+import { loadSshIdentities, sshRecipient } from "./age-ssh.ts";
 import { type BaseDeps, itemText, type MasterKeyType, newEntry } from "./key-type.ts";
 
 // The global, not `node:process`: importing that module as ESM evaluates its lazy getters
@@ -29,6 +31,8 @@ type Env = Readonly<Record<string, string | undefined>>;
 /** What the identity sources gave: secret identity strings, plus safe notes on what failed. */
 export interface AgeIdentities {
   readonly identities: string[];
+  /** SSH identities (SOPS_AGE_SSH_PRIVATE_KEY_FILE/_CMD, ~/.ssh/id_ed25519, ~/.ssh/id_rsa), tried first as sops does. */
+  readonly ssh: Identity[];
   /** One per source that failed (location and reason; never key material). */
   readonly errors: { readonly code: ErrorCode; readonly message: string }[];
 }
@@ -63,10 +67,14 @@ const KEY_CMD_TIMEOUT_MS = 60_000;
 /** Classifies a recipient the way sops `parseRecipient` does; throws for what we cannot use. */
 function checkRecipient(recipient: string): void {
   if (recipient.startsWith("ssh-")) {
-    throw new BootsealError(
-      "UNSUPPORTED",
-      `age: SSH recipients are not supported (${recipient.slice(0, 24)}…)`,
-    );
+    try {
+      sshRecipient(recipient);
+      return;
+    } catch (cause) {
+      const code = cause instanceof BootsealError ? cause.code : "BAD_INPUT";
+      const why = cause instanceof Error ? cause.message : "invalid";
+      throw new BootsealError(code, `age: invalid SSH recipient (${why}): ${recipient}`, { cause });
+    }
   }
   if (!recipient.startsWith("age1")) {
     throw new BootsealError("BAD_INPUT", `age: unknown recipient type: ${recipient}`);
@@ -188,7 +196,8 @@ export async function loadAgeIdentities(
   signal?: AbortSignal,
 ): Promise<AgeIdentities> {
   const identities: string[] = [];
-  const errors: { code: ErrorCode; message: string }[] = [];
+  const runCommand = (command: string) => runKeyCommand(command, env, recipient ?? "", signal);
+  const { identities: ssh, errors } = await loadSshIdentities(env, recipient, runCommand);
   const add = (text: string, location: string, words: boolean) => {
     const parsed = parseIdentities(text, location, words);
     if (typeof parsed === "string") errors.push({ code: "BAD_INPUT", message: parsed });
@@ -223,7 +232,7 @@ export async function loadAgeIdentities(
       }
     }
   }
-  return { identities, errors };
+  return { identities, ssh, errors };
 }
 
 /** One ReadableStream holding `bytes`: typage then hands back a stream, not a whole buffer. */
@@ -284,7 +293,7 @@ function ageKey(recipient: string, deps: BaseDeps): MasterKey {
 
     async wrap(secret: Uint8Array): Promise<string> {
       const encrypter = new Encrypter();
-      encrypter.addRecipient(recipient);
+      encrypter.addRecipient(recipient.startsWith("ssh-") ? sshRecipient(recipient) : recipient);
       // Same armour as Go's age/armor: 64-column base64 and a final newline.
       return armor.encode(await readAllBytes(await encrypter.encrypt(streamOf(secret)), false));
     },
@@ -304,15 +313,17 @@ function ageKey(recipient: string, deps: BaseDeps): MasterKey {
           loaded = undefined;
         });
       }
-      const { identities, errors } = await loaded;
+      const { identities, ssh, errors } = await loaded;
       const sentinel = noMatchSentinel();
-      if (identities.length > 0) {
+      if (identities.length + ssh.length > 0) {
         const decrypter = new Decrypter();
-        for (const identity of identities) decrypter.addIdentity(identity);
+        for (const identity of [...ssh, ...identities]) decrypter.addIdentity(identity);
         decrypter.addIdentity(sentinel.identity);
         try {
           return await readAllBytes(await decrypter.decrypt(streamOf(file)), true);
         } catch (cause) {
+          // An identity's own verdict (a passphrase-protected SSH key matched) stands.
+          if (cause instanceof BootsealError) throw cause;
           if (!sentinel.reached()) {
             throw new BootsealError("BAD_INPUT", `age: could not decrypt enc for ${recipient}`, { cause });
           }

@@ -48,6 +48,14 @@ export const COMMANDS: readonly CommandEntry[] = [
     load: async () => (await import("./commands/keyservice.ts")).keyserviceCommand,
   },
   {
+    name: "exec-env",
+    load: async () => (await import("./commands/exec-env.ts")).execEnvCommand,
+  },
+  {
+    name: "exec-file",
+    load: async () => (await import("./commands/exec-file.ts")).execFileCommand,
+  },
+  {
     name: "fetch",
     load: async () => (await import("./commands/fetch.ts")).fetchCommand,
   },

@@ -165,6 +165,8 @@ const EXPECTED_FLAGS: Record<string, string> = {
   updatekeys:
     "config:s decryption-order:s enable-local-keyservice:b=true input-type:s keyservice:s shamir-secret-sharing-threshold:s yes/-y:b",
   keyservice: "addr:s address:s=127.0.0.1:5000 net:s network:s=tcp prompt:b verbose:b",
+  "exec-env": "background:b decryption-order:s pristine:b same-process:b user:s",
+  "exec-file": "background:b decryption-order:s filename:s input-type:s no-fifo:b output-type:s user:s",
   fetch:
     "allow-unsafe-modes:b allowed-roots:s=/etc,/var/lib,/run,/opt apply:b attempt-timeout:s=30s ca-file:s deadline:s=10m decryption-order:s exec-timeout:s exec:s force:b from:s input-type:s machine:s marker:s=/var/lib/bootseal/bootstrap.done one-time:b out:s report-timeout:s=15s report:s root:s=/ sentinel:s=/run/cluster-api/bootstrap-success.complete token-file:s",
   "sign-artifact": "generate-key:s key:s public-out:s sha256-out:s signature-out:s",

@@ -199,10 +199,10 @@ describe("failures", () => {
     await assert.rejects(k.unwrap(lines.join("\n")), code("BAD_INPUT"));
   });
 
-  test("recipients: SSH and plugins UNSUPPORTED, junk BAD_INPUT, spaces trimmed", () => {
+  test("recipients: plugins UNSUPPORTED, junk and truncated SSH keys BAD_INPUT, spaces trimmed", () => {
     assert.throws(
       () => ageKeyType.fromUserInput("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAA", {}),
-      code("UNSUPPORTED"),
+      code("BAD_INPUT"),
     );
     assert.throws(() => ageKeyType.fromUserInput("age1yubikey1qwerty", {}), code("UNSUPPORTED"));
     assert.throws(() => ageKeyType.fromUserInput("age1notbech32", {}), code("BAD_INPUT"));
