@@ -360,3 +360,28 @@ test("per-command help names each flag's environment variable wherever sops's do
     if (cmd === "encrypt") assert.ok(compared >= 6, `encrypt: ${compared} flags compared`);
   }
 });
+
+test("an empty dotenv, INI or binary file encrypts with both tools (sops refuses only YAML and JSON), and each opens the other's", {
+  timeout: 120_000,
+}, async () => {
+  const dir = join(h.dir, "empty-flat");
+  mkdirSync(dir);
+  for (const name of ["empty.env", "empty.ini", "empty.bin"]) {
+    writeFileSync(join(dir, name), "");
+    for (const [writer, reader] of [
+      ["sops", "bootseal"],
+      ["bootseal", "sops"],
+    ] as const) {
+      const out = ok(
+        await h[writer](["encrypt", "--age", h.ageRecipient, name], { cwd: dir }),
+        `${writer} ${name}`,
+      );
+      const file = `${writer}-${name}`;
+      writeFileSync(join(dir, file), out);
+      const type = name.slice("empty.".length).replace("bin", "binary").replace("env", "dotenv");
+      const args = ["decrypt", "--input-type", type, "--output-type", type, file];
+      const plain = ok(await h[reader](args, { cwd: dir }), `${reader} decrypt ${file}`);
+      assert.equal(plain.length, 0, `${reader} decrypts ${writer}'s ${name} to nothing`);
+    }
+  }
+});
