@@ -1,8 +1,10 @@
 /**
  * The one place error codes are born. Every failure the user can act on is a
  * BootsealError with a code from this union; the HTTP status map
- * (src/service) and the CLI exit-code map (src/cli/exit-codes.ts) are both typed
- * Record<ErrorCode, number>, so adding a code does not compile until both know it.
+ * (src/service) and the CLI exit-code table (src/cli/exit-codes.ts) are both typed
+ * Record<ErrorCode, …>, so adding a code does not compile until both know it. Where sops
+ * numbers two situations differently, they get two codes here (MAC_MISMATCH for the MAC,
+ * DECRYPTION_FAILED for a value), so the CLI can exit as sops does.
  *
  * Messages are safe to show: key ids may appear, key bytes, tokens and plaintext never.
  * The underlying error goes in `cause` (logged, never returned to a client).

@@ -39,6 +39,13 @@ test("an unknown flag is a usage error, not a stack trace", async () => {
   assert.ok(!t.err().includes("    at "), "no stack trace");
 });
 
+test("a bare bootseal is sops's bare form: no file specified (100), the help on stderr only", async () => {
+  const t = io();
+  assert.equal(await main([], t.io), EXIT_CODES.NO_FILE);
+  assert.equal(t.out(), "");
+  assert.match(t.err(), /usage: bootseal <command>/);
+});
+
 test("--help lists serve and exits 0", async () => {
   const t = io();
   assert.equal(await main(["--help"], t.io), 0);
