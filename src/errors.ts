@@ -44,6 +44,7 @@ export type ErrorCode =
   | "WRITE_FAILED" // the output file could not be written
   | "EMPTY_DOCUMENT" // encrypt on an input with no document in it
   | "DECRYPTION_FAILED" // a value or comment did not decrypt (its GCM tag failed); the MAC is MAC_MISMATCH
+  | "BAD_ENCRYPTION_CONTEXT" // --encryption-context is not key:value pairs
   | "BAD_TREE_PATH" // a malformed document path (--extract, set, unset)
   | "BAD_SET_VALUE" // a malformed value to set (set, --set)
   | "DUPLICATE_KEY_KIND" // a key kind named twice in --decryption-order
@@ -86,6 +87,7 @@ export const ERROR_CODES: readonly ErrorCode[] = [
   "WRITE_FAILED",
   "EMPTY_DOCUMENT",
   "DECRYPTION_FAILED",
+  "BAD_ENCRYPTION_CONTEXT",
   "BAD_TREE_PATH",
   "BAD_SET_VALUE",
   "DUPLICATE_KEY_KIND",

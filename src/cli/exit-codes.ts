@@ -66,6 +66,7 @@ export const EXIT_CLASSES: Readonly<Record<ErrorCode, ExitClass>> = {
     meaning: "the input file could not be read, or encrypt could not parse its plaintext",
   },
   WRITE_FAILED: { exit: 3, meaning: "the output file (`--output`, `-i`) could not be written" },
+  BAD_ENCRYPTION_CONTEXT: { exit: 6, meaning: "`--encryption-context` is not `key:value` pairs" },
   BAD_SET_VALUE: { exit: 7, meaning: "a malformed value to set" },
   CONFLICTING_FLAGS: {
     exit: 8,

@@ -120,7 +120,10 @@ export function parseEncryptionContext(text: string | undefined): Record<string,
   for (const pair of text.split(",")) {
     const parts = pair.split(":");
     if (parts.length !== 2 || !parts[0] || parts[1] === undefined) {
-      throw new BootsealError("USAGE", `--encryption-context wants key:value pairs, got "${pair}"`);
+      throw new BootsealError(
+        "BAD_ENCRYPTION_CONTEXT",
+        `--encryption-context wants key:value pairs, got "${pair}"`,
+      );
     }
     context[parts[0]] = parts[1];
   }

@@ -267,6 +267,12 @@ const CASES: readonly Case[] = [
     args: (r) => ["encrypt", "--age", r, "p.yaml"],
   },
   {
+    name: "encrypt with a malformed --encryption-context",
+    expect: "BAD_ENCRYPTION_CONTEXT",
+    files: () => ({ "p.yaml": PLAIN }),
+    args: (r) => ["encrypt", "--age", r, "--encryption-context", "novalue", "p.yaml"],
+  },
+  {
     name: "two selection flags",
     expect: "CONFLICTING_FLAGS",
     files: () => ({ "p.yaml": PLAIN }),
