@@ -61,7 +61,8 @@ export const encryptCommand: Command = {
     const target = { inPlace: values["in-place"], output: values.output, inputFile: file };
     // sops's order: the flags, the file's existence, the keys, then the input.
     checkTarget(target);
-    if (isStdin(file) && values["filename-override"] === undefined && values["input-type"] === undefined) {
+    const untyped = values["filename-override"] === undefined && values["input-type"] === undefined;
+    if (format === "sops" && isStdin(file) && untyped) {
       throw new BootsealError(
         "CONFLICTING_FLAGS",
         "must specify --filename-override (or --input-type) when reading from stdin",
