@@ -47,6 +47,15 @@ export function groupDiff(current: readonly string[][], wanted: readonly string[
   return lines.map((l) => `${l}\n`).join("");
 }
 
+/** sops's PrettyPrintShamirDiff. */
+function shamirDiff(before: number, after: number): string {
+  if (before > 0 && before === after) return `shamir_threshold: ${after}\n`;
+  return (
+    (after > 0 ? `+++ shamir_threshold: ${after}\n` : "") +
+    (before > 0 ? `--- shamir_threshold: ${before}\n` : "")
+  );
+}
+
 export const updatekeysCommand: Command = {
   spec,
   async run(args, io) {
@@ -81,9 +90,8 @@ export const updatekeysCommand: Command = {
       io.stderr.write(`${file} already up to date\n`);
       return 0;
     }
-    io.stdout.write(
-      `The following changes will be made to the file's groups:\n${groupDiff(current, wanted)}`,
-    );
+    const diff = shamirDiff(doc.metadata.shamirThreshold ?? 0, threshold) + groupDiff(current, wanted);
+    io.stdout.write(`The following changes will be made to the file's groups:\n${diff}`);
     if (!values.yes) {
       if (!(io.stdin as NodeJS.ReadStream).isTTY)
         throw new BootsealError("USAGE", "updatekeys needs --yes when not run on a terminal");
