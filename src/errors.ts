@@ -1,8 +1,10 @@
 /**
  * The one place error codes are born. Every failure the user can act on is a
  * BootsealError with a code from this union; the HTTP status map
- * (src/service) and the CLI exit-code map (src/cli/exit-codes.ts) are both typed
- * Record<ErrorCode, number>, so adding a code does not compile until both know it.
+ * (src/service) and the CLI exit-code table (src/cli/exit-codes.ts) are both typed
+ * Record<ErrorCode, …>, so adding a code does not compile until both know it. Where sops
+ * numbers two situations differently, they get two codes here (MAC_MISMATCH for the MAC,
+ * DECRYPTION_FAILED for a value), so the CLI can exit as sops does.
  *
  * Messages are safe to show: key ids may appear, key bytes, tokens and plaintext never.
  * The underlying error goes in `cause` (logged, never returned to a client).
@@ -35,6 +37,19 @@ export type ErrorCode =
   | "SERVICE_UNAVAILABLE" // the bootseal service is unreachable or answered 5xx (retryable)
   | "PATH_NOT_ALLOWED" // a file to write lies outside the allowed roots, or a symlink leads out
   | "EXEC_FAILED" // the bootstrap command (fetch --exec) exited non-zero or was killed
+  | "CONFLICTING_FLAGS" // flags that cannot go together (-i with --output or standard input, ...)
+  | "NO_FILE" // no file operand where one is needed, or the named file does not exist
+  | "KEYS_ON_MISSING_FILE" // rotate --add-*/--rm-* on a file that does not exist
+  | "READ_FAILED" // the input file could not be read, or encrypt could not parse its plaintext
+  | "WRITE_FAILED" // the output file could not be written
+  | "EMPTY_DOCUMENT" // encrypt on an input with no document in it
+  | "DECRYPTION_FAILED" // a value or comment did not decrypt (its GCM tag failed); the MAC is MAC_MISMATCH
+  | "BAD_ENCRYPTION_CONTEXT" // --encryption-context is not key:value pairs
+  | "BAD_TREE_PATH" // a malformed document path (--extract, set, unset)
+  | "BAD_SET_VALUE" // a malformed value to set (set, --set)
+  | "DUPLICATE_KEY_KIND" // a key kind named twice in --decryption-order
+  | "NOT_MODIFIED" // edit: the file was not changed
+  | "NO_EDITOR" // edit: no editor could be run
   | "INTERNAL";
 
 export const ERROR_CODES: readonly ErrorCode[] = [
@@ -65,6 +80,19 @@ export const ERROR_CODES: readonly ErrorCode[] = [
   "SERVICE_UNAVAILABLE",
   "PATH_NOT_ALLOWED",
   "EXEC_FAILED",
+  "CONFLICTING_FLAGS",
+  "NO_FILE",
+  "KEYS_ON_MISSING_FILE",
+  "READ_FAILED",
+  "WRITE_FAILED",
+  "EMPTY_DOCUMENT",
+  "DECRYPTION_FAILED",
+  "BAD_ENCRYPTION_CONTEXT",
+  "BAD_TREE_PATH",
+  "BAD_SET_VALUE",
+  "DUPLICATE_KEY_KIND",
+  "NOT_MODIFIED",
+  "NO_EDITOR",
   "INTERNAL",
 ];
 

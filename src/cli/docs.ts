@@ -5,6 +5,7 @@
  * fails when the doc and the tables differ.
  */
 import type { Command } from "./command.ts";
+import { exitCodesMarkdown } from "./exit-codes.ts";
 import { flagDescription, flagsMarkdown, flagTerm, usageLines } from "./flags.ts";
 import { keyFlags } from "./key-flags.ts";
 
@@ -20,6 +21,7 @@ export function cliDocSections(commands: readonly Command[]): Map<string, string
   );
   sections.set("key-flags", ["| flag | environment | keys |", "| --- | --- | --- |", ...keyRows].join("\n"));
   for (const c of commands) sections.set(`command:${c.spec.name}`, flagsMarkdown(c.spec));
+  sections.set("exit-codes", exitCodesMarkdown());
   return sections;
 }
 

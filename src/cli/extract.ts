@@ -16,11 +16,13 @@ export function parseExtractPath(text: string): (string | number)[] {
   while (pos < text.length) {
     re.lastIndex = pos;
     const m = re.exec(text);
-    if (!m) throw new BootsealError("USAGE", `--extract: cannot parse the path at "${text.slice(pos)}"`);
+    if (!m)
+      throw new BootsealError("BAD_TREE_PATH", `--extract: cannot parse the path at "${text.slice(pos)}"`);
     steps.push(m[1] !== undefined ? (JSON.parse(`"${m[1]}"`) as string) : Number(m[2]));
     pos = re.lastIndex;
   }
-  if (steps.length === 0) throw new BootsealError("USAGE", `--extract wants a path such as '["key"][0]'`);
+  if (steps.length === 0)
+    throw new BootsealError("BAD_TREE_PATH", `--extract wants a path such as '["key"][0]'`);
   return steps;
 }
 
@@ -38,7 +40,7 @@ export function extractPath(branches: readonly Branch[], path: string): Value {
     } else {
       node = undefined;
     }
-    if (node === undefined) throw new BootsealError("NOT_FOUND", `--extract: ${path} is not in the document`);
+    if (node === undefined) throw new BootsealError("USAGE", `--extract: ${path} is not in the document`);
   }
   return node as Value;
 }

@@ -78,12 +78,12 @@ export const KMS_FLAGS = [
   { name: "aws-profile", type: "string", value: "NAME", help: "the AWS profile to use for requests to AWS" },
 ] as const satisfies readonly Flag[];
 
-/** The selection rule given on the command line, if any; two of them is a usage error, as in sops. */
+/** The selection rule given on the command line, if any; two of them conflict, as in sops (exit 8). */
 export function ruleFromFlags(values: Record<string, unknown>): SelectionRule | undefined {
   const given = RULE_FLAGS.filter((r) => typeof values[r.flag] === "string");
   if (given.length > 1) {
     throw new BootsealError(
-      "USAGE",
+      "CONFLICTING_FLAGS",
       `Cannot use more than one of ${given.map((g) => `--${g.flag}`).join(", ")}`,
     );
   }
@@ -120,7 +120,10 @@ export function parseEncryptionContext(text: string | undefined): Record<string,
   for (const pair of text.split(",")) {
     const parts = pair.split(":");
     if (parts.length !== 2 || !parts[0] || parts[1] === undefined) {
-      throw new BootsealError("USAGE", `--encryption-context wants key:value pairs, got "${pair}"`);
+      throw new BootsealError(
+        "BAD_ENCRYPTION_CONTEXT",
+        `--encryption-context wants key:value pairs, got "${pair}"`,
+      );
     }
     context[parts[0]] = parts[1];
   }

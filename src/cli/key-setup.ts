@@ -15,7 +15,7 @@ import { newKeyFromEntry } from "../config/rule-keys.ts";
 import { findSopsConfig, loadSopsConfig, matchCreationRule } from "../config/sops-config.ts";
 import type { KeyResolver, MasterKey } from "../envelope/sops/master-key.ts";
 import type { SelectionRule } from "../envelope/sops/metadata.ts";
-import { BootsealError } from "../errors.ts";
+import { BootsealError, isBootsealError } from "../errors.ts";
 import type { CliIo } from "./command.ts";
 import { keyListsFromFlags, parseEncryptionContext, ruleFromFlags } from "./key-flags.ts";
 
@@ -96,7 +96,7 @@ export function setupFromConfig(
   const location = findSopsConfig(io.cwd, configFlag, io.env);
   if (!location) return undefined;
   if (location.warning) io.stderr.write(`bootseal: ${location.warning}\n`);
-  const config = loadSopsConfig(location.path);
+  const config = loadConfigFile(location.path);
   const rule = matchCreationRule(config, dirname(location.path), resolve(io.cwd, file), {
     kmsEncryptionContext: context,
   });
@@ -114,6 +114,16 @@ export function setupFromConfig(
   };
 }
 
+/** An unreadable .sops.yaml is a configuration error (sops exits 1), not a local I/O failure. */
+function loadConfigFile(path: string): ReturnType<typeof loadSopsConfig> {
+  try {
+    return loadSopsConfig(path);
+  } catch (err) {
+    if (!isBootsealError(err) || err.code !== "IO_ERROR") throw err;
+    throw new BootsealError("USAGE", err.message, { cause: err });
+  }
+}
+
 export function keySetup(
   file: string,
   values: Record<string, unknown>,
@@ -124,12 +134,15 @@ export function keySetup(
   const flagRule = ruleFromFlags(values);
   const threshold = values["shamir-secret-sharing-threshold"];
   const context = parseEncryptionContext(values["encryption-context"] as string | undefined);
-  let fromConfig: KeySetup | undefined;
-  try {
-    fromConfig = setupFromConfig(file, values.config as string | undefined, io, deps, context);
-  } catch (err) {
-    // Keys on the command line make a non-matching .sops.yaml irrelevant.
-    if (flagKeys.length === 0) throw err;
+  // As sops (getEncryptConfig): a .sops.yaml that is found is always loaded, so one that does
+  // not parse, or whose creation rules match nothing, refuses even with keys on the command line.
+  const fromConfig = setupFromConfig(file, values.config as string | undefined, io, deps, context);
+  // sops takes each selection option from the flag, else the rule, then refuses two of them.
+  if (flagRule && fromConfig?.rule && fromConfig.rule.kind !== flagRule.kind) {
+    throw new BootsealError(
+      "CONFLICTING_FLAGS",
+      `cannot use more than one of --${flagRule.kind.replaceAll("_", "-")} and the .sops.yaml rule's ${fromConfig.rule.kind}`,
+    );
   }
   const groups = flagKeys.length > 0 ? [flagKeys] : fromConfig?.groups;
   if (!groups || groups.length === 0 || groups.some((g) => g.length === 0)) {

@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 /**
  * bootseal: one command, subcommands in ./commands (one file each). Failures print one line
- * on stderr and exit with the code of their class (./exit-codes.ts, docs/cli.md); a stack
- * trace appears only with BOOTSEAL_DEBUG=1.
+ * on stderr and exit with the code of their class (./exit-codes.ts, docs/cli.md: sops's
+ * number where sops has the failure); a stack trace appears only with BOOTSEAL_DEBUG=1.
  */
 import { createRequire, enableCompileCache } from "node:module";
 import { fileURLToPath } from "node:url";
@@ -124,8 +124,14 @@ function describe(err: unknown): { message: string; code: number } {
 export async function main(argv: readonly string[], io: CliIo): Promise<number> {
   const [name, ...rest] = argv;
   if (name === undefined || name === "help" || name === "--help" || name === "-h") {
+    // A bare `sops` is its legacy form without a file: "no file specified" (100); a failure
+    // writes nothing on standard output, so the help goes to stderr then.
+    if (name === undefined) {
+      io.stderr.write(await help());
+      return EXIT_CODES.NO_FILE;
+    }
     io.stdout.write(await help());
-    return name === undefined ? EXIT_CODES.USAGE : EXIT_OK;
+    return EXIT_OK;
   }
   if (name === "--version" || name === "version") {
     io.stdout.write(`bootseal ${version()}\n`);

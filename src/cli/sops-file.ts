@@ -4,7 +4,7 @@
  */
 
 import type { KeyKind, ProviderDeps } from "../../providers/keys/index.ts";
-import { isKeyKind, KEY_KIND_NAMES } from "../../providers/keys/index.ts";
+import { isKeyKind } from "../../providers/keys/index.ts";
 import { isFormat } from "../envelope/document.ts";
 import type { EmitOptions, Format } from "../envelope/sops/codecs/codec.ts";
 import { FORMATS } from "../envelope/sops/codecs/codec.ts";
@@ -46,17 +46,18 @@ export function providerDeps(env: Readonly<Record<string, string | undefined>>):
   return { env };
 }
 
-/** `--decryption-order age,pgp` / SOPS_DECRYPTION_ORDER. */
+/**
+ * `--decryption-order age,pgp` / SOPS_DECRYPTION_ORDER, as sops reads it: a kind named twice
+ * is refused (DUPLICATE_KEY_KIND, exit 112); a name that is no key kind is never tried.
+ */
 export function parseDecryptionOrder(text: string | undefined): KeyKind[] | undefined {
-  if (text === undefined || text.trim() === "") return undefined;
-  const kinds = text.split(",").map((k) => k.trim());
-  for (const k of kinds) {
-    if (!isKeyKind(k)) {
-      throw new BootsealError(
-        "USAGE",
-        `--decryption-order: unknown key type "${k}" (${KEY_KIND_NAMES.join(", ")})`,
-      );
-    }
+  if (text === undefined || text === "") return undefined;
+  const names = text.split(",");
+  const seen = new Set<string>();
+  for (const name of names) {
+    if (seen.has(name))
+      throw new BootsealError("DUPLICATE_KEY_KIND", `Duplicate decryption key type: ${name}`);
+    seen.add(name);
   }
-  return kinds as KeyKind[];
+  return names.map((k) => k.trim()).filter(isKeyKind);
 }

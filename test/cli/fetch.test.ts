@@ -174,10 +174,15 @@ async function expectFailure(
 }
 
 test("wrong key: NO_KEY_AVAILABLE, nothing written", async () => {
-  await expectFailure(manifestDoc, { SOPS_AGE_KEY_FILE: other.file }, 128, "NO_KEY_AVAILABLE");
+  await expectFailure(
+    manifestDoc,
+    { SOPS_AGE_KEY_FILE: other.file },
+    EXIT_CODES.NO_KEY_AVAILABLE,
+    "NO_KEY_AVAILABLE",
+  );
 });
 
-test("tampered document: MAC_MISMATCH, nothing written", async () => {
+test("tampered document: DECRYPTION_FAILED (a value) or MAC_MISMATCH (the MAC), nothing written", async () => {
   const doc = JSON.parse(await readFile(manifestDoc, "utf8"));
   // flip one base64 character of the encrypted payload
   doc.data = doc.data.replace(
@@ -186,13 +191,18 @@ test("tampered document: MAC_MISMATCH, nothing written", async () => {
   );
   const tampered = join(dir.path, "tampered.json");
   await writeFile(tampered, JSON.stringify(doc));
-  await expectFailure(tampered, { SOPS_AGE_KEY_FILE: key.file }, 51, "MAC_MISMATCH");
+  await expectFailure(
+    tampered,
+    { SOPS_AGE_KEY_FILE: key.file },
+    EXIT_CODES.DECRYPTION_FAILED,
+    "DECRYPTION_FAILED",
+  );
 
   const mac = JSON.parse(await readFile(manifestDoc, "utf8"));
   mac.sops.lastmodified = "2001-01-01T00:00:00Z";
   const macTampered = join(dir.path, "tampered-mac.json");
   await writeFile(macTampered, JSON.stringify(mac));
-  await expectFailure(macTampered, { SOPS_AGE_KEY_FILE: key.file }, 51, "MAC_MISMATCH");
+  await expectFailure(macTampered, { SOPS_AGE_KEY_FILE: key.file }, EXIT_CODES.MAC_MISMATCH, "MAC_MISMATCH");
 });
 
 test("a manifest path outside the allowed roots: PATH_NOT_ALLOWED and nothing written (not even the good files)", async () => {

@@ -332,7 +332,10 @@ for (const backend of [fileBackend, seaweedBackend]) {
       assertNoSecrets(run);
       const failed = lines(run.stdout, "failed");
       assert.equal(failed.length, 1, run.stdout);
-      assert.match(failed[0] as string, /^failed configs\/ns\/name4: (MAC_MISMATCH|BAD_INPUT) /);
+      assert.match(
+        failed[0] as string,
+        /^failed configs\/ns\/name4: (DECRYPTION_FAILED|MAC_MISMATCH|BAD_INPUT) /,
+      );
       const code = /^failed \S+: (\w+)/.exec(failed[0] as string)?.[1] as keyof typeof EXIT_CODES;
       assert.equal(run.code, EXIT_CODES[code], "the exit code is the failure's class");
       assert.match(run.stdout, /^rotated 11, unchanged 0, skipped 0, failed 1$/m);

@@ -293,7 +293,12 @@ async function expectFailed(
 
 test("wrong key: the document is wrapped for a key the machine does not hold", async () => {
   const token = await publish("default/wrongkey", MANIFEST);
-  await expectFailed("default/wrongkey", await fetchAs("default/wrongkey", token), 128, "NO_KEY_AVAILABLE");
+  await expectFailed(
+    "default/wrongkey",
+    await fetchAs("default/wrongkey", token),
+    EXIT_CODES.NO_KEY_AVAILABLE,
+    "NO_KEY_AVAILABLE",
+  );
 });
 
 test("machine B's encryption context: refused before any key service is called", async () => {
@@ -329,7 +334,7 @@ test("machine B's encryption context: refused before any key service is called",
   assert.match(result.r.stderr, /bound to machine "default\/m2"/);
 });
 
-test("tampered document in the store: MAC_MISMATCH, nothing written", async () => {
+test("tampered document in the store: DECRYPTION_FAILED, nothing written", async () => {
   const token = await publish("default/tampered", MANIFEST);
   const key = "main/configs/default/tampered";
   const stored = await s3.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
@@ -339,7 +344,12 @@ test("tampered document in the store: MAC_MISMATCH, nothing written", async () =
     (_m: string, c: string) => `data:${c === "A" ? "B" : "A"}`,
   );
   await s3.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: JSON.stringify(doc) }));
-  await expectFailed("default/tampered", await fetchAs("default/tampered", token), 51, "MAC_MISMATCH");
+  await expectFailed(
+    "default/tampered",
+    await fetchAs("default/tampered", token),
+    EXIT_CODES.DECRYPTION_FAILED,
+    "DECRYPTION_FAILED",
+  );
 });
 
 test("expired token: TOKEN_EXPIRED, not retried, nothing written", async () => {

@@ -162,7 +162,7 @@ test("gs:// a missing object: NOT_FOUND (exit 20) at once, not retried, nothing 
   assert.deepEqual(await listAll(root), [], "nothing written");
 });
 
-test("gs:// a tampered object: MAC_MISMATCH (exit 51), nothing written", async () => {
+test("gs:// a tampered object: DECRYPTION_FAILED (exit 25, as sops), nothing written", async () => {
   const doc = JSON.parse(Buffer.from(manifestDoc).toString("utf8"));
   // flip one base64 character of the encrypted payload
   doc.data = doc.data.replace(
@@ -175,14 +175,13 @@ test("gs:// a tampered object: MAC_MISMATCH (exit 51), nothing written", async (
     ["fetch", "--from", `gs://${bucket.name}/tampered/configs/default/m1`, "--apply", "--root", root],
     gsEnv(),
   );
-  assert.equal(r.code, EXIT_CODES.MAC_MISMATCH, r.stderr);
-  assert.equal(r.code, 51);
-  assert.match(r.stderr, /MAC_MISMATCH/);
+  assert.equal(r.code, EXIT_CODES.DECRYPTION_FAILED, r.stderr);
+  assert.match(r.stderr, /DECRYPTION_FAILED/);
   assert.deepEqual(await listAll(root), [], "nothing written");
   assert.ok(!r.stderr.includes("s3cr3t"));
 });
 
-test("gs:// endpoint nobody listens on, past a short --deadline: STORE_UNAVAILABLE (exit 23) with a clear message", async () => {
+test("gs:// endpoint nobody listens on, past a short --deadline: STORE_UNAVAILABLE with a clear message", async () => {
   const port = await freePort();
   const root = await newRoot();
   const from = `gs://${bucket.name}/${KEY}`;
@@ -192,7 +191,6 @@ test("gs:// endpoint nobody listens on, past a short --deadline: STORE_UNAVAILAB
     gsEnv(`http://127.0.0.1:${port}`),
   );
   assert.equal(r.code, EXIT_CODES.STORE_UNAVAILABLE, r.stderr);
-  assert.equal(r.code, 23);
   assert.ok(Date.now() - t0 < 20_000, `took ${Date.now() - t0} ms`);
   assert.match(
     r.stderr,

@@ -243,12 +243,12 @@ describe("the service", () => {
 const REPRODUCERS = [flowSeqBomb, blockSeqBomb, mapBomb, mergeBomb].map((make) => make(7, 9));
 
 describe("bootseal encrypt and decrypt (processes)", () => {
-  test("encrypt refuses each bomb with the BAD_INPUT exit code", async () => {
+  test("encrypt refuses each bomb as unparseable plaintext (READ_FAILED, sops's exit 2)", async () => {
     for (const [i, text] of REPRODUCERS.entries()) {
       const file = join(dir.path, `plain-${i}.yaml`);
       await writeFile(file, text);
       const r = await run(["encrypt", "--age", key.recipient, file], machineEnv());
-      assert.equal(r.code, EXIT_CODES.BAD_INPUT, r.stderr);
+      assert.equal(r.code, EXIT_CODES.READ_FAILED, r.stderr);
       assert.match(r.stderr, /excessive aliasing/);
       assert.equal(r.stdout, "");
       clean(r.stderr);

@@ -7,6 +7,7 @@ import { execFileSync } from "node:child_process";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
+import { EXIT_CODES } from "../../src/cli/exit-codes.ts";
 import { peer } from "../helpers/peers.ts";
 import { createHarness, type Harness, ok } from "./harness.ts";
 
@@ -124,5 +125,5 @@ test("--extract and stdin behave like sops", async () => {
   );
   assert.equal(viaStdin.toString(), PLAIN);
   const missing = await h.bootseal(["decrypt", "--extract", '["nope"]', "enc.yaml"], { cwd: dir });
-  assert.equal(missing.status, 20);
+  assert.equal(missing.status, EXIT_CODES.USAGE, "sops: 1, error truncating tree");
 });

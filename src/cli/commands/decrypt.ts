@@ -6,8 +6,8 @@ import { codecFor } from "../../envelope/sops/codecs/index.ts";
 import { decryptDocument } from "../../envelope/sops/decrypt.ts";
 import { BootsealError } from "../../errors.ts";
 import type { Command } from "../command.ts";
-import { extractPath, renderExtracted } from "../extract.ts";
-import { readInput, writeOutput } from "../file-io.ts";
+import { extractPath, parseExtractPath, renderExtracted } from "../extract.ts";
+import { checkTarget, readInput, requireExisting, writeOutput } from "../file-io.ts";
 import { DECRYPTION_ORDER_FLAG, FORMAT_FLAGS, KEYSERVICE_FLAGS, OUTPUT_FLAGS } from "../flag-groups.ts";
 import { type CommandSpec, parseFlags } from "../flags.ts";
 import { keyResolver } from "../key-setup.ts";
@@ -59,9 +59,16 @@ export const decryptCommand: Command = {
     const { values, positionals } = parseFlags(spec, args, io.env);
     if (positionals.length > 1) throw new BootsealError("USAGE", "decrypt takes one file");
     const file = positionals[0];
+    const target = { inPlace: values["in-place"], output: values.output, inputFile: file };
+    checkTarget(target);
+    await requireExisting(file, io);
+    // sops parses the order and the path before it reads anything (exit 112, 91 even without
+    // a key). An empty path extracts nothing, as in sops.
+    const order = parseDecryptionOrder(values["decryption-order"]);
+    const extract = values.extract === "" ? undefined : values.extract;
+    if (extract !== undefined) parseExtractPath(extract);
     const deps = providerDeps(io.env);
     const input = await readInput(file, io);
-    const target = { inPlace: values["in-place"], output: values.output, inputFile: file };
 
     if (isEncryptedConfig(input)) {
       const plaintext = await decryptConfig(input, {
@@ -79,12 +86,12 @@ export const decryptCommand: Command = {
       io.stderr.write("bootseal: WARNING: --ignore-mac: the MAC is not checked, the output may be forged\n");
     const branches = await decryptDocument(doc.branches, doc.metadata, {
       resolve: keyResolver(values, deps),
-      order: parseDecryptionOrder(values["decryption-order"]),
+      order,
       ignoreMac: values["ignore-mac"] === true,
     });
     const out =
-      values.extract !== undefined
-        ? renderExtracted(extractPath(branches, values.extract), formats.output)
+      extract !== undefined
+        ? renderExtracted(extractPath(branches, extract), formats.output)
         : codecFor(formats.output).emitPlain(branches, emitOptions(values.indent));
     await writeOutput(out, target, io);
     return 0;

@@ -1,11 +1,13 @@
 import { KEY_KINDS } from "../../../providers/keys/index.ts";
 import { emitEncrypted } from "../../envelope/document.ts";
 import { encryptConfig } from "../../envelope/encrypted-config/encrypted-config.ts";
+import type { Format } from "../../envelope/sops/codecs/codec.ts";
 import { codecFor } from "../../envelope/sops/codecs/index.ts";
+import type { Branch } from "../../envelope/sops/document.ts";
 import { encryptDocument } from "../../envelope/sops/encrypt.ts";
-import { BootsealError } from "../../errors.ts";
+import { BootsealError, isBootsealError } from "../../errors.ts";
 import type { Command } from "../command.ts";
-import { readInput, writeOutput } from "../file-io.ts";
+import { checkTarget, isStdin, readInput, requireExisting, writeOutput } from "../file-io.ts";
 import {
   FORMAT_FLAGS,
   KEYSERVICE_FLAGS,
@@ -63,10 +65,20 @@ export const encryptCommand: Command = {
     if (format !== "sops" && format !== "envelope") {
       throw new BootsealError("USAGE", `--format must be sops or envelope, got "${format}"`);
     }
-    const deps = providerDeps(io.env);
-    const input = await readInput(file, io);
-    const setup = keySetup(values["filename-override"] ?? file ?? "-", values, io, deps);
     const target = { inPlace: values["in-place"], output: values.output, inputFile: file };
+    // sops's order: the flags, the file's existence, the keys, then the input.
+    checkTarget(target);
+    const untyped = values["filename-override"] === undefined && values["input-type"] === undefined;
+    if (format === "sops" && isStdin(file) && untyped) {
+      throw new BootsealError(
+        "CONFLICTING_FLAGS",
+        "must specify --filename-override (or --input-type) when reading from stdin",
+      );
+    }
+    await requireExisting(file, io);
+    const deps = providerDeps(io.env);
+    const setup = keySetup(values["filename-override"] ?? file ?? "-", values, io, deps);
+    const input = await readInput(file, io);
 
     if (format === "envelope") {
       const keys = setup.groups.flat();
@@ -83,7 +95,7 @@ export const encryptCommand: Command = {
     }
 
     const formats = pickFormats(file, values);
-    const branches = codecFor(formats.input).parsePlain(input);
+    const branches = parsePlaintext(formats.input, input);
     const encrypted = await encryptDocument(branches, {
       keyGroups: setup.groups,
       threshold: setup.threshold,
@@ -102,6 +114,32 @@ export const encryptCommand: Command = {
     return 0;
   },
 };
+
+/**
+ * The plaintext's documents, refused as sops refuses them: unparseable input is "Error
+ * unmarshalling file" (READ_FAILED, exit 2); no document at all is EMPTY_DOCUMENT (92) for an
+ * empty file, and sops's YAML decoder reports a non-empty file with no document (only
+ * comments or blank lines) as an unmarshalling error ("EOF"). Nothing is written either way.
+ */
+function parsePlaintext(format: Format, input: Uint8Array): Branch[] {
+  let branches: Branch[];
+  try {
+    branches = codecFor(format).parsePlain(input);
+  } catch (err) {
+    if (!isBootsealError(err) || err.code !== "BAD_INPUT") throw err;
+    throw new BootsealError("READ_FAILED", `Error unmarshalling file: ${err.message}`, { cause: err });
+  }
+  if (branches.length === 0) {
+    if (input.length === 0) {
+      throw new BootsealError(
+        "EMPTY_DOCUMENT",
+        "File cannot be completely empty, it must contain at least one document",
+      );
+    }
+    throw new BootsealError("READ_FAILED", "Error unmarshalling file: EOF");
+  }
+  return branches;
+}
 
 function indentFromConfig(
   format: string,

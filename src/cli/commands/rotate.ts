@@ -7,6 +7,8 @@
  * verified and replaced with a conditional write (../rotate-store.ts; docs/cli.md "Rotating a
  * whole store").
  */
+import { stat } from "node:fs/promises";
+import { resolve } from "node:path";
 import type { ProviderDeps } from "../../../providers/keys/index.ts";
 import { openStore } from "../../../providers/stores/index.ts";
 import { BootsealError } from "../../errors.ts";
@@ -14,7 +16,7 @@ import { bindContext } from "../../machine/kms-binding.ts";
 import { CONFIGS_PREFIX, configKeyMachineText } from "../../machine/store-layout.ts";
 import type { CliIo, Command } from "../command.ts";
 import { EXIT_CODES, EXIT_OK } from "../exit-codes.ts";
-import { readInput, writeOutput } from "../file-io.ts";
+import { checkTarget, readInput, writeOutput } from "../file-io.ts";
 import { DECRYPTION_ORDER_FLAG, FORMAT_FLAGS, KEYSERVICE_FLAGS, OUTPUT_FLAGS } from "../flag-groups.ts";
 import { type CommandSpec, type Flag, parseFlags } from "../flags.ts";
 import { KMS_FLAGS, keyFlags, parseEncryptionContext } from "../key-flags.ts";
@@ -60,6 +62,15 @@ function changesPerObject(
     const changes = keyChanges({ ...values, "encryption-context": text }, deps, env);
     return { add: changes.add, remove: new Set([...base.remove, ...changes.remove]) };
   };
+}
+
+async function exists(file: string): Promise<boolean> {
+  try {
+    await stat(file);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 function parseConcurrency(text: string): number {
@@ -125,8 +136,22 @@ async function runFile(
   for (const flag of STORE_ONLY) {
     if (given.has(flag)) throw new BootsealError("USAGE", `--${flag} needs --store`);
   }
+  if (positionals.length === 0) throw new BootsealError("NO_FILE", "no file specified (or --store URL)");
   if (positionals.length !== 1) throw new BootsealError("USAGE", "rotate takes one file (or --store URL)");
   const file = positionals[0] as string;
+  const target = {
+    inPlace: values["in-place"] as boolean | undefined,
+    output: values.output as string | undefined,
+    inputFile: file,
+  };
+  checkTarget(target);
+  const changesKeys = [...given].some((f) => f.startsWith("add-") || f.startsWith("rm-"));
+  if (changesKeys && !(await exists(file))) {
+    throw new BootsealError(
+      "KEYS_ON_MISSING_FILE",
+      `cannot add or remove keys on non-existent file "${resolve(io.cwd, file)}"`,
+    );
+  }
   const deps = providerDeps(io.env);
   const formats = pickFormats(file, values as Record<string, string | undefined>);
   const bytes = await readInput(file, io);
@@ -137,15 +162,7 @@ async function runFile(
     ignoreMac: values["ignore-mac"] === true,
     keyServices: keyServicesOf(values),
   });
-  await writeOutput(
-    rotated.bytes,
-    {
-      inPlace: values["in-place"] as boolean | undefined,
-      output: values.output as string | undefined,
-      inputFile: file,
-    },
-    io,
-  );
+  await writeOutput(rotated.bytes, target, io);
   return EXIT_OK;
 }
 

@@ -5,6 +5,7 @@
  */
 import { createInterface } from "node:readline/promises";
 import { KEY_KINDS } from "../../../providers/keys/index.ts";
+import { findSopsConfig } from "../../config/sops-config.ts";
 import { emitEncrypted, loadEncrypted } from "../../envelope/document.ts";
 import { unwrapDataKey, wrapDataKey } from "../../envelope/sops/key-groups.ts";
 import { BootsealError } from "../../errors.ts";
@@ -36,10 +37,41 @@ const spec = {
   ],
 } as const satisfies CommandSpec;
 
+/**
+ * sops's PrettyPrintDiffs: per group (numbered from 1, as many as the longer side has) the
+ * keys kept, then "+++" added and "---" removed.
+ */
+export function groupDiff(current: readonly string[][], wanted: readonly string[][]): string {
+  const lines: string[] = [];
+  for (let g = 0; g < Math.max(current.length, wanted.length); g++) {
+    const before = current[g] ?? [];
+    const after = wanted[g] ?? [];
+    lines.push(`Group ${g + 1}`);
+    for (const id of after) if (before.includes(id)) lines.push(`    ${id}`);
+    for (const id of after) if (!before.includes(id)) lines.push(`+++ ${id}`);
+    for (const id of before) if (!after.includes(id)) lines.push(`--- ${id}`);
+  }
+  return lines.map((l) => `${l}\n`).join("");
+}
+
+/** sops's PrettyPrintShamirDiff. */
+function shamirDiff(before: number, after: number): string {
+  if (before > 0 && before === after) return `shamir_threshold: ${after}\n`;
+  return (
+    (after > 0 ? `+++ shamir_threshold: ${after}\n` : "") +
+    (before > 0 ? `--- shamir_threshold: ${before}\n` : "")
+  );
+}
+
 export const updatekeysCommand: Command = {
   spec,
   async run(args, io) {
     const { values, positionals } = parseFlags(spec, args, io.env);
+    // sops's order: the configuration file (exit 1 without one), then the operand (100), then
+    // the file (2 when it cannot be read).
+    if (!findSopsConfig(io.cwd, values.config, io.env))
+      throw new BootsealError("USAGE", "config file not found");
+    if (positionals.length === 0) throw new BootsealError("NO_FILE", "no file specified");
     if (positionals.length !== 1) throw new BootsealError("USAGE", "updatekeys takes one file");
     const file = positionals[0] as string;
     const deps = providerDeps(io.env);
@@ -65,17 +97,13 @@ export const updatekeysCommand: Command = {
       io.stderr.write(`${file} already up to date\n`);
       return 0;
     }
-    for (const [g, ids] of wanted.entries()) {
-      const before = new Set(current[g] ?? []);
-      const after = new Set(ids);
-      for (const id of ids) if (!before.has(id)) io.stderr.write(`group ${g}: +++ ${id}\n`);
-      for (const id of before) if (!after.has(id)) io.stderr.write(`group ${g}: --- ${id}\n`);
-    }
+    const diff = shamirDiff(doc.metadata.shamirThreshold ?? 0, threshold) + groupDiff(current, wanted);
+    io.stdout.write(`The following changes will be made to the file's groups:\n${diff}`);
     if (!values.yes) {
       if (!(io.stdin as NodeJS.ReadStream).isTTY)
         throw new BootsealError("USAGE", "updatekeys needs --yes when not run on a terminal");
-      const rl = createInterface({ input: io.stdin, output: io.stderr });
-      const answer = await rl.question("Is this okay? (y/n): ");
+      const rl = createInterface({ input: io.stdin, output: io.stdout });
+      const answer = await rl.question("Is this okay? (y/n):");
       rl.close();
       if (answer.trim().toLowerCase() !== "y") return 0;
     }

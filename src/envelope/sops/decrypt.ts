@@ -20,13 +20,28 @@ export interface DecryptBranchesOptions {
   readonly ignoreMac?: boolean;
 }
 
+/**
+ * A value whose GCM tag fails is sops's "Error decrypting tree" (DECRYPTION_FAILED, apart
+ * from MAC_MISMATCH, the MAC itself); a malformed ENC[] stays BAD_INPUT.
+ */
+function decryptOrRefuse(text: string, dataKey: DataKey, aad: string): { type: string; bytes: Uint8Array } {
+  try {
+    return decryptValue(text, dataKey, aad);
+  } catch (err) {
+    if (!(err instanceof BootsealError) || err.code !== "MAC_MISMATCH") throw err;
+    throw new BootsealError("DECRYPTION_FAILED", "Error decrypting tree: Could not decrypt value", {
+      cause: err,
+    });
+  }
+}
+
 function decryptLeaf(value: Scalar, visit: Visit, dataKey: DataKey): Scalar {
   if (value.type !== "str" || typeof value.value !== "string") {
     throw new BootsealError("BAD_INPUT", "Expected encrypted value as string");
   }
   // sops leaves empty values unencrypted and decrypts "" to "".
   if (value.value === "") return value;
-  const { type, bytes } = decryptValue(value.value, dataKey, visit.aad);
+  const { type, bytes } = decryptOrRefuse(value.value, dataKey, visit.aad);
   try {
     if (type === "comment") throw new BootsealError("BAD_INPUT", "Unexpected comment type for a value");
     return scalarFromPlaintext(type, bytes);
@@ -50,7 +65,7 @@ function decryptComment(value: Comment, visit: Visit, dataKey: DataKey): Comment
     // A plaintext comment stays; one that is a sops ciphertext and does not verify was
     // altered (sops keeps it too, with a warning; a machine would write the altered text).
     if (value.text.startsWith("ENC[AES256_GCM,")) {
-      throw new BootsealError("MAC_MISMATCH", "An encrypted comment did not verify", { cause: err });
+      throw new BootsealError("DECRYPTION_FAILED", "An encrypted comment did not verify", { cause: err });
     }
     return value;
   }

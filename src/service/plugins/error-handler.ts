@@ -36,6 +36,19 @@ export const HTTP_STATUS: Record<ErrorCode, number> = {
   SERVICE_UNAVAILABLE: 503, // a client-side code (bootseal fetch); never raised by the service
   PATH_NOT_ALLOWED: 500, // client-side (bootseal fetch)
   EXEC_FAILED: 500, // client-side (bootseal fetch)
+  CONFLICTING_FLAGS: 500, // client-side (the CLI's sops commands), as are the ones below
+  NO_FILE: 500,
+  KEYS_ON_MISSING_FILE: 500,
+  READ_FAILED: 500,
+  WRITE_FAILED: 500,
+  EMPTY_DOCUMENT: 400,
+  DECRYPTION_FAILED: 400,
+  BAD_ENCRYPTION_CONTEXT: 500,
+  BAD_TREE_PATH: 500,
+  BAD_SET_VALUE: 500,
+  DUPLICATE_KEY_KIND: 500,
+  NOT_MODIFIED: 500,
+  NO_EDITOR: 500,
   INTERNAL: 500,
 };
 

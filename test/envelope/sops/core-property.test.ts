@@ -211,7 +211,8 @@ function rejected(fn: () => unknown): void {
   assert.throws(
     fn,
     (err: unknown) =>
-      err instanceof BootsealError && (err.code === "MAC_MISMATCH" || err.code === "BAD_INPUT"),
+      err instanceof BootsealError &&
+      (err.code === "MAC_MISMATCH" || err.code === "DECRYPTION_FAILED" || err.code === "BAD_INPUT"),
   );
 }
 
