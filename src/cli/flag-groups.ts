@@ -13,15 +13,17 @@ export const INPUT_TYPE_FLAG = {
   help: `${FORMAT_LIST}; if not set, the file's extension decides`,
 } as const satisfies Flag;
 
+export const OUTPUT_TYPE_FLAG = {
+  name: "output-type",
+  type: "string",
+  value: "TYPE",
+  help: `${FORMAT_LIST}; if not set, the input's type or extension decides`,
+} as const satisfies Flag;
+
 /** The sops document flags of decrypt, encrypt and rotate FILE. */
 export const FORMAT_FLAGS = [
   INPUT_TYPE_FLAG,
-  {
-    name: "output-type",
-    type: "string",
-    value: "TYPE",
-    help: `${FORMAT_LIST}; if not set, the input's type or extension decides`,
-  },
+  OUTPUT_TYPE_FLAG,
   {
     name: "filename-override",
     type: "string",
@@ -64,6 +66,24 @@ export const THRESHOLD_FLAG = {
   value: "N",
   help: "the number of key groups needed to recover the data key (Shamir)",
 } as const satisfies Flag;
+
+export const IGNORE_MAC_FLAG = {
+  name: "ignore-mac",
+  type: "boolean",
+  help: "ignore the Message Authentication Code during decryption (recovery only)",
+} as const satisfies Flag;
+
+/**
+ * set and unset (sops's flags): the document's types, how to open it. The threshold is
+ * accepted and ignored, as in sops: the key groups of an edited document do not change.
+ */
+export const TREE_EDIT_FLAGS = [
+  INPUT_TYPE_FLAG,
+  OUTPUT_TYPE_FLAG,
+  { ...THRESHOLD_FLAG, help: "accepted for sops compatibility; the document's key groups are kept" },
+  IGNORE_MAC_FLAG,
+  DECRYPTION_ORDER_FLAG,
+] as const satisfies readonly Flag[];
 
 /** fetch and the controller clients: a private CA for an https service. */
 export const CA_FILE_FLAG = {
