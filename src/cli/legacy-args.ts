@@ -133,7 +133,7 @@ export async function translateLegacy(
   }
   const operands = argv.slice(i);
   const file = operands[0];
-  if (file === undefined) throw new BootsealError("USAGE", "Error: no file specified");
+  if (file === undefined) throw new BootsealError("USAGE", "no file specified");
   if (operands.length > 1) {
     io.stderr.write(
       "bootseal: WARNING: more than one positional argument provided; only the first is used\n",
