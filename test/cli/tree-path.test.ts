@@ -74,17 +74,14 @@ test("setPath: replace, add, create nested, append past the end; changed as sops
   const nested = setPath(doc(), ["new", "deep", 0], str("v"));
   assert.equal(nested.changed, true);
   assert.ok(
-    sameNode(
-      nested.branch.items[3] as Value,
-      {
-        kind: "entry",
-        key: "new",
-        value: {
-          kind: "map",
-          items: [{ kind: "entry", key: "deep", value: { kind: "seq", items: [str("v")] } }],
-        },
-      } as never,
-    ),
+    sameNode(nested.branch.items[3] as Entry, {
+      kind: "entry",
+      key: "new",
+      value: {
+        kind: "map",
+        items: [{ kind: "entry", key: "deep", value: { kind: "seq", items: [str("v")] } }],
+      },
+    }),
   );
   // List indices count comments, as sops's []interface{} holds them.
   const list = setPath(doc(), ["list", 2], str("z")).branch.items[2];
