@@ -149,6 +149,14 @@ const EXPECTED_FLAGS: Record<string, string> = {
   rotate:
     "add-age:s add-azure-kv:s add-gcp-kms:s add-hc-vault-transit:s add-kms:s add-pgp:s aws-profile:s concurrency:s=4 decryption-order:s dry-run:b encryption-context:s filename-override:s ignore-mac:b in-place/-i:b indent:s input-type:s output-type:s output:s prefix:s=configs/ rm-age:s rm-azure-kv:s rm-gcp-kms:s rm-hc-vault-transit:s rm-kms:s rm-pgp:s store:s",
   updatekeys: "config:s decryption-order:s input-type:s shamir-secret-sharing-threshold:s yes/-y:b",
+  edit: "age/-a:s aws-profile:s azure-kv:s config:s decryption-order:s encrypted-comment-regex:s encrypted-regex:s encrypted-suffix:s encryption-context:s gcp-kms:s hc-vault-transit:s ignore-mac:b input-type:s kms/-k:s mac-only-encrypted:b output-type:s pgp/-p:s shamir-secret-sharing-threshold:s show-master-keys/-s:b unencrypted-comment-regex:s unencrypted-regex:s unencrypted-suffix:s",
+  set: "decryption-order:s idempotent:b ignore-mac:b input-type:s output-type:s shamir-secret-sharing-threshold:s value-file:b value-stdin:b",
+  unset:
+    "decryption-order:s idempotent:b ignore-mac:b input-type:s output-type:s shamir-secret-sharing-threshold:s",
+  filestatus: "input-type:s",
+  groups:
+    "age:s aws-profile:s azure-kv:s encryption-context:s file/-f:s gcp-kms:s hc-vault-transit:s in-place/-i:b kms:s pgp:s shamir-secret-sharing-threshold:s",
+  completion: "",
   fetch:
     "allow-unsafe-modes:b allowed-roots:s=/etc,/var/lib,/run,/opt apply:b attempt-timeout:s=30s ca-file:s deadline:s=10m decryption-order:s exec-timeout:s exec:s force:b from:s input-type:s machine:s marker:s=/var/lib/bootseal/bootstrap.done one-time:b out:s report-timeout:s=15s report:s root:s=/ sentinel:s=/run/cluster-api/bootstrap-success.complete token-file:s",
   "sign-artifact": "generate-key:s key:s public-out:s sha256-out:s signature-out:s",
