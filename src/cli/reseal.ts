@@ -107,6 +107,7 @@ export async function changeFirstDocument(
     order: parseDecryptionOrder(flags["decryption-order"]),
     ignoreMac: flags["ignore-mac"] === true,
   });
+  verbose(io, "Data key recovered successfully");
   try {
     const [first, ...rest] = doc.plain;
     if (first === undefined) throw new BootsealError("BAD_INPUT", "the document has no content");

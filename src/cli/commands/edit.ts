@@ -242,6 +242,10 @@ export async function runEdit(file: string, values: Values, io: CliIo): Promise<
         ignoreMac: values["ignore-mac"] === true,
       })
     : await newDocument(path, formats.input, values, io);
+  verbose(
+    io,
+    existing ? "Data key recovered successfully" : "Data key generated and wrapped for the new file",
+  );
   try {
     const input = codecFor(formats.input);
     const output = codecFor(formats.output);

@@ -19,6 +19,7 @@ import { KEY_FLAGS } from "../key-flags.ts";
 import { keysFromFlags, masterKeyFromEntry } from "../key-setup.ts";
 import { keepCreatedAt } from "../rotate-document.ts";
 import { pickFormats, providerDeps } from "../sops-file.ts";
+import { verbose } from "../verbose.ts";
 
 /** groups add's key flags: repeatable, no short names and no environment, as in sops. */
 const GROUP_KEY_FLAGS: Flag[] = KEY_FLAGS.map((k) => ({
@@ -85,6 +86,7 @@ async function rewrap(
   const dataKey = await unwrapDataKey(doc.metadata.keyGroups, resolverFor(deps), {
     threshold: doc.metadata.shamirThreshold,
   });
+  verbose(io, "Data key recovered successfully");
   try {
     const old = new Map<string, KeyEntry>();
     const current = doc.metadata.keyGroups.map((g) =>
@@ -112,6 +114,7 @@ async function rewrap(
     );
     const out = emitEncrypted(formats.output, doc.branches, metadata, KEY_KINDS);
     await writeOutput(out, { inPlace: values["in-place"] === true, inputFile: file }, io);
+    if (values["in-place"] === true) verbose(io, "File written successfully");
   } finally {
     dataKey.fill(0);
   }

@@ -1,7 +1,7 @@
 /**
  * unset FILE PATH (sops unset): remove a key or list item at a sops tree path of the first
  * document and write the file back under the same data key (../reseal.ts). A missing key or
- * index fails (NOT_FOUND) unless --idempotent, which then leaves the file untouched.
+ * index fails unless --idempotent, which then leaves the file untouched.
  */
 import { BootsealError, isBootsealError } from "../../errors.ts";
 import type { Command } from "../command.ts";
@@ -41,7 +41,9 @@ export const unsetCommand: Command = {
         try {
           return { branch: unsetPath(branch, path), changed: true };
         } catch (err) {
-          if (!(values.idempotent && isBootsealError(err) && err.code === "NOT_FOUND")) throw err;
+          if (!isBootsealError(err) || err.code !== "NOT_FOUND") throw err;
+          // sops: a missing key is its generic error (exit 1), which --idempotent forgives.
+          if (!values.idempotent) throw new BootsealError("BAD_INPUT", err.message);
           return { branch, changed: false };
         }
       },
