@@ -89,7 +89,9 @@ test("isOlderVersion: sops's version.AIsNewerThanB against this build's version"
   assert.equal(isOlderVersion("9.0.0"), false);
 });
 
-test("content that never parses: back to the editor, bounded, nothing written, no temporary files left", async () => {
+test("content that never parses: back to the editor, bounded, nothing written, no temporary files left", {
+  timeout: 120_000,
+}, async () => {
   const file = await encrypted("loop.yaml");
   const before = readFileSync(file);
   const editor = script("always-bad.sh", `echo "$1" >> "${join(dir, "paths")}"\nprintf 'a: [\\n' > "$1"`);
@@ -103,7 +105,9 @@ test("content that never parses: back to the editor, bounded, nothing written, n
   assert.deepEqual(readFileSync(file), before);
 });
 
-test("an editor that fails or cannot be found: EXEC_FAILED, nothing written", async () => {
+test("an editor that fails or cannot be found: EXEC_FAILED, nothing written", {
+  timeout: 120_000,
+}, async () => {
   const file = await encrypted("fail.yaml");
   const before = readFileSync(file);
   const failing = script("fails.sh", `printf 'b: 2\\n' > "$1"\nexit 3`);
@@ -123,7 +127,9 @@ test("an editor that fails or cannot be found: EXEC_FAILED, nothing written", as
   assert.deepEqual(readFileSync(file), before);
 });
 
-test("a top-level sops key in the edited content is refused and the user sent back", async () => {
+test("a top-level sops key in the edited content is refused and the user sent back", {
+  timeout: 120_000,
+}, async () => {
   const file = await encrypted("sopskey.yaml");
   const editor = script(
     "sops-key-then-fix.sh",

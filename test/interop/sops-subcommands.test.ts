@@ -84,7 +84,7 @@ async function decrypted(path: string, env?: NodeJS.ProcessEnv): Promise<string>
   return ok(await h.sops(["decrypt", path], { env }), `sops decrypt ${path}`).toString();
 }
 
-describe("set and unset, side by side", () => {
+describe("set and unset, side by side", { timeout: 600_000 }, () => {
   test("a sequence of sets: same documents, same successes, failures leave both files as they were", async () => {
     const { s, b, original } = await pair("set");
     const steps: { path: string; value: string; ok: boolean }[] = [
@@ -188,7 +188,7 @@ describe("set and unset, side by side", () => {
   });
 });
 
-describe("filestatus, side by side", () => {
+describe("filestatus, side by side", { timeout: 600_000 }, () => {
   test("the same JSON line for encrypted and plain files; both fail on unreadable ones", async () => {
     const { s } = await pair("status");
     writeFileSync(file("plain.yaml"), PLAIN_YAML);
@@ -210,7 +210,7 @@ describe("filestatus, side by side", () => {
   });
 });
 
-describe("edit with a scripted editor, side by side", () => {
+describe("edit with a scripted editor, side by side", { timeout: 600_000 }, () => {
   const editorEnv = (editor: string, extra: Record<string, string> = {}) => ({
     EDITOR: file(editor),
     ...extra,
@@ -319,7 +319,7 @@ describe("edit with a scripted editor, side by side", () => {
   }
 });
 
-describe("groups add and delete, side by side", () => {
+describe("groups add and delete, side by side", { timeout: 600_000 }, () => {
   /** Kinds and identities per group, without the wrapped keys (they are random). */
   function shape(path: string): unknown {
     const { metadata } = loadEncrypted(readFileSync(path), "yaml", KEY_KINDS);
@@ -411,7 +411,7 @@ describe("groups add and delete, side by side", () => {
   });
 });
 
-describe("the legacy top-level forms, side by side", () => {
+describe("the legacy top-level forms, side by side", { timeout: 600_000 }, () => {
   test("-d, -e, -r -i, --set and --output mean what they mean in sops", async () => {
     const { s, b } = await pair("legacy");
     assert.deepEqual(ok(await h.bootseal(["-d", b]), "bootseal -d"), ok(await h.sops(["-d", s]), "sops -d"));
