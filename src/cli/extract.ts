@@ -1,5 +1,5 @@
 /**
- * `--extract '["key"][0]'`: the sops path syntax (quoted keys, integer list indices),
+ * `--extract '["key"][0]'`: the sops path syntax (JSON-quoted keys, integer list indices),
  * looked up in the first document, as sops does.
  */
 
@@ -8,15 +8,17 @@ import type { Format } from "../envelope/sops/codecs/codec.ts";
 import { codecFor } from "../envelope/sops/codecs/index.ts";
 import type { Branch, Value } from "../envelope/sops/document.ts";
 import { BootsealError } from "../errors.ts";
-import { parseTreePath } from "./tree-path.ts";
 
-/** sops's tree path syntax (./tree-path.ts, the one parser); an empty path is refused. */
 export function parseExtractPath(text: string): (string | number)[] {
-  let steps: (string | number)[];
-  try {
-    steps = parseTreePath(text);
-  } catch (err) {
-    throw new BootsealError("USAGE", `--extract: ${(err as Error).message}`);
+  const steps: (string | number)[] = [];
+  const re = /\[(?:"((?:[^"\\]|\\.)*)"|(\d+))\]/y;
+  let pos = 0;
+  while (pos < text.length) {
+    re.lastIndex = pos;
+    const m = re.exec(text);
+    if (!m) throw new BootsealError("USAGE", `--extract: cannot parse the path at "${text.slice(pos)}"`);
+    steps.push(m[1] !== undefined ? (JSON.parse(`"${m[1]}"`) as string) : Number(m[2]));
+    pos = re.lastIndex;
   }
   if (steps.length === 0) throw new BootsealError("USAGE", `--extract wants a path such as '["key"][0]'`);
   return steps;
