@@ -294,6 +294,40 @@ describe("edit with a scripted editor, side by side", { timeout: 600_000 }, () =
     assert.equal(await decrypted(b), await decrypted(s));
   });
 
+  test("a new file under a .sops.yaml rule: the rule's key groups, threshold and selection, as sops", async () => {
+    const { mkdirSync } = await import("node:fs");
+    const rules = file("rules");
+    mkdirSync(rules, { recursive: true });
+    writeFileSync(
+      join(rules, ".sops.yaml"),
+      `creation_rules:\n  - path_regex: \\.yaml$\n    encrypted_regex: '^(hello|example_key)$'\n    key_groups:\n      - age: [${h.ageRecipient}]\n      - age: [${h.ageRecipient}]\n`,
+    );
+    const env = editorEnv("capture.sh", { CAPTURE: file("rules.capture") });
+    ok(await h.sops(["edit", "n-sops.yaml"], { cwd: rules, env }), "sops edit under a rule");
+    ok(await h.bootseal(["edit", "n-bootseal.yaml"], { cwd: rules, env }), "bootseal edit under a rule");
+    const shape = (name: string) => {
+      const { metadata } = loadEncrypted(readFileSync(join(rules, name)), "yaml", KEY_KINDS);
+      return {
+        rule: metadata.rule,
+        threshold: metadata.shamirThreshold,
+        version: metadata.version,
+        groups: metadata.keyGroups.map((g) => g.map((e) => [e.kind, e.fields.get("recipient")])),
+      };
+    };
+    assert.deepEqual(shape("n-bootseal.yaml"), shape("n-sops.yaml"));
+    assert.equal(
+      await decrypted(join(rules, "n-bootseal.yaml")),
+      await decrypted(join(rules, "n-sops.yaml")),
+    );
+    // Only the selected keys are encrypted, in both.
+    const plainKeys = (name: string) =>
+      readFileSync(join(rules, name), "utf8")
+        .split("\n")
+        .filter((l) => /^[a-z_]+: /.test(l) && !l.includes("ENC["))
+        .map((l) => l.split(":")[0]);
+    assert.deepEqual(plainKeys("n-bootseal.yaml"), plainKeys("n-sops.yaml"));
+  });
+
   for (const ext of ["yaml", "json", "env", "ini", "bin"]) {
     test(`a new .${ext} file starts from sops's example and is encrypted for the key flags`, async () => {
       const sNew = file(`new-sops.${ext}`);
