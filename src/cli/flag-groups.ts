@@ -13,15 +13,17 @@ export const INPUT_TYPE_FLAG = {
   help: `${FORMAT_LIST}; if not set, the file's extension decides`,
 } as const satisfies Flag;
 
+export const OUTPUT_TYPE_FLAG = {
+  name: "output-type",
+  type: "string",
+  value: "TYPE",
+  help: `${FORMAT_LIST}; if not set, the input's type or extension decides`,
+} as const satisfies Flag;
+
 /** The sops document flags of decrypt, encrypt and rotate FILE. */
 export const FORMAT_FLAGS = [
   INPUT_TYPE_FLAG,
-  {
-    name: "output-type",
-    type: "string",
-    value: "TYPE",
-    help: `${FORMAT_LIST}; if not set, the input's type or extension decides`,
-  },
+  OUTPUT_TYPE_FLAG,
   {
     name: "filename-override",
     type: "string",
@@ -65,6 +67,44 @@ export const THRESHOLD_FLAG = {
   help: "the number of key groups needed to recover the data key (Shamir)",
 } as const satisfies Flag;
 
+export const IGNORE_MAC_FLAG = {
+  name: "ignore-mac",
+  type: "boolean",
+  help: "ignore the Message Authentication Code during decryption (recovery only)",
+} as const satisfies Flag;
+
+/** encrypt, decrypt, rotate, updatekeys, edit: where data keys are wrapped and unwrapped (sops's flags). */
+export const KEYSERVICE_FLAGS = [
+  {
+    name: "enable-local-keyservice",
+    type: "boolean",
+    env: "SOPS_ENABLE_LOCAL_KEYSERVICE",
+    default: "true",
+    help: "use local key service (--enable-local-keyservice=false: only the --keyservice ones)",
+  },
+  {
+    name: "keyservice",
+    type: "string",
+    multiple: true,
+    env: "SOPS_KEYSERVICE",
+    value: "URI",
+    help: "Specify the key services to use in addition to the local one. Syntax: protocol://address. Example: tcp://myserver.com:5000",
+  },
+] as const satisfies readonly Flag[];
+
+/**
+ * set and unset (sops's flags): the document's types, how to open it. The threshold is
+ * accepted and ignored, as in sops: the key groups of an edited document do not change.
+ */
+export const TREE_EDIT_FLAGS = [
+  INPUT_TYPE_FLAG,
+  OUTPUT_TYPE_FLAG,
+  { ...THRESHOLD_FLAG, help: "accepted for sops compatibility; the document's key groups are kept" },
+  IGNORE_MAC_FLAG,
+  DECRYPTION_ORDER_FLAG,
+  ...KEYSERVICE_FLAGS,
+] as const satisfies readonly Flag[];
+
 /** fetch and the controller clients: a private CA for an https service. */
 export const CA_FILE_FLAG = {
   name: "ca-file",
@@ -90,23 +130,4 @@ export const CLIENT_FLAGS = [
     help: "file holding the controller token (not readable by group or others); else $BOOTSEAL_TOKEN",
   },
   CA_FILE_FLAG,
-] as const satisfies readonly Flag[];
-
-/** encrypt, decrypt, rotate, updatekeys, edit: where data keys are wrapped and unwrapped (sops's flags). */
-export const KEYSERVICE_FLAGS = [
-  {
-    name: "enable-local-keyservice",
-    type: "boolean",
-    env: "SOPS_ENABLE_LOCAL_KEYSERVICE",
-    default: "true",
-    help: "use local key service (--enable-local-keyservice=false: only the --keyservice ones)",
-  },
-  {
-    name: "keyservice",
-    type: "string",
-    multiple: true,
-    env: "SOPS_KEYSERVICE",
-    value: "URI",
-    help: "Specify the key services to use in addition to the local one. Syntax: protocol://address. Example: tcp://myserver.com:5000",
-  },
 ] as const satisfies readonly Flag[];

@@ -7,9 +7,10 @@
 import { createRequire, enableCompileCache } from "node:module";
 import { fileURLToPath } from "node:url";
 import { BootsealError, isBootsealError } from "../errors.ts";
-import type { CliIo, CommandEntry } from "./command.ts";
+import type { CliIo, Command, CommandEntry } from "./command.ts";
 import { EXIT_CODES, EXIT_OK } from "./exit-codes.ts";
 import { helpText } from "./flags.ts";
+import { isLegacyForm, runLegacy, takeVerbose } from "./legacy-args.ts";
 
 /**
  * node:fs without an ESM import, and `process` as the global: an ESM import of node:fs or
@@ -56,6 +57,30 @@ export const COMMANDS: readonly CommandEntry[] = [
     load: async () => (await import("./commands/exec-file.ts")).execFileCommand,
   },
   {
+    name: "edit",
+    load: async () => (await import("./commands/edit.ts")).editCommand,
+  },
+  {
+    name: "set",
+    load: async () => (await import("./commands/set.ts")).setCommand,
+  },
+  {
+    name: "unset",
+    load: async () => (await import("./commands/unset.ts")).unsetCommand,
+  },
+  {
+    name: "filestatus",
+    load: async () => (await import("./commands/filestatus.ts")).filestatusCommand,
+  },
+  {
+    name: "groups",
+    load: async () => (await import("./commands/groups.ts")).groupsCommand,
+  },
+  {
+    name: "completion",
+    load: async () => (await import("./commands/completion.ts")).completionCommand,
+  },
+  {
     name: "fetch",
     load: async () => (await import("./commands/fetch.ts")).fetchCommand,
   },
@@ -80,6 +105,14 @@ export const COMMANDS: readonly CommandEntry[] = [
     load: async () => (await import("./commands/userdata.ts")).userdataCommand,
   },
 ];
+
+const COMMANDS_NAMES = COMMANDS.map((c) => c.name);
+
+async function loadCommand(name: string): Promise<Command> {
+  const entry = COMMANDS.find((c) => c.name === name);
+  if (!entry) throw new BootsealError("INTERNAL", `no command ${name}`);
+  return entry.load();
+}
 
 function version(): string {
   try {
@@ -121,7 +154,9 @@ function describe(err: unknown): { message: string; code: number } {
   return { message: `internal error: ${(err as Error)?.message ?? String(err)}`, code: EXIT_CODES.INTERNAL };
 }
 
-export async function main(argv: readonly string[], io: CliIo): Promise<number> {
+export async function main(args: readonly string[], cliIo: CliIo): Promise<number> {
+  // sops's global --verbose, before the command.
+  const { argv, io } = takeVerbose(args, cliIo);
   const [name, ...rest] = argv;
   if (name === undefined || name === "help" || name === "--help" || name === "-h") {
     // A bare `sops` is its legacy form without a file: "no file specified" (100); a failure
@@ -139,6 +174,7 @@ export async function main(argv: readonly string[], io: CliIo): Promise<number> 
   }
   const entry = COMMANDS.find((c) => c.name === name);
   try {
+    if (!entry && isLegacyForm(argv, COMMANDS_NAMES, io.cwd)) return await runLegacy(argv, io, loadCommand);
     if (!entry) throw new BootsealError("USAGE", `unknown command "${name}"; see 'bootseal --help'`);
     const command = await entry.load();
     if (rest.includes("--help") || rest.includes("-h")) {

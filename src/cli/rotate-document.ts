@@ -61,7 +61,7 @@ export interface RotatedDocument {
 export type Formats = Format | { readonly input: Format; readonly output: Format };
 
 /** Entries of the new metadata get back the created_at of the key they replace. */
-function keepCreatedAt(
+export function keepCreatedAt(
   metadata: Metadata,
   groups: readonly (readonly MasterKey[])[],
   old: Map<string, KeyEntry>,

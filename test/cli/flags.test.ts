@@ -167,6 +167,14 @@ const EXPECTED_FLAGS: Record<string, string> = {
   keyservice: "addr:s address:s=127.0.0.1:5000 net:s network:s=tcp prompt:b verbose:b",
   "exec-env": "background:b decryption-order:s pristine:b same-process:b user:s",
   "exec-file": "background:b decryption-order:s filename:s input-type:s no-fifo:b output-type:s user:s",
+  edit: "age/-a:s aws-profile:s azure-kv:s config:s decryption-order:s enable-local-keyservice:b=true encrypted-comment-regex:s encrypted-regex:s encrypted-suffix:s encryption-context:s gcp-kms:s hc-vault-transit:s ignore-mac:b input-type:s keyservice:s kms/-k:s mac-only-encrypted:b output-type:s pgp/-p:s shamir-secret-sharing-threshold:s show-master-keys/-s:b unencrypted-comment-regex:s unencrypted-regex:s unencrypted-suffix:s",
+  set: "decryption-order:s enable-local-keyservice:b=true idempotent:b ignore-mac:b input-type:s keyservice:s output-type:s shamir-secret-sharing-threshold:s value-file:b value-stdin:b",
+  unset:
+    "decryption-order:s enable-local-keyservice:b=true idempotent:b ignore-mac:b input-type:s keyservice:s output-type:s shamir-secret-sharing-threshold:s",
+  filestatus: "input-type:s",
+  groups:
+    "age:s aws-profile:s azure-kv:s enable-local-keyservice:b=true encryption-context:s file/-f:s gcp-kms:s hc-vault-transit:s in-place/-i:b keyservice:s kms:s pgp:s shamir-secret-sharing-threshold:s",
+  completion: "",
   fetch:
     "allow-unsafe-modes:b allowed-roots:s=/etc,/var/lib,/run,/opt apply:b attempt-timeout:s=30s ca-file:s deadline:s=10m decryption-order:s exec-timeout:s exec:s force:b from:s input-type:s machine:s marker:s=/var/lib/bootseal/bootstrap.done one-time:b out:s report-timeout:s=15s report:s root:s=/ sentinel:s=/run/cluster-api/bootstrap-success.complete token-file:s",
   "sign-artifact": "generate-key:s key:s public-out:s sha256-out:s signature-out:s",
