@@ -6,7 +6,7 @@
 import { randomBytes } from "node:crypto";
 import { BootsealError } from "../../errors.ts";
 import { plaintextBytes } from "./canonical.ts";
-import type { Branch, Scalar } from "./document.ts";
+import type { Branch, Comment, Scalar } from "./document.ts";
 import { wrapDataKey } from "./key-groups.ts";
 import { createMacHasher, encryptMac } from "./mac.ts";
 import type { MasterKey } from "./master-key.ts";
@@ -59,13 +59,16 @@ export function encryptBranches(
       const type = value.type === "bytes" ? "str" : value.type;
       return { kind: "scalar", type: "str", value: encryptValue(bytes, type, key, visit.aad) };
     },
-    comment(value, visit) {
-      if (!visit.encrypted || value.text === "") return value;
+    comment(value, visit): Comment | Scalar {
+      if (!visit.encrypted) return value;
+      // In a list, what the cipher returns takes the comment's place as an item (sops
+      // walkSlice): `- ENC[…,type:comment]`, or `- ""` for an empty comment (isEmpty).
+      if (value.text === "") return visit.inSequence ? { kind: "scalar", type: "str", value: "" } : value;
       const text = encryptValue(utf8.encode(value.text), "comment", key, visit.aad);
       if (plainCommentRe?.test(text)) {
         throw new BootsealError("BAD_INPUT", "An encrypted comment matches unencrypted_comment_regex");
       }
-      return { ...value, text };
+      return visit.inSequence ? { kind: "scalar", type: "str", value: text } : { ...value, text };
     },
   });
   return { branches: out, mac: encryptMac(hasher.digestHex(), key, opts.lastModified) };

@@ -211,11 +211,21 @@ function walkBlockSeq(w: Walk, token: CST.BlockSequence, outer: readonly PColl[]
   for (const item of token.items) {
     const dash = item.start.find((t) => t.type === "seq-item-ind");
     if (!dash) continue;
-    mark(w, "item", dash.offset, coll, dash.offset, stack);
+    const p = props(item.start);
+    if (!item.value && p.anchor === undefined && p.tag === undefined) {
+      w.marks.push({
+        kind: "item",
+        offset: dash.offset,
+        ...pos(w, dash.offset),
+        coll,
+        order: dash.offset,
+        stack,
+        empty: true,
+      });
+    } else mark(w, "item", dash.offset, coll, dash.offset, stack);
     if (!item.value || pos(w, item.value.offset).line > pos(w, dash.offset).line) {
       mark(w, "dash", dash.offset + 0.5, coll, dash.offset, stack);
     }
-    const p = props(item.start);
     const value = register(w, p.anchor, walkValue(w, item.value, stack, p.tag, dash.offset));
     valueMarks(w, item.value, value, coll, dash.offset, stack);
     coll.slots.push({ order: dash.offset, value });
