@@ -78,9 +78,18 @@ export interface EncryptDocumentOptions {
   readonly keyGroups: readonly (readonly MasterKey[])[];
   /** Shamir threshold; 0/undefined -> number of groups when there are several. */
   readonly threshold?: number;
-  /** undefined: the CLI default `unencrypted_suffix: _unencrypted`; null: record none. */
+  /**
+   * The rule given (a flag or the `.sops.yaml` creation rule); undefined or null: none given,
+   * so sops's default `unencrypted_suffix: _unencrypted` is used and recorded.
+   */
   readonly rule?: SelectionRule | null;
   readonly macOnlyEncrypted?: boolean;
+  /**
+   * The input is a single-value document (the binary codec, Codec.singleValue): sops ignores
+   * every selection rule and mac_only_encrypted for it and records no rule
+   * (cmd/sops getEncryptConfig).
+   */
+  readonly singleValue?: boolean;
   readonly now?: Date;
   readonly signal?: AbortSignal;
   /** Recorded `version`; default SOPS_VERSION. */
@@ -94,8 +103,9 @@ export async function encryptDocument(
 ): Promise<{ branches: Branch[]; metadata: Metadata }> {
   const now = opts.now ?? new Date();
   const lastModified = formatLastModified(now);
-  const rule = opts.rule === undefined ? DEFAULT_RULE : opts.rule;
-  const macOnlyEncrypted = opts.macOnlyEncrypted === true;
+  const single = opts.singleValue === true;
+  const rule = single ? null : (opts.rule ?? DEFAULT_RULE);
+  const macOnlyEncrypted = !single && opts.macOnlyEncrypted === true;
   const dataKey = new Uint8Array(randomBytes(DATA_KEY_LENGTH));
   try {
     // Values first: a bad rule or an already-encrypted input fails before any key service call.

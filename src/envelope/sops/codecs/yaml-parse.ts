@@ -8,6 +8,7 @@ import { Composer, CST, LineCounter, parseAllDocuments } from "yaml";
 import { BootsealError } from "../../../errors.ts";
 import type { Branch, Comment, Entry, Mapping, Scalar, Sequence, Value } from "../document.ts";
 import { type Mark, type PColl, placeComments, type RawComment } from "./yaml-comments.ts";
+import { checkDirectives, type Directive, expandTag, type TagHandles } from "./yaml-directives.ts";
 import { parseSimpleYaml } from "./yaml-fast.ts";
 import { boundedTokens, Expansion, tooDeep, tooDeepAt } from "./yaml-limits.ts";
 import { resolvePlain, resolveTagged } from "./yaml-scalar.ts";
@@ -32,6 +33,8 @@ interface Walk {
   readonly flows: PColl[];
   readonly comments: RawComment[];
   anchors: Map<string, PValue>;
+  /** The current document's %TAG handles. */
+  tags: TagHandles;
 }
 
 const bad = (w: Walk, offset: number, message: string): never => {
@@ -105,9 +108,10 @@ function walkValue(
   w: Walk,
   token: CST.Token | undefined | null,
   stack: readonly PColl[],
-  tag: string | undefined,
+  rawTag: string | undefined,
   at: number,
 ): PValue {
+  const tag = rawTag === undefined ? undefined : expandTag(rawTag, w.tags, w.lines.linePos(at).line);
   if (!token)
     return {
       kind: "scalar",
@@ -379,12 +383,27 @@ export function parseYamlGeneral(text: string): Branch[] {
       break;
     }
   }
-  const w: Walk = { text, lines, marks: [], flows: [], comments: [], anchors: new Map() };
+  const w: Walk = { text, lines, marks: [], flows: [], comments: [], anchors: new Map(), tags: new Map() };
   const tops: PColl[] = [];
   const starts: (number | undefined)[] = [];
   collectComments(w, tokens);
+  // go-yaml discards a comment on a directive's line (scanner: "for the time being").
+  const directiveLines = new Set(
+    tokens.filter((t) => t.type === "directive").map((t) => pos(w, t.offset).line),
+  );
+  if (directiveLines.size > 0) {
+    const kept = w.comments.filter((c) => !(c.trailing && directiveLines.has(c.line)));
+    w.comments.splice(0, w.comments.length, ...kept);
+  }
+  let directives: Directive[] = [];
   for (const token of tokens) {
+    if (token.type === "directive") {
+      directives.push({ source: token.source, line: lines.linePos(token.offset).line });
+      continue;
+    }
     if (token.type !== "document") continue;
+    w.tags = checkDirectives(directives);
+    directives = [];
     w.anchors = new Map(); // anchors are per document
     const p = props(token.start);
     const found = token.value ? walkValue(w, token.value, [], p.tag, token.offset) : undefined;
