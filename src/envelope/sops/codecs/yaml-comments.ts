@@ -43,7 +43,7 @@ export interface Mark {
   /** A flow collection value: its own line comment goes inside it. */
   readonly flowValue?: PColl;
   /**
-   * An item mark of an empty sequence entry (`-` and nothing, not even a tag): go-yaml makes
+   * An item mark of an empty sequence entry (`-` and no value, tagged or not): go-yaml makes
    * it an empty scalar event, which takes no comments, so the head comments before it wait
    * for the next node that does (parserc.go process_empty_scalar).
    */

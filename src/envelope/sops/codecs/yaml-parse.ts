@@ -216,7 +216,7 @@ function walkBlockSeq(w: Walk, token: CST.BlockSequence, outer: readonly PColl[]
     const dash = item.start.find((t) => t.type === "seq-item-ind");
     if (!dash) continue;
     const p = props(item.start);
-    if (!item.value && p.anchor === undefined && p.tag === undefined) {
+    if (!item.value) {
       w.marks.push({
         kind: "item",
         offset: dash.offset,
