@@ -68,7 +68,9 @@ function decryptComment(value: Comment, visit: Visit, dataKey: DataKey): Comment
   }
   const text = lossyUtf8.decode(bytes);
   bytes.fill(0);
-  return { ...value, text };
+  // sops's cipher returns a new Comment, so a decrypted comment is no longer inline: `a: 1
+  // # c` decrypts to the line `# c` above `a: 1` (a comment left as it was keeps its place).
+  return { kind: "comment", text };
 }
 
 /** Decrypt the selected leaves and comments and verify the MAC (unless ignoreMac). */

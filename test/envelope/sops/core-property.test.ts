@@ -435,10 +435,21 @@ describe("encryptDocument / decryptDocument", () => {
     });
   });
 
-  test("null rule records none; a bad rule fails before any key is used", async () => {
+  test("no rule given records sops's default, a single-value document none; a bad rule fails before any key is used", async () => {
     const seen: Uint8Array[] = [];
-    const { metadata } = await encryptDocument([doc], { keyGroups: [[testKey("age1x")]], rule: null });
-    assert.equal(metadata.rule, null);
+    const keyGroups = [[testKey("age1x")]];
+    const DEFAULT = { kind: "unencrypted_suffix", value: "_unencrypted" };
+    assert.deepEqual((await encryptDocument([doc], { keyGroups, rule: null })).metadata.rule, DEFAULT);
+    assert.deepEqual((await encryptDocument([doc], { keyGroups })).metadata.rule, DEFAULT);
+    // Binary input (Codec.singleValue): the rule and mac_only_encrypted are ignored, as sops does.
+    const single = await encryptDocument([doc], {
+      keyGroups,
+      rule: { kind: "encrypted_regex", value: "^nothing$" },
+      macOnlyEncrypted: true,
+      singleValue: true,
+    });
+    assert.equal(single.metadata.rule, null);
+    assert.equal(single.metadata.macOnlyEncrypted, false);
     await assert.rejects(
       encryptDocument([doc], {
         keyGroups: [[testKey("age1y", seen)]],
