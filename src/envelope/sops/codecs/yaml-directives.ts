@@ -6,15 +6,40 @@
  * name. The `yaml` package accepts all of these (it reads YAML 1.2), so they are checked here.
  * `%TAG` handles apply to the one document they precede.
  */
+import type { CST } from "yaml";
 import { BootsealError } from "../../../errors.ts";
 
 /** Tag handle (`!e!`) -> prefix, for one document. */
 export type TagHandles = ReadonlyMap<string, string>;
 
-/** A directive line as the CST gives it. */
-export interface Directive {
+/** A directive line as the CST gives it (line 1-based). */
+interface Directive {
   readonly source: string;
   readonly line: number;
+}
+
+/**
+ * The directives of a token stream, checked: each document's tag handles, in document order,
+ * and the (1-based) lines directives are on.
+ */
+export function streamDirectives(
+  tokens: readonly CST.Token[],
+  lineOf: (offset: number) => number,
+): { handles: TagHandles[]; lines: Set<number> } {
+  const handles: TagHandles[] = [];
+  const lines = new Set<number>();
+  let pending: Directive[] = [];
+  for (const token of tokens) {
+    if (token.type === "directive") {
+      const line = lineOf(token.offset);
+      lines.add(line);
+      pending.push({ source: token.source, line });
+    } else if (token.type === "document") {
+      handles.push(checkDirectives(pending));
+      pending = [];
+    }
+  }
+  return { handles, lines };
 }
 
 const CORE = "tag:yaml.org,2002:";
@@ -36,7 +61,7 @@ function words(source: string): string[] {
 }
 
 /** Checks the directives in front of one document; returns the tag handles it may use. */
-export function checkDirectives(directives: readonly Directive[]): TagHandles {
+function checkDirectives(directives: readonly Directive[]): TagHandles {
   const handles = new Map(DEFAULT_HANDLES);
   const declared = new Set<string>();
   let version = false;

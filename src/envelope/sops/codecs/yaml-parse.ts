@@ -8,7 +8,7 @@ import { Composer, CST, LineCounter, parseAllDocuments } from "yaml";
 import { BootsealError } from "../../../errors.ts";
 import type { Branch, Comment, Entry, Mapping, Scalar, Sequence, Value } from "../document.ts";
 import { type Mark, type PColl, placeComments, type RawComment } from "./yaml-comments.ts";
-import { checkDirectives, type Directive, expandTag, type TagHandles } from "./yaml-directives.ts";
+import { expandTag, streamDirectives, type TagHandles } from "./yaml-directives.ts";
 import { parseSimpleYaml } from "./yaml-fast.ts";
 import { boundedTokens, Expansion, tooDeep, tooDeepAt } from "./yaml-limits.ts";
 import { resolvePlain, resolveTagged } from "./yaml-scalar.ts";
@@ -387,23 +387,14 @@ export function parseYamlGeneral(text: string): Branch[] {
   const tops: PColl[] = [];
   const starts: (number | undefined)[] = [];
   collectComments(w, tokens);
+  const directives = streamDirectives(tokens, (offset) => lines.linePos(offset).line);
   // go-yaml discards a comment on a directive's line (scanner: "for the time being").
-  const directiveLines = new Set(
-    tokens.filter((t) => t.type === "directive").map((t) => pos(w, t.offset).line),
-  );
-  if (directiveLines.size > 0) {
-    const kept = w.comments.filter((c) => !(c.trailing && directiveLines.has(c.line)));
-    w.comments.splice(0, w.comments.length, ...kept);
-  }
-  let directives: Directive[] = [];
+  const kept = w.comments.filter((c) => !(c.trailing && directives.lines.has(c.line + 1)));
+  w.comments.splice(0, w.comments.length, ...kept);
+  let docIndex = 0;
   for (const token of tokens) {
-    if (token.type === "directive") {
-      directives.push({ source: token.source, line: lines.linePos(token.offset).line });
-      continue;
-    }
     if (token.type !== "document") continue;
-    w.tags = checkDirectives(directives);
-    directives = [];
+    w.tags = directives.handles[docIndex++] ?? new Map();
     w.anchors = new Map(); // anchors are per document
     const p = props(token.start);
     const found = token.value ? walkValue(w, token.value, [], p.tag, token.offset) : undefined;
