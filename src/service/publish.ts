@@ -96,6 +96,7 @@ export async function prepareDocument(
     ...(rule.threshold !== null ? { threshold: rule.threshold } : {}),
     ...(rule.rule !== null ? { rule: rule.rule } : {}),
     macOnlyEncrypted: rule.macOnlyEncrypted,
+    singleValue: codec.singleValue,
     now: ctx.now,
     ...(ctx.signal ? { signal: ctx.signal } : {}),
   });

@@ -9,6 +9,7 @@ import { env } from "node:process";
 
 export type PeerName =
   | "SOPS_BIN" // path of the real sops 3.13.2
+  | "SOPS_3_13_3_BIN" // path of the real sops 3.13.3 (the oracle for comments inside YAML lists)
   | "AGE_BIN" // path of age
   | "AGE_KEYGEN_BIN" // path of age-keygen
   | "GPG_BIN" // path of gpg

@@ -774,7 +774,7 @@ export async function buildSubjects(): Promise<Subject[]> {
       keyGroups: m.groups === 2 ? [[key], [key2]] : [[key]],
       ...(m.rule ? { rule: m.rule } : {}),
       ...(m.macOnlyEncrypted ? { macOnlyEncrypted: true } : {}),
-      ...(m.format === "binary" ? { rule: null } : {}),
+      singleValue: codec.singleValue,
     });
     add(m.name, m.format, emitEncrypted(m.format, enc.branches, enc.metadata, KEY_KINDS), deps);
   }

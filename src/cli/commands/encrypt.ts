@@ -101,6 +101,7 @@ export const encryptCommand: Command = {
       threshold: setup.threshold,
       rule: setup.rule,
       macOnlyEncrypted: setup.macOnlyEncrypted,
+      singleValue: codecFor(formats.input).singleValue,
     });
     const indent = values.indent ?? indentFromConfig(formats.output, setup.indent);
     const out = emitEncrypted(

@@ -35,7 +35,7 @@ function decryptOrRefuse(text: string, dataKey: DataKey, aad: string): { type: s
   }
 }
 
-function decryptLeaf(value: Scalar, visit: Visit, dataKey: DataKey): Scalar {
+function decryptLeaf(value: Scalar, visit: Visit, dataKey: DataKey): Scalar | Comment {
   if (value.type !== "str" || typeof value.value !== "string") {
     throw new BootsealError("BAD_INPUT", "Expected encrypted value as string");
   }
@@ -43,7 +43,14 @@ function decryptLeaf(value: Scalar, visit: Visit, dataKey: DataKey): Scalar {
   if (value.value === "") return value;
   const { type, bytes } = decryptOrRefuse(value.value, dataKey, visit.aad);
   try {
-    if (type === "comment") throw new BootsealError("BAD_INPUT", "Unexpected comment type for a value");
+    if (type === "comment") {
+      // A list's encrypted comment is stored as an item (see Visit.inSequence).
+      if (!visit.inSequence) throw new BootsealError("BAD_INPUT", "Unexpected comment type for a value");
+      const text = lossyUtf8.decode(bytes);
+      bytes.fill(0);
+      return { kind: "comment", text };
+    }
+    // The bytes may become the value itself (type bytes, or text that is not UTF-8).
     return scalarFromPlaintext(type, bytes);
   } catch (err) {
     bytes.fill(0);
@@ -76,7 +83,9 @@ function decryptComment(value: Comment, visit: Visit, dataKey: DataKey): Comment
   }
   const text = lossyUtf8.decode(bytes);
   bytes.fill(0);
-  return { ...value, text };
+  // sops's cipher returns a new Comment, so a decrypted comment is no longer inline: `a: 1
+  // # c` decrypts to the line `# c` above `a: 1` (a comment left as it was keeps its place).
+  return { kind: "comment", text };
 }
 
 /** Decrypt the selected leaves and comments and verify the MAC (unless ignoreMac). */
@@ -92,6 +101,9 @@ export function decryptBranches(
   const out = transformBranches(branches, selector, {
     scalar(value, visit) {
       const result = visit.encrypted ? decryptLeaf(value, visit, key) : value;
+      // What decrypts to a comment stays outside the MAC, as the comment was when it was
+      // encrypted (sops 3.13.3 decides by the result; 3.13.2 hashed it and failed its own MAC).
+      if (result.kind === "comment") return result;
       const bytes = plaintextBytes(result);
       if (bytes !== null) hasher.add(bytes, visit.encrypted);
       return result;

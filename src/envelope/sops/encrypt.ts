@@ -6,7 +6,7 @@
 import { randomBytes } from "node:crypto";
 import { BootsealError } from "../../errors.ts";
 import { plaintextBytes } from "./canonical.ts";
-import type { Branch, Scalar } from "./document.ts";
+import type { Branch, Comment, Scalar } from "./document.ts";
 import { wrapDataKey } from "./key-groups.ts";
 import { createMacHasher, encryptMac } from "./mac.ts";
 import type { MasterKey } from "./master-key.ts";
@@ -59,13 +59,16 @@ export function encryptBranches(
       const type = value.type === "bytes" ? "str" : value.type;
       return { kind: "scalar", type: "str", value: encryptValue(bytes, type, key, visit.aad) };
     },
-    comment(value, visit) {
-      if (!visit.encrypted || value.text === "") return value;
+    comment(value, visit): Comment | Scalar {
+      if (!visit.encrypted) return value;
+      // In a list, what the cipher returns takes the comment's place as an item (sops
+      // walkSlice): `- ENC[…,type:comment]`, or `- ""` for an empty comment (isEmpty).
+      if (value.text === "") return visit.inSequence ? { kind: "scalar", type: "str", value: "" } : value;
       const text = encryptValue(utf8.encode(value.text), "comment", key, visit.aad);
       if (plainCommentRe?.test(text)) {
         throw new BootsealError("BAD_INPUT", "An encrypted comment matches unencrypted_comment_regex");
       }
-      return { ...value, text };
+      return visit.inSequence ? { kind: "scalar", type: "str", value: text } : { ...value, text };
     },
   });
   return { branches: out, mac: encryptMac(hasher.digestHex(), key, opts.lastModified) };
@@ -75,9 +78,18 @@ export interface EncryptDocumentOptions {
   readonly keyGroups: readonly (readonly MasterKey[])[];
   /** Shamir threshold; 0/undefined -> number of groups when there are several. */
   readonly threshold?: number;
-  /** undefined: the CLI default `unencrypted_suffix: _unencrypted`; null: record none. */
+  /**
+   * The rule given (a flag or the `.sops.yaml` creation rule); undefined or null: none given,
+   * so sops's default `unencrypted_suffix: _unencrypted` is used and recorded.
+   */
   readonly rule?: SelectionRule | null;
   readonly macOnlyEncrypted?: boolean;
+  /**
+   * The input is a single-value document (the binary codec, Codec.singleValue): sops ignores
+   * every selection rule and mac_only_encrypted for it and records no rule
+   * (cmd/sops getEncryptConfig).
+   */
+  readonly singleValue?: boolean;
   readonly now?: Date;
   readonly signal?: AbortSignal;
   /** Recorded `version`; default SOPS_VERSION. */
@@ -91,8 +103,9 @@ export async function encryptDocument(
 ): Promise<{ branches: Branch[]; metadata: Metadata }> {
   const now = opts.now ?? new Date();
   const lastModified = formatLastModified(now);
-  const rule = opts.rule === undefined ? DEFAULT_RULE : opts.rule;
-  const macOnlyEncrypted = opts.macOnlyEncrypted === true;
+  const single = opts.singleValue === true;
+  const rule = single ? null : (opts.rule ?? DEFAULT_RULE);
+  const macOnlyEncrypted = !single && opts.macOnlyEncrypted === true;
   const dataKey = new Uint8Array(randomBytes(DATA_KEY_LENGTH));
   try {
     // Values first: a bad rule or an already-encrypted input fails before any key service call.

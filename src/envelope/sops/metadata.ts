@@ -35,7 +35,11 @@ export interface Metadata {
   readonly lastModified: string;
   /** `ENC[...]` of the MAC, or "" when absent. */
   readonly mac: string;
-  /** null: none recorded (binary store since 3.11); readers then assume the default rule. */
+  /**
+   * null: none recorded, which only a fresh encryption of a single-value (binary) document
+   * gives (sops since 3.11). Reading a document that records none gives DEFAULT_RULE, as
+   * sops's ToInternal does, so that rewriting it (rotate, updatekeys) records the default.
+   */
   readonly rule: SelectionRule | null;
   readonly macOnlyEncrypted: boolean;
   readonly version: string;
@@ -221,7 +225,7 @@ export function metadataFromTree(tree: Mapping, kinds: KeyKinds): Metadata {
     ...(threshold !== 0 ? { shamirThreshold: threshold } : {}),
     lastModified,
     mac: weakString(metadataField(tree, "mac"), "mac"),
-    rule: rules[0] ?? null,
+    rule: rules[0] ?? DEFAULT_RULE,
     macOnlyEncrypted: weakBool(metadataField(tree, "mac_only_encrypted"), "mac_only_encrypted"),
     version,
   };

@@ -96,7 +96,9 @@ function checkValues(branches: readonly Branch[], metadata: Metadata, values: bo
         if (value.value === "") return value;
         const parsed = parseEncrypted(value.value);
         if (typeof parsed === "string") throw bad(`the value at ${at} must be encrypted but ${parsed}`);
-        if (!VALUE_TYPES.has(parsed.type)) throw bad(`the value at ${at} has an unknown type`);
+        // A list's encrypted comment is an item of type comment (walk.ts Visit.inSequence).
+        const known = VALUE_TYPES.has(parsed.type) || (visit.inSequence && parsed.type === "comment");
+        if (!known) throw bad(`the value at ${at} has an unknown type`);
         sealed++;
         return value;
       },
@@ -236,7 +238,10 @@ function macCoveredTopKeys(branch: Branch, metadata: Metadata): Set<string> {
       if (key === undefined || covered.has(key)) return value;
       if (visit.encrypted) {
         // An ENC[] value decrypts to non-empty bytes or fails; a plain one fails decryption.
-        if (!(value.type === "str" && value.value === "")) covered.add(key);
+        // A list item of type comment decrypts to a comment, outside the MAC.
+        const text = value.type === "str" && typeof value.value === "string" ? value.value : undefined;
+        const listComment = visit.inSequence && text?.endsWith(",type:comment]") === true;
+        if (text !== "" && !listComment) covered.add(key);
       } else if (!metadata.macOnlyEncrypted) {
         const bytes = plaintextBytes(value);
         if (bytes !== null && bytes.length > 0) covered.add(key);

@@ -23,13 +23,20 @@ export interface Visit {
   readonly aad: string;
   /** The selection rule's decision for this position. */
   readonly encrypted: boolean;
+  /**
+   * The leaf or comment is an item of a sequence. sops's walkSlice hands a list's comment to
+   * the cipher like a value, so an encrypted one is stored as the list item
+   * `ENC[…,type:comment]` (a scalar) and decrypts back to a comment; in a mapping it stays a
+   * comment line (`#ENC[…]`).
+   */
+  readonly inSequence: boolean;
 }
 
 export interface LeafTransform {
-  /** Called for every non-null scalar, in walk order. */
-  scalar(value: Scalar, visit: Visit): Scalar;
-  /** Called for every comment, in walk order. */
-  comment(value: Comment, visit: Visit): Comment;
+  /** Called for every non-null scalar, in walk order. A Comment result only in a sequence. */
+  scalar(value: Scalar, visit: Visit): Scalar | Comment;
+  /** Called for every comment, in walk order. A Scalar result only in a sequence. */
+  comment(value: Comment, visit: Visit): Comment | Scalar;
 }
 
 /** sops's AAD string for a path. */
@@ -139,9 +146,16 @@ function visitOf(
   aad: string,
   comments: CommentStack,
   isComment: boolean,
+  inSequence: boolean,
   selector: Selector,
 ): Visit {
-  return { path, aad, encrypted: selector(path, comments, isComment) };
+  return { path, aad, encrypted: selector(path, comments, isComment), inSequence };
+}
+
+// A transform's result where only a value may stand (a mapping entry's value).
+function asValue(result: Value | Comment): Value {
+  if (result.kind === "comment") throw new BootsealError("BAD_INPUT", "Unexpected comment type for a value");
+  return result;
 }
 
 function walkValue(
@@ -151,7 +165,8 @@ function walkValue(
   stack: CommentStack,
   selector: Selector,
   fn: LeafTransform,
-): Value {
+  inSequence: boolean,
+): Value | Comment {
   switch (value.kind) {
     case "map":
       return walkMapping(value, path, aad, stack, selector, fn);
@@ -159,7 +174,7 @@ function walkValue(
       return walkSequence(value, path, aad, stack, selector, fn);
     case "scalar":
       if (value.type === "null") return value;
-      return fn.scalar(value, visitOf(path, aad, stack, false, selector));
+      return fn.scalar(value, visitOf(path, aad, stack, false, inSequence, selector));
   }
 }
 
@@ -180,21 +195,33 @@ function walkMapping(
       // Comments join the active list of this level before their own decision (so the
       // comment rules can see them) and do not clear it.
       level = [...level, item.text];
-      items.push(fn.comment(item, visitOf(path, aad, [...outer, level], true, selector)));
+      const result = fn.comment(item, visitOf(path, aad, [...outer, level], true, false, selector));
+      // A mapping's comment stays a comment whatever the cipher made of it (sops walkBranch).
+      items.push(result.kind === "comment" ? result : { ...item, text: scalarText(result) });
       continue;
     }
-    const value = walkValue(
-      item.value,
-      [...path, item.key],
-      `${prefix}${item.key}:`,
-      [...outer, level],
-      selector,
-      fn,
+    const value = asValue(
+      walkValue(
+        item.value,
+        [...path, item.key],
+        `${prefix}${item.key}:`,
+        [...outer, level],
+        selector,
+        fn,
+        false,
+      ),
     );
     items.push(value === item.value ? item : { kind: "entry", key: item.key, value });
     level = [];
   }
   return { ...m, items };
+}
+
+function scalarText(s: Scalar): string {
+  if (s.type !== "str" || typeof s.value !== "string") {
+    throw new BootsealError("BAD_INPUT", "A comment must stay text");
+  }
+  return s.value;
 }
 
 function walkSequence(
@@ -210,10 +237,12 @@ function walkSequence(
   for (const item of s.items) {
     if (item.kind === "comment") {
       level = [...level, item.text];
-      items.push(fn.comment(item, visitOf(path, aad, [...outer, level], true, selector)));
+      items.push(fn.comment(item, visitOf(path, aad, [...outer, level], true, true, selector)));
       continue;
     }
-    items.push(walkValue(item, path, aad, [...outer, level], selector, fn));
+    // What decides the comment stack is the input: an `ENC[…,type:comment]` item is a value
+    // here (it clears the level), as in sops's walkSlice, even though it decrypts to a comment.
+    items.push(walkValue(item, path, aad, [...outer, level], selector, fn, true));
     level = [];
   }
   return { ...s, items };

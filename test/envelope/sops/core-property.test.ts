@@ -97,6 +97,34 @@ function metadataFor(mac: string, rule: SelectionRule | null, macOnlyEncrypted: 
   return { keyGroups: [], lastModified: LM, mac, rule, macOnlyEncrypted, version: "3.13.2" };
 }
 
+/**
+ * What sops itself cannot tell apart after a round trip: an empty comment in a list is
+ * encrypted to the item `""` (the cipher's isEmpty), which decrypts as an empty string.
+ */
+function listEmptyCommentsAsStrings(v: Value): Value {
+  if (v.kind === "scalar") return v;
+  if (v.kind === "map") {
+    return {
+      ...v,
+      items: v.items.map((i) =>
+        i.kind === "entry" ? { ...i, value: listEmptyCommentsAsStrings(i.value) } : i,
+      ),
+    };
+  }
+  return {
+    ...v,
+    items: v.items.map((i) =>
+      i.kind === "comment" ? (i.text === "" ? s("") : i) : listEmptyCommentsAsStrings(i),
+    ),
+  };
+}
+
+function listHasComment(v: Value): boolean {
+  if (v.kind === "scalar") return false;
+  if (v.kind === "map") return v.items.some((i) => i.kind === "entry" && listHasComment(i.value));
+  return v.items.some((i) => i.kind === "comment" || listHasComment(i));
+}
+
 describe("encrypt -> decrypt", () => {
   test("property: any tree under any rule comes back exactly", () => {
     fc.assert(
@@ -105,10 +133,13 @@ describe("encrypt -> decrypt", () => {
         ruleArb,
         fc.boolean(),
         (branches, rule, macOnly) => {
+          // sops 3.13.3 fails its own MAC here (a list comment encrypted by an earlier marker
+          // is a value when decrypting and resets the markers): test/envelope/sops/list-comments.test.ts.
+          fc.pre(rule?.kind !== "encrypted_comment_regex" || !branches.some(listHasComment));
           const key = randomBytes(32);
           const enc = encryptBranches(branches, key, { rule, macOnlyEncrypted: macOnly, lastModified: LM });
           const out = decryptBranches(enc.branches, key, metadataFor(enc.mac, rule, macOnly));
-          assert.deepEqual(out, branches);
+          assert.deepEqual(out.map(listEmptyCommentsAsStrings), branches.map(listEmptyCommentsAsStrings));
         },
       ),
       { numRuns: 300 },
@@ -156,11 +187,19 @@ describe("encrypt -> decrypt", () => {
 // ---- tampering ------------------------------------------------------------------------------
 
 type Loc = number[];
-/** Index paths of the encrypted (non-empty) leaves of a branch. */
+/**
+ * Index paths of the encrypted (non-empty) leaves of a branch. A list's encrypted comment
+ * (an `ENC[…,type:comment]` item) is outside the MAC like every comment: left out here.
+ */
 function encryptedLeaves(v: Value | Comment, at: Loc = []): Loc[] {
   if (v.kind === "comment") return [];
   if (v.kind === "scalar")
-    return v.type === "str" && typeof v.value === "string" && v.value.startsWith("ENC[") ? [at] : [];
+    return v.type === "str" &&
+      typeof v.value === "string" &&
+      v.value.startsWith("ENC[") &&
+      !v.value.endsWith(",type:comment]")
+      ? [at]
+      : [];
   if (v.kind === "map")
     return v.items.flatMap((i, n) => (i.kind === "entry" ? encryptedLeaves(i.value, [...at, n]) : []));
   return v.items.flatMap((i, n) => encryptedLeaves(i, [...at, n]));
@@ -397,10 +436,21 @@ describe("encryptDocument / decryptDocument", () => {
     });
   });
 
-  test("null rule records none; a bad rule fails before any key is used", async () => {
+  test("no rule given records sops's default, a single-value document none; a bad rule fails before any key is used", async () => {
     const seen: Uint8Array[] = [];
-    const { metadata } = await encryptDocument([doc], { keyGroups: [[testKey("age1x")]], rule: null });
-    assert.equal(metadata.rule, null);
+    const keyGroups = [[testKey("age1x")]];
+    const DEFAULT = { kind: "unencrypted_suffix", value: "_unencrypted" };
+    assert.deepEqual((await encryptDocument([doc], { keyGroups, rule: null })).metadata.rule, DEFAULT);
+    assert.deepEqual((await encryptDocument([doc], { keyGroups })).metadata.rule, DEFAULT);
+    // Binary input (Codec.singleValue): the rule and mac_only_encrypted are ignored, as sops does.
+    const single = await encryptDocument([doc], {
+      keyGroups,
+      rule: { kind: "encrypted_regex", value: "^nothing$" },
+      macOnlyEncrypted: true,
+      singleValue: true,
+    });
+    assert.equal(single.metadata.rule, null);
+    assert.equal(single.metadata.macOnlyEncrypted, false);
     await assert.rejects(
       encryptDocument([doc], {
         keyGroups: [[testKey("age1y", seen)]],

@@ -102,9 +102,12 @@ describe("metadataFromTree", () => {
     assert.deepEqual(md.rule, { kind: "encrypted_regex", value: "^(data|stringData)$" });
   });
 
-  test("no rule recorded (binary store since 3.11) is null", () => {
+  test("no rule recorded (binary store since 3.11) reads as the default, as sops's ToInternal", () => {
     const tree = map(...FORMAT_313.items.filter((i) => i.kind === "entry" && i.key !== "unencrypted_suffix"));
-    assert.equal(metadataFromTree(tree, KEY_KINDS).rule, null);
+    assert.deepEqual(metadataFromTree(tree, KEY_KINDS).rule, {
+      kind: "unencrypted_suffix",
+      value: "_unencrypted",
+    });
   });
 
   test("lenient like mapstructure: case, numbers as strings, unknown fields, nulls, lone mapping", () => {
@@ -135,7 +138,7 @@ describe("metadataFromTree", () => {
     assert.equal(md.mac, MAC);
     assert.equal(md.shamirThreshold, 2);
     assert.equal(md.macOnlyEncrypted, true);
-    assert.equal(md.rule, null);
+    assert.deepEqual(md.rule, { kind: "unencrypted_suffix", value: "_unencrypted" });
     assert.deepEqual(
       md.keyGroups[0]!.map((e) => [e.kind, [...e.fields]]),
       [

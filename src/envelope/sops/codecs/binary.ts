@@ -21,6 +21,7 @@ function findData(branch: Branch): Value | undefined {
 
 export const binaryCodec: Codec = {
   format: "binary",
+  singleValue: true,
 
   /**
    * Never ALREADY_ENCRYPTED: sops checks for a `sops` key in the loaded branch, which for

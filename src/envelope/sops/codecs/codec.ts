@@ -23,6 +23,11 @@ export interface EmitOptions {
 
 export interface Codec {
   readonly format: Format;
+  /**
+   * The format holds one value that is always encrypted (sops SingleValueStore: binary):
+   * encryption ignores selection rules and records none (encryptDocument's singleValue).
+   */
+  readonly singleValue?: boolean;
   /** A plaintext file. Refuses input that already carries sops metadata (ALREADY_ENCRYPTED). */
   parsePlain(bytes: Uint8Array): Branch[];
   /**

@@ -42,6 +42,12 @@ export interface Mark {
   readonly stack: readonly PColl[];
   /** A flow collection value: its own line comment goes inside it. */
   readonly flowValue?: PColl;
+  /**
+   * An item mark of an empty sequence entry (`-` and no value, tagged or not): go-yaml makes
+   * it an empty scalar event, which takes no comments, so the head comments before it wait
+   * for the next node that does (parserc.go process_empty_scalar).
+   */
+  readonly empty?: boolean;
 }
 
 export interface RawComment {
@@ -85,8 +91,9 @@ export function placeComments(
   let gap: RawComment[] = [];
   let gapPrev: Mark | undefined;
   let gapNext: Mark | undefined;
+  let gapNextAt = -1;
   const flush = (): void => {
-    if (gap.length > 0 && gapNext) placeGap(gap, gapPrev, gapNext, blank);
+    if (gap.length > 0 && gapNext) placeGap(gap, gapPrev, gapNext, headTarget(marks, gapNextAt), blank);
     gap = [];
   };
   for (const c of comments) {
@@ -112,9 +119,26 @@ export function placeComments(
     if (gapNext !== next) flush();
     gapPrev = prev;
     gapNext = next;
+    gapNextAt = i + 1;
     gap.push(c);
   }
   flush();
+}
+
+/**
+ * The mark whose node takes the head comments written before marks[at]: that mark, or past
+ * empty sequence entries the next key or item; undefined when a document's end comes first
+ * (go-yaml then drops them).
+ */
+function headTarget(marks: readonly Mark[], at: number): Mark | undefined {
+  const first = marks[at];
+  if (!first?.empty) return first;
+  for (let k = at + 1; k < marks.length; k++) {
+    const m = marks[k];
+    if (!m || m.kind === "doc" || m.kind === "end") return undefined;
+    if ((m.kind === "key" || m.kind === "item") && !m.empty) return m;
+  }
+  return undefined;
 }
 
 /** One run of full-line comments between two marks: split into feet and heads (scan_comments). */
@@ -122,6 +146,7 @@ function placeGap(
   gap: readonly RawComment[],
   prev: Mark | undefined,
   next: Mark,
+  target: Mark | undefined,
   blank: (line: number) => boolean,
 ): void {
   const stack = prev?.stack ?? [];
@@ -139,8 +164,14 @@ function placeGap(
     const start = text[0];
     if (!start) return;
     let coll = stack.at(-1) ?? next.coll;
-    if (byColumn || feet > 0)
-      coll = [...stack].reverse().find((c) => c.col <= start.col) ?? stack[0] ?? next.coll;
+    if (byColumn || feet > 0) {
+      const at = stack.findLastIndex((c) => c.col <= start.col);
+      // A dedented foot at a block sequence's column is that sequence's own foot; go-yaml
+      // (parser.go mapping) moves a value's foot to its key, so it lands in the nearest
+      // enclosing mapping, after the entry.
+      const home = byColumn ? stack.findLastIndex((c, k) => k <= at && c.kind === "map") : at;
+      coll = stack[home] ?? stack[0] ?? next.coll;
+    }
     for (const c of text) put(coll, c.offset, c.text, false);
     text = [];
     feet++;
@@ -179,8 +210,15 @@ function placeGap(
     const start = text[0];
     if (start && next.col < nextIndent && next.col !== start.col) foot(false);
   }
-  // The rest is the head of the next token.
-  for (const c of text) put(next.coll, c.offset, c.text, false);
+  // The rest is the head of the next token (of the node that takes it: see headTarget).
+  if (target === next) for (const c of text) put(next.coll, c.offset, c.text, false);
+  else if (target) {
+    // Just before the target, after anything between (the empty entries), in source order.
+    const span = text.length + 1;
+    text.forEach((c, k) => {
+      put(target.coll, target.order - 0.75 + (0.25 * (k + 1)) / span, c.text, false);
+    });
+  }
 }
 
 function rangeHasBlank(from: number, to: number, blank: (line: number) => boolean): boolean {

@@ -8,6 +8,7 @@ import { Composer, CST, LineCounter, parseAllDocuments } from "yaml";
 import { BootsealError } from "../../../errors.ts";
 import type { Branch, Comment, Entry, Mapping, Scalar, Sequence, Value } from "../document.ts";
 import { type Mark, type PColl, placeComments, type RawComment } from "./yaml-comments.ts";
+import { expandTag, streamDirectives, type TagHandles } from "./yaml-directives.ts";
 import { parseSimpleYaml } from "./yaml-fast.ts";
 import { boundedTokens, Expansion, tooDeep, tooDeepAt } from "./yaml-limits.ts";
 import { resolvePlain, resolveTagged } from "./yaml-scalar.ts";
@@ -32,6 +33,8 @@ interface Walk {
   readonly flows: PColl[];
   readonly comments: RawComment[];
   anchors: Map<string, PValue>;
+  /** The current document's %TAG handles. */
+  tags: TagHandles;
 }
 
 const bad = (w: Walk, offset: number, message: string): never => {
@@ -105,9 +108,10 @@ function walkValue(
   w: Walk,
   token: CST.Token | undefined | null,
   stack: readonly PColl[],
-  tag: string | undefined,
+  rawTag: string | undefined,
   at: number,
 ): PValue {
+  const tag = rawTag === undefined ? undefined : expandTag(rawTag, w.tags, w.lines.linePos(at).line);
   if (!token)
     return {
       kind: "scalar",
@@ -211,11 +215,21 @@ function walkBlockSeq(w: Walk, token: CST.BlockSequence, outer: readonly PColl[]
   for (const item of token.items) {
     const dash = item.start.find((t) => t.type === "seq-item-ind");
     if (!dash) continue;
-    mark(w, "item", dash.offset, coll, dash.offset, stack);
+    const p = props(item.start);
+    if (!item.value) {
+      w.marks.push({
+        kind: "item",
+        offset: dash.offset,
+        ...pos(w, dash.offset),
+        coll,
+        order: dash.offset,
+        stack,
+        empty: true,
+      });
+    } else mark(w, "item", dash.offset, coll, dash.offset, stack);
     if (!item.value || pos(w, item.value.offset).line > pos(w, dash.offset).line) {
       mark(w, "dash", dash.offset + 0.5, coll, dash.offset, stack);
     }
-    const p = props(item.start);
     const value = register(w, p.anchor, walkValue(w, item.value, stack, p.tag, dash.offset));
     valueMarks(w, item.value, value, coll, dash.offset, stack);
     coll.slots.push({ order: dash.offset, value });
@@ -369,12 +383,18 @@ export function parseYamlGeneral(text: string): Branch[] {
       break;
     }
   }
-  const w: Walk = { text, lines, marks: [], flows: [], comments: [], anchors: new Map() };
+  const w: Walk = { text, lines, marks: [], flows: [], comments: [], anchors: new Map(), tags: new Map() };
   const tops: PColl[] = [];
   const starts: (number | undefined)[] = [];
   collectComments(w, tokens);
+  const directives = streamDirectives(tokens, (offset) => lines.linePos(offset).line);
+  // go-yaml discards a comment on a directive's line (scanner: "for the time being").
+  const kept = w.comments.filter((c) => !(c.trailing && directives.lines.has(c.line + 1)));
+  w.comments.splice(0, w.comments.length, ...kept);
+  let docIndex = 0;
   for (const token of tokens) {
     if (token.type !== "document") continue;
+    w.tags = directives.handles[docIndex++] ?? new Map();
     w.anchors = new Map(); // anchors are per document
     const p = props(token.start);
     const found = token.value ? walkValue(w, token.value, [], p.tag, token.offset) : undefined;
