@@ -18,7 +18,7 @@
  *   npm run build && . .peers/env && node_modules/.bin/node bench/boot-storm.ts
  *       [--machines 2000] [--concurrency 200] [--payload-kib 16]
  *       [--targets noop,file,s3,openbao,replicas] [--stores file,s3] [--entry dist|src]
- *       [--bao-token-uses 0] [--target-timeout S] [--deadline S]
+ *       [--bao-policy template|per-machine] [--bao-token-uses 0] [--target-timeout S] [--deadline S]
  *
  * Prints per target: machines/s (storm), req/s, publish/s, p50/p99 per request kind, peak RSS
  * of the server process(es), store operations per machine (bootseal: its /metrics counter
@@ -36,6 +36,7 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { killAll, sampleRss } from "./lib/processes.ts";
 import {
+  crossTokenCheck,
   HttpClient,
   type Kind,
   type Machine,
@@ -44,7 +45,7 @@ import {
   type Recorder,
   storm,
 } from "./lib/storm-client.ts";
-import { NAMESPACE, payloadMaker } from "./lib/storm-protocols.ts";
+import { type BaoPolicy, NAMESPACE, payloadMaker } from "./lib/storm-protocols.ts";
 import {
   deltaPerMachine,
   formatCount,
@@ -78,6 +79,7 @@ const { values: opts } = parseArgs({
     stores: { type: "string", default: "file,s3" },
     entry: { type: "string", default: "dist" },
     "bao-token-uses": { type: "string", default: "0" },
+    "bao-policy": { type: "string", default: "template" },
     "target-timeout": { type: "string" },
     deadline: { type: "string" },
   },
@@ -92,6 +94,9 @@ if (!intIn(MACHINES, 1, 100_000) || !intIn(CONCURRENCY, 1, 1000) || !intIn(PAYLO
   throw new Error("--machines 1..100000, --concurrency 1..1000, --payload-kib 1..1024");
 }
 if (!intIn(BAO_USES, 0, 1000)) throw new Error("--bao-token-uses 0..1000 (0: no use count)");
+const BAO_POLICY = opts["bao-policy"] as BaoPolicy;
+if (BAO_POLICY !== "template" && BAO_POLICY !== "per-machine")
+  throw new Error("--bao-policy template|per-machine");
 const STORES = new Set(opts.stores.split(",").filter(Boolean));
 for (const s of STORES) if (s !== "file" && s !== "s3") throw new Error(`--stores: unknown store ${s}`);
 const chosen = opts.targets.split(",").filter(Boolean);
@@ -136,7 +141,13 @@ async function runTarget(name: TargetName, payload: (n: string) => string): Prom
   let started: Awaited<ReturnType<typeof startTarget>> | undefined;
   let client: HttpClient | undefined;
   try {
-    started = await startTarget(name, { entry: ENTRY, dir, payload, baoTokenUses: BAO_USES });
+    started = await startTarget(name, {
+      entry: ENTRY,
+      dir,
+      payload,
+      baoTokenUses: BAO_USES,
+      baoPolicy: BAO_POLICY,
+    });
     console.log(`\n== ${LABELS[name]}: ${started.describe} (${started.urls.join(", ")})`);
     const machines: Machine[] = Array.from({ length: MACHINES }, (_, i) => ({ name: `m${i}` }));
     client = new HttpClient(started.urls, CONCURRENCY, ac.signal);
@@ -145,6 +156,12 @@ async function runTarget(name: TargetName, payload: (n: string) => string): Prom
     const m0 = await scrape(started.metricsUrls);
     const pub = await publishAll(client, started.protocol, machines, CONCURRENCY, rec, ac.signal);
     const m1 = await scrape(started.metricsUrls);
+    // Not for the no-op server: it answers every token.
+    const cross =
+      name === "noop"
+        ? undefined
+        : await crossTokenCheck(client, started.protocol, machines[0], machines[1] as Machine);
+    if (cross) rec.failures.push(cross);
     const rssBefore = rss.now();
     const st = await storm(
       client,
@@ -172,7 +189,7 @@ async function runTarget(name: TargetName, payload: (n: string) => string): Prom
       fetch: lat("fetch"),
       status: lat("status"),
       publish: lat("publish"),
-      peakRssMiB: peaks.length ? MiB(peaks.reduce((a, b) => a + b, 0)) : undefined,
+      peakRssMiB: peaks.map(MiB),
       storeOpsPerMachine: ops(m1, m2, STORE_OPS_COUNTER),
       errors: rec.failures.length,
     };
@@ -188,7 +205,7 @@ async function runTarget(name: TargetName, payload: (n: string) => string): Prom
     );
     console.log(`  latency p50 / p99 / max (count): ${line("publish")}; ${line("fetch")}; ${line("status")}`);
     console.log(
-      `  peak RSS ${peaks.map((k) => `${formatCount(MiB(k))} MiB`).join(" + ")} (VmHWM and 100 ms VmRSS samples); RSS ${formatCount(MiB(rssBefore))} MiB before the storm, ${formatCount(MiB(rssAfter))} MiB after`,
+      `  peak RSS ${peaks.map((k) => `${formatCount(MiB(k))} MiB`).join(" + ")} (VmHWM and 100 ms VmRSS samples); RSS (all processes) ${formatCount(MiB(rssBefore))} MiB before the storm, ${formatCount(MiB(rssAfter))} MiB after`,
     );
     if (hasMetrics) {
       const hist = "bootseal_store_operation_duration_seconds_count";
@@ -197,6 +214,9 @@ async function runTarget(name: TargetName, payload: (n: string) => string): Prom
         `  store operations per machine (${STORE_OPS_COUNTER}): storm ${f(result.storeOpsPerMachine)}, publish ${f(ops(m0, m1, STORE_OPS_COUNTER))}; store calls per machine from the latency histogram's count: storm ${f(ops(m1, m2, hist))}, publish ${f(ops(m0, m1, hist))}`,
       );
     }
+    console.log(
+      `  cross-machine fetch (m0's token, m1's config): ${name === "noop" ? "not checked" : cross ? "ALLOWED" : "refused"}`,
+    );
     console.log(
       `  verified: ${rec.verified} sampled fetch bodies ${name === "noop" ? "(not checked: fixed body)" : name === "openbao" ? "are the secret written" : "are SOPS documents"}`,
     );

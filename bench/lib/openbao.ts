@@ -15,21 +15,35 @@ import { stopChild, track } from "./processes.ts";
 
 export const BAO_MOUNT = "storm";
 
-/** What the publisher's token may do: write machine secrets and their policies, make tokens. */
+/** The role machine tokens are made with: the templated policy only, an entity alias per machine. */
+export const MACHINE_ROLE = "storm-machine";
+
+/** What the publisher's token may do: write machine secrets (and policies), make machine tokens. */
 export const STORM_POLICY = `
 path "${BAO_MOUNT}/data/m/*" { capabilities = ["create", "update", "read"] }
+path "auth/token/create/${MACHINE_ROLE}" { capabilities = ["create", "update"] }
 path "sys/policies/acl/m-*" { capabilities = ["create", "update"] }
-# sudo: the machine tokens carry a policy the publisher's own token does not have.
+# sudo: a per-machine policy (--bao-policy per-machine) is one the publisher's token does not hold.
 path "auth/token/create" { capabilities = ["create", "update", "sudo"] }
 `;
 
-/** One machine's policy: read its own config, write its own status; nothing else. */
-export function machinePolicy(name: string): string {
+/** One machine's paths: read its own config, write its own status; nothing else. */
+function machinePaths(name: string): string {
   return (
     `path "${BAO_MOUNT}/data/m/${name}/config" { capabilities = ["read"] }\n` +
     `path "${BAO_MOUNT}/data/m/${name}/status" { capabilities = ["create", "update"] }\n`
   );
 }
+
+/** --bao-policy per-machine: an ACL policy written for each machine. */
+export const machinePolicy = machinePaths;
+
+/**
+ * --bao-policy template: one policy whose paths name the token's entity alias (the machine
+ * name given at token creation), so each token reaches only its own machine's paths.
+ */
+export const templatePolicy = (tokenAccessor: string) =>
+  machinePaths(`{{identity.entity.aliases.${tokenAccessor}.name}}`);
 
 export interface OpenBao {
   readonly url: string;
@@ -94,7 +108,7 @@ async function until(
 }
 
 /** Starts, initialises and unseals OpenBao in `dir`; sets up KV v2 and the storm policy. */
-export async function startOpenBao(bin: string, dir: string): Promise<OpenBao> {
+export async function startOpenBao(bin: string, dir: string, opts: { uses: number }): Promise<OpenBao> {
   const port = await freePort();
   let cluster = await freePort();
   while (cluster === port) cluster = await freePort();
@@ -166,8 +180,29 @@ export async function startOpenBao(bin: string, dir: string): Promise<OpenBao> {
     });
     if (mount.status !== 204 && mount.status !== 200)
       throw new Error(`openbao mount answered ${mount.status}`);
-    const pol = await api(url, "PUT", "sys/policies/acl/storm", root, { policy: STORM_POLICY });
-    if (pol.status !== 204 && pol.status !== 200) throw new Error(`openbao policy answered ${pol.status}`);
+    const ok = (what: string, r: { status: number }) => {
+      if (r.status !== 204 && r.status !== 200) throw new Error(`openbao ${what} answered ${r.status}`);
+    };
+    ok("storm policy", await api(url, "PUT", "sys/policies/acl/storm", root, { policy: STORM_POLICY }));
+    const auths = await api(url, "GET", "sys/auth", root);
+    const accessor = (auths.json["token/"] as { accessor?: string } | undefined)?.accessor;
+    if (!accessor) throw new Error("openbao: no accessor for the token auth method");
+    ok(
+      "machine policy",
+      await api(url, "PUT", `sys/policies/acl/${MACHINE_ROLE}`, root, { policy: templatePolicy(accessor) }),
+    );
+    ok(
+      "machine role",
+      await api(url, "POST", `auth/token/roles/${MACHINE_ROLE}`, root, {
+        allowed_policies: [MACHINE_ROLE],
+        allowed_entity_aliases: ["*"],
+        token_no_default_policy: true,
+        token_ttl: "1h",
+        token_explicit_max_ttl: "1h",
+        token_num_uses: opts.uses,
+        orphan: true,
+      }),
+    );
     const made = await api(url, "POST", "auth/token/create", root, { policies: ["storm"], ttl: "4h" });
     const controller = (made.json.auth as { client_token?: string } | undefined)?.client_token;
     if (!controller) throw new Error(`openbao token create answered ${made.status}`);

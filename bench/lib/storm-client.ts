@@ -180,6 +180,37 @@ export async function publishAll(
 }
 
 /**
+ * The security property every target must have: machine a's token cannot read machine b's
+ * config. Returns the failure to record when it could, undefined when it was refused (401/403).
+ */
+export async function crossTokenCheck(
+  c: HttpClient,
+  p: Protocol,
+  a: Machine | undefined,
+  b: Machine | undefined,
+): Promise<Failure | undefined> {
+  if (a?.token === undefined || b?.token === undefined) return undefined;
+  try {
+    await p.fetch(c, b, a.token);
+    return {
+      kind: "fetch",
+      machine: b.name,
+      status: 200,
+      message: `${a.name}'s token read ${b.name}'s config`,
+    };
+  } catch (err) {
+    const status = err instanceof RequestFailure ? err.status : undefined;
+    if (status === 401 || status === 403) return undefined;
+    return {
+      kind: "fetch",
+      machine: b.name,
+      status,
+      message: `cross-machine fetch: ${(err as Error).message}`,
+    };
+  }
+}
+
+/**
  * Phase 2, the storm: per machine one fetch then the five status posts in order, `concurrency`
  * machines in flight. Every `verifyEvery`-th machine's fetched body is checked. A machine whose
  * publish failed is skipped (that failure is already recorded).

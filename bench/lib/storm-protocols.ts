@@ -3,8 +3,8 @@
  * no-op server, which answers the same routes) and OpenBao's KV v2 with per-machine tokens.
  */
 import { randomBytes } from "node:crypto";
-import { BAO_MOUNT, machinePolicy } from "./openbao.ts";
-import type { Answer, Machine, Protocol } from "./storm-client.ts";
+import { BAO_MOUNT, MACHINE_ROLE, machinePolicy } from "./openbao.ts";
+import type { Answer, HttpClient, Machine, Protocol } from "./storm-client.ts";
 
 export const NAMESPACE = "storm";
 
@@ -77,18 +77,46 @@ export function bootsealProtocol(
   };
 }
 
+export type BaoPolicy = "template" | "per-machine";
+
 /**
- * OpenBao: publish = write the secret, write the machine's own ACL policy, create a token with
- * only that policy (TTL 1 h like bootseal's; `uses` 0 = no use count); fetch = read the secret
- * with that token; status = a KV v2 write to the machine's status path with that token.
+ * OpenBao: publish = write the secret, then create the machine's token: with --bao-policy
+ * template (default) one request to the machine role naming the machine as the token's entity
+ * alias (the templated policy then grants that machine's paths only); with per-machine, write
+ * the machine's own ACL policy and create a token with only that policy. Both: TTL 1 h like
+ * bootseal's, `uses` 0 = no use count. fetch = read the secret with that token; status = a
+ * KV v2 write to the machine's status path with that token.
  */
 export function openBaoProtocol(
   controller: string,
   payload: (name: string) => string,
   uses: number,
+  policy: BaoPolicy,
 ): Protocol {
   const kv = (m: Machine, what: string) => `/v1/${BAO_MOUNT}/data/m/${m.name}/${what}`;
   const as = (token: string) => ({ "x-vault-token": token, "content-type": "application/json" });
+  const makeToken = async (c: HttpClient, m: Machine): Promise<Answer> => {
+    if (policy === "template") {
+      return c.call({
+        method: "POST",
+        path: `/v1/auth/token/create/${MACHINE_ROLE}`,
+        headers: as(controller),
+        body: JSON.stringify({ entity_alias: m.name }),
+      });
+    }
+    await c.call({
+      method: "PUT",
+      path: `/v1/sys/policies/acl/m-${m.name}`,
+      headers: as(controller),
+      body: JSON.stringify({ policy: machinePolicy(m.name) }),
+    });
+    return c.call({
+      method: "POST",
+      path: "/v1/auth/token/create",
+      headers: as(controller),
+      body: JSON.stringify({ policies: [`m-${m.name}`], no_default_policy: true, ttl: "1h", num_uses: uses }),
+    });
+  };
   return {
     async publish(c, m) {
       await c.call({
@@ -97,23 +125,7 @@ export function openBaoProtocol(
         headers: as(controller),
         body: JSON.stringify({ data: { payload: payload(m.name) } }),
       });
-      await c.call({
-        method: "PUT",
-        path: `/v1/sys/policies/acl/m-${m.name}`,
-        headers: as(controller),
-        body: JSON.stringify({ policy: machinePolicy(m.name) }),
-      });
-      const a = await c.call({
-        method: "POST",
-        path: "/v1/auth/token/create",
-        headers: as(controller),
-        body: JSON.stringify({
-          policies: [`m-${m.name}`],
-          no_default_policy: true,
-          ttl: "1h",
-          num_uses: uses,
-        }),
-      });
+      const a = await makeToken(c, m);
       const token = (json(a).auth as { client_token?: unknown } | undefined)?.client_token;
       if (typeof token !== "string") throw new Error("publish: no client_token in the answer");
       return token;

@@ -83,7 +83,8 @@ export interface TargetResult {
   readonly fetch: LatencySummary;
   readonly status: LatencySummary;
   readonly publish: LatencySummary;
-  readonly peakRssMiB: number | undefined;
+  /** Per server process (two for the replicas). */
+  readonly peakRssMiB: readonly number[];
   readonly storeOpsPerMachine: number | undefined;
   readonly errors: number;
 }
@@ -150,7 +151,7 @@ export function markdownTable(rows: readonly TargetResult[], reference: TargetRe
         formatMs(r.fetch.p99),
         formatMs(r.status.p99),
         formatMs(r.publish.p99),
-        r.peakRssMiB === undefined ? "n/a" : `${formatCount(r.peakRssMiB)} MiB`,
+        r.peakRssMiB.length ? `${r.peakRssMiB.map((m) => formatCount(m)).join(" + ")} MiB` : "n/a",
         formatCount(r.storeOpsPerMachine, 1),
         ref ? ratio(machinesPerSecond(r), machinesPerSecond(ref)) : "–",
         ref ? ratio(publishPerSecond(r), publishPerSecond(ref)) : "–",

@@ -15,7 +15,7 @@ import { baoBinary, startOpenBao } from "./openbao.ts";
 import { stopChild, track } from "./processes.ts";
 import { type BenchServer, benchConfig, dropBucket, startServe } from "./serve.ts";
 import type { Protocol } from "./storm-client.ts";
-import { bootsealProtocol, openBaoProtocol } from "./storm-protocols.ts";
+import { type BaoPolicy, bootsealProtocol, openBaoProtocol } from "./storm-protocols.ts";
 
 export const TARGETS = ["noop", "file", "s3", "openbao", "replicas"] as const;
 export type TargetName = (typeof TARGETS)[number];
@@ -54,6 +54,7 @@ export interface TargetOptions {
   readonly dir: string;
   readonly payload: (name: string) => string;
   readonly baoTokenUses: number;
+  readonly baoPolicy: BaoPolicy;
 }
 
 const NOOP = fileURLToPath(new URL("./noop-server.ts", import.meta.url));
@@ -168,13 +169,13 @@ async function startS3(o: TargetOptions, replicas: number): Promise<Started> {
 }
 
 async function startBao(o: TargetOptions): Promise<Started> {
-  const bao = await startOpenBao(baoBinary(), o.dir);
+  const bao = await startOpenBao(baoBinary(), o.dir, { uses: o.baoTokenUses });
   return {
     urls: [bao.url],
     pids: [bao.pid],
-    protocol: openBaoProtocol(bao.controller, o.payload, o.baoTokenUses),
+    protocol: openBaoProtocol(bao.controller, o.payload, o.baoTokenUses, o.baoPolicy),
     metricsUrls: [],
-    describe: `OpenBao ${bao.version}, raft in ${o.dir}, KV v2, token uses ${o.baoTokenUses || "unlimited"}`,
+    describe: `OpenBao ${bao.version}, raft in ${o.dir}, KV v2, ${o.baoPolicy === "template" ? "templated policy" : "a policy per machine"}, token uses ${o.baoTokenUses || "unlimited"}`,
     output: () => bao.output().slice(-4000),
     stop: () => bao.stop(),
   };
