@@ -17,7 +17,7 @@
  *
  *   npm run build && . .peers/env && node_modules/.bin/node bench/boot-storm.ts
  *       [--machines 2000] [--concurrency 200] [--payload-kib 16]
- *       [--targets noop,file,s3,openbao,replicas] [--stores file,s3] [--entry dist|src]
+ *       [--targets noop,file,s3,openbao,replicas] [--stores file,s3] [--entry dist|src|PATH/dist/cli/main.js]
  *       [--bao-policy template|per-machine] [--bao-token-uses 0] [--target-timeout S] [--deadline S]
  *
  * Prints per target: machines/s (storm), req/s, publish/s, p50/p99 per request kind, peak RSS
@@ -27,10 +27,10 @@
  * socket error is counted and printed; the exit status is 1 when there was any (or a target
  * failed), 3 when the overall deadline fired.
  */
-import { rmSync } from "node:fs";
+import { existsSync, rmSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { cpus, loadavg, tmpdir, totalmem } from "node:os";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { argv, exit, version as nodeVersion } from "node:process";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
@@ -107,11 +107,18 @@ const targets = TARGETS.filter(
 );
 
 const REPO = fileURLToPath(new URL("../", import.meta.url));
-const ENTRY = join(REPO, opts.entry === "src" ? "src/cli/main.ts" : "dist/cli/main.js");
+// dist, src, or the path of another build's dist/cli/main.js (e.g. main's, from `git archive`).
+const ENTRY =
+  opts.entry === "src"
+    ? join(REPO, "src/cli/main.ts")
+    : opts.entry === "dist"
+      ? join(REPO, "dist/cli/main.js")
+      : resolve(opts.entry);
+if (!existsSync(ENTRY)) throw new Error(`${ENTRY} is missing: run 'npm run build' first (or --entry src)`);
 
 // Bounded: each target gets its own watchdog (start-up, publish and storm at a pessimistic
-// 10 machines/s), and the whole run a deadline after which everything is killed.
-const TARGET_S = Number(opts["target-timeout"] ?? 120 + MACHINES * 0.15);
+// ~4 machines/s), and the whole run a deadline after which everything is killed.
+const TARGET_S = Number(opts["target-timeout"] ?? 120 + MACHINES * 0.3);
 const DEADLINE_S = Number(opts.deadline ?? targets.length * (TARGET_S + 30) + 60);
 const tempDirs = new Set<string>();
 function abort(code: number): never {
