@@ -180,6 +180,18 @@ async function runTarget(name: TargetName, payload: (n: string) => string): Prom
       ac.signal,
     );
     const m2 = await scrape(started.metricsUrls);
+    // Outside the measured storm: the real sops decrypts one fetched document (bootseal only).
+    let confirmed = "";
+    const first = machines[0] as Machine;
+    if (started.confirm && first.token !== undefined) {
+      const again = await started.protocol.fetch(client, first, first.token).catch((err: Error) => err);
+      confirmed =
+        again instanceof Error
+          ? `re-fetch failed: ${again.message}`
+          : await started.confirm(again.body, payload(first.name));
+      if (!/^(sops decrypts|not checked)/.test(confirmed))
+        rec.failures.push({ kind: "fetch", machine: first.name, status: undefined, message: confirmed });
+    }
     const rssAfter = rss.now();
     const peaks = rss.stop();
     if (ac.signal.aborted) throw ac.signal.reason;
@@ -222,7 +234,7 @@ async function runTarget(name: TargetName, payload: (n: string) => string): Prom
       );
     }
     console.log(
-      `  cross-machine fetch (m0's token, m1's config): ${name === "noop" ? "not checked" : cross ? "ALLOWED" : "refused"}`,
+      `  cross-machine fetch (m0's token, m1's config): ${name === "noop" ? "not checked" : cross ? "ALLOWED" : "refused"}${confirmed ? `; m0's document: ${confirmed}` : ""}`,
     );
     console.log(
       `  verified: ${rec.verified} sampled fetch bodies ${name === "noop" ? "(not checked: fixed body)" : name === "openbao" ? "are the secret written" : "are SOPS documents"}`,

@@ -34,14 +34,16 @@ export async function startServe(
 }
 
 /**
- * The shared part of the bench configuration and the controller token that goes with it.
+ * The shared part of the bench configuration, the controller token that goes with it and the
+ * age identity of its creation rule (to decrypt what the service stored).
  * `logLevel` undefined keeps the service default (what an operator runs).
  */
 export async function benchConfig(opts: {
   readonly uses: number;
   readonly logLevel: string | undefined;
-}): Promise<{ config: Record<string, unknown>; controller: string }> {
-  const recipient = await identityToRecipient(await generateX25519Identity());
+}): Promise<{ config: Record<string, unknown>; controller: string; identity: string }> {
+  const identity = await generateX25519Identity();
+  const recipient = await identityToRecipient(identity);
   const controller = randomBytes(32).toString("base64url");
   const config: Record<string, unknown> = {
     creation_rules: [{ age: recipient }],
@@ -57,7 +59,7 @@ export async function benchConfig(opts: {
     limits: { maxConnectionsPerAddress: 0 },
   };
   if (opts.logLevel !== undefined) config.logLevel = opts.logLevel;
-  return { config, controller };
+  return { config, controller, identity };
 }
 
 /** Empties and removes a bench bucket (a failure is reported, not thrown). */

@@ -3,12 +3,14 @@
  * caller (SIGTERM, then SIGKILL; its bucket removed): the no-op server, bootseal on the file
  * store, bootseal on SeaweedFS, two bootseal replicas on one SeaweedFS bucket, and OpenBao.
  */
-import { spawn } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
+import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { env } from "node:process";
 import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
 import { CreateBucketCommand } from "@aws-sdk/client-s3";
-import { uniqueName } from "../../test/helpers/peers.ts";
+import { optionalPeer, uniqueName } from "../../test/helpers/peers.ts";
 import { freePort } from "../../test/helpers/ports.ts";
 import { rawS3, seaweedfs } from "../../test/helpers/s3.ts";
 import { baoBinary, startOpenBao } from "./openbao.ts";
@@ -44,6 +46,11 @@ export interface Started {
   /** bootseal only: each replica's /metrics. */
   readonly metricsUrls: string[];
   readonly describe: string;
+  /**
+   * bootseal only: whether the real sops decrypts a fetched document to the payload that was
+   * published (a sentence for the report).
+   */
+  confirm?(body: Buffer, expected: string): Promise<string>;
   /** The servers' output (for a failure report). */
   output(): string;
   stop(): Promise<void>;
@@ -57,6 +64,7 @@ export interface TargetOptions {
   readonly baoPolicy: BaoPolicy;
 }
 
+const run = promisify(execFile);
 const NOOP = fileURLToPath(new URL("./noop-server.ts", import.meta.url));
 
 async function startNoop(o: TargetOptions): Promise<Started> {
@@ -92,9 +100,40 @@ async function startNoop(o: TargetOptions): Promise<Started> {
   };
 }
 
-async function bootseal(o: TargetOptions, servers: BenchServer[], controller: string, describe: string) {
+/** Runs the real sops (the peer) on a fetched document; a failure is reported, not thrown. */
+async function sopsDecrypts(dir: string, identity: string, body: Buffer, expected: string): Promise<string> {
+  const sops = optionalPeer("SOPS_BIN");
+  if (!sops) return "not checked (no sops peer: source .peers/env)";
+  const file = join(dir, "fetched.sops.json");
+  await writeFile(file, body);
+  try {
+    const { stdout } = await run(
+      sops,
+      ["decrypt", "--input-type", "binary", "--output-type", "binary", file],
+      {
+        env: { PATH: env.PATH, HOME: dir, SOPS_AGE_KEY: identity },
+        maxBuffer: 64 * 1024 * 1024,
+        timeout: 30_000,
+      },
+    );
+    return stdout === expected
+      ? "sops decrypts it to the published payload"
+      : "SOPS DECRYPTS IT TO SOMETHING ELSE";
+  } catch (err) {
+    return `SOPS FAILED: ${(err as Error).message.slice(0, 300)}`;
+  }
+}
+
+async function bootseal(
+  o: TargetOptions,
+  servers: BenchServer[],
+  controller: string,
+  identity: string,
+  describe: string,
+) {
   const pids = servers.map((s) => s.child.pid as number);
   return {
+    confirm: (body: Buffer, expected: string) => sopsDecrypts(o.dir, identity, body, expected),
     urls: servers.map((s) => s.url),
     pids,
     protocol: bootsealProtocol(controller, o.payload, true),
@@ -109,7 +148,7 @@ async function bootseal(o: TargetOptions, servers: BenchServer[], controller: st
 
 async function startFile(o: TargetOptions): Promise<Started> {
   // The service's default log level (info: the access log's lines per request included).
-  const { config, controller } = await benchConfig({ uses: 10, logLevel: undefined });
+  const { config, controller, identity } = await benchConfig({ uses: 10, logLevel: undefined });
   const server = await startServe(
     o.entry,
     o.dir,
@@ -117,7 +156,7 @@ async function startFile(o: TargetOptions): Promise<Started> {
     { ...config, store: `file://${join(o.dir, "store")}`, audit: { path: join(o.dir, "audit.log") } },
     {},
   );
-  return bootseal(o, [server], controller, `file:// in ${o.dir}`);
+  return bootseal(o, [server], controller, identity, `file:// in ${o.dir}`);
 }
 
 async function startS3(o: TargetOptions, replicas: number): Promise<Started> {
@@ -133,7 +172,7 @@ async function startS3(o: TargetOptions, replicas: number): Promise<Started> {
   }
   const servers: BenchServer[] = [];
   try {
-    const { config, controller } = await benchConfig({ uses: 10, logLevel: undefined });
+    const { config, controller, identity } = await benchConfig({ uses: 10, logLevel: undefined });
     for (let i = 0; i < replicas; i++) {
       servers.push(
         await startServe(
@@ -153,7 +192,13 @@ async function startS3(o: TargetOptions, replicas: number): Promise<Started> {
         ),
       );
     }
-    const started = await bootseal(o, servers, controller, `s3://${Bucket} on SeaweedFS ${p.endpoint}`);
+    const started = await bootseal(
+      o,
+      servers,
+      controller,
+      identity,
+      `s3://${Bucket} on SeaweedFS ${p.endpoint}`,
+    );
     return {
       ...started,
       stop: async () => {
