@@ -7,6 +7,7 @@
  * requests a publish, a fetch and a status post are (bench/lib/storm-protocols.ts).
  */
 import { Agent, type IncomingHttpHeaders, request } from "node:http";
+import type { Socket } from "node:net";
 import { performance } from "node:perf_hooks";
 
 export interface Req {
@@ -39,12 +40,15 @@ export class HttpClient {
   readonly #urls: URL[];
   readonly #agent: Agent;
   readonly #signal: AbortSignal;
+  // When each pooled socket last went idle: a reset on a reused socket says how long it sat.
+  readonly #freedAt = new WeakMap<Socket, number>();
   #next = 0;
   requests = 0;
 
   constructor(urls: readonly string[], sockets: number, signal: AbortSignal) {
     this.#urls = urls.map((u) => new URL(u));
     this.#agent = new Agent({ keepAlive: true, maxSockets: sockets, maxTotalSockets: sockets });
+    this.#agent.on("free", (socket: Socket) => this.#freedAt.set(socket, performance.now()));
     this.#signal = signal;
   }
 
@@ -82,9 +86,14 @@ export class HttpClient {
         },
       );
       r.on("timeout", () => r.destroy(new Error(`no answer in ${TIMEOUT_MS / 1000} s`)));
-      r.on("error", (err: NodeJS.ErrnoException) =>
-        reject(new RequestFailure(`socket: ${err.code ?? ""} ${err.message}`.trim(), undefined)),
-      );
+      r.on("error", (err: NodeJS.ErrnoException) => {
+        const freed = r.socket ? this.#freedAt.get(r.socket) : undefined;
+        const reused =
+          r.reusedSocket && freed !== undefined
+            ? ` (a reused keep-alive socket, idle ${((performance.now() - freed) / 1000).toFixed(1)} s)`
+            : "";
+        reject(new RequestFailure(`socket: ${err.code ?? ""} ${err.message}${reused}`.trim(), undefined));
+      });
       r.end(body);
     });
   }
