@@ -20,6 +20,9 @@
  *       [--targets noop,file,s3,openbao,replicas] [--stores file,s3] [--entry dist|src|PATH/dist/cli/main.js]
  *       [--bao-policy template|per-machine] [--bao-token-uses 0] [--target-timeout S] [--deadline S]
  *
+ * --stores keeps only the bootseal targets on those stores (replicas: s3); --entry PATH runs
+ * another build's dist/cli/main.js; --bao-policy and --bao-token-uses: docs/benchmarks.md.
+ *
  * Prints per target: machines/s (storm), req/s, publish/s, p50/p99 per request kind, peak RSS
  * of the server process(es), store operations per machine (bootseal: its /metrics counter
  * bootseal_store_operations_total, before and after), the ratios to OpenBao, "N machines in
