@@ -47,7 +47,16 @@ export class HttpClient {
 
   constructor(urls: readonly string[], sockets: number, signal: AbortSignal) {
     this.#urls = urls.map((u) => new URL(u));
-    this.#agent = new Agent({ keepAlive: true, maxSockets: sockets, maxTotalSockets: sockets });
+    // A pooled socket is dropped 2.5 s (Node's default: 1 s) before the idle timeout the server
+    // announces (Keep-Alive: timeout=5 for bootseal): on a loaded machine the client's timers
+    // run seconds late, and a request sent on a socket the server is closing is reset (the
+    // keep-alive race), a client artefact rather than a server failure. Still counted if seen.
+    this.#agent = new Agent({
+      keepAlive: true,
+      maxSockets: sockets,
+      maxTotalSockets: sockets,
+      agentKeepAliveTimeoutBuffer: 2500,
+    });
     this.#agent.on("free", (socket: Socket) => this.#freedAt.set(socket, performance.now()));
     this.#signal = signal;
   }
