@@ -56,6 +56,8 @@ export class HttpClient {
       maxSockets: sockets,
       maxTotalSockets: sockets,
       agentKeepAliveTimeoutBuffer: 2500,
+      // The most recently used socket first: the stalest ones idle out instead of being reused.
+      scheduling: "lifo",
     });
     this.#agent.on("free", (socket: Socket) => this.#freedAt.set(socket, performance.now()));
     this.#signal = signal;
