@@ -47,15 +47,16 @@ export class HttpClient {
 
   constructor(urls: readonly string[], sockets: number, signal: AbortSignal) {
     this.#urls = urls.map((u) => new URL(u));
-    // A pooled socket is dropped 2.5 s (Node's default: 1 s) before the idle timeout the server
-    // announces (Keep-Alive: timeout=5 for bootseal): on a loaded machine the client's timers
-    // run seconds late, and a request sent on a socket the server is closing is reset (the
-    // keep-alive race), a client artefact rather than a server failure. Still counted if seen.
+    // An idle pooled socket is closed after 2 s (the request's own timeout applies while it is
+    // busy), well before bootseal's 5 s idle timeout: otherwise, whenever a replica gets no
+    // request for 5 s (every worker waiting on the other one), the client reuses sockets the
+    // server has just closed and gets ECONNRESET, the keep-alive race, a client artefact
+    // (Node's agentKeepAliveTimeoutBuffer does not stop such reuse in Node 24.21). Counted if seen.
     this.#agent = new Agent({
       keepAlive: true,
       maxSockets: sockets,
       maxTotalSockets: sockets,
-      agentKeepAliveTimeoutBuffer: 2500,
+      timeout: 2000,
       // The most recently used socket first: the stalest ones idle out instead of being reused.
       scheduling: "lifo",
     });
