@@ -21,21 +21,20 @@
  * (bench-service-…) is left behind until the next `scripts/peers.sh up` empties the peers' data.
  * Exits 1 when any request did not answer 2xx.
  */
-import type { ChildProcess } from "node:child_process";
-import { createHash, randomBytes } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import { existsSync, rmSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { cpus, loadavg, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
-import { argv, env, exit, version as nodeVersion } from "node:process";
+import { argv, exit, version as nodeVersion } from "node:process";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { CreateBucketCommand } from "@aws-sdk/client-s3";
-import { generateX25519Identity, identityToRecipient } from "age-encryption";
 import { uniqueName } from "../test/helpers/peers.ts";
-import { rawS3, removeS3Bucket, type S3Peer, seaweedfs } from "../test/helpers/s3.ts";
-import { serve } from "../test/service/serve-harness.ts";
+import { rawS3, seaweedfs } from "../test/helpers/s3.ts";
+import { killAll } from "./lib/processes.ts";
+import { type BenchServer, benchConfig, dropBucket, startServe } from "./lib/serve.ts";
 
 // autocannon ships no types: the part of its programmatic API used here.
 interface AcHistogram {
@@ -102,12 +101,11 @@ if (!existsSync(ENTRY)) throw new Error(`${ENTRY} is missing: run 'npm run build
 
 const NS = "bench";
 const PAYLOAD_BYTES = 4096;
-const children = new Set<ChildProcess>();
 let tempDir: string | undefined;
 
 /** For the watchdog and signals: kill the servers, remove the temporary directory, exit. */
 function abort(code: number): never {
-  for (const c of children) c.kill("SIGKILL");
+  killAll();
   if (tempDir) rmSync(tempDir, { recursive: true, force: true });
   exit(code);
 }
@@ -123,20 +121,7 @@ for (const sig of ["SIGINT", "SIGTERM"] as const) {
   process.once(sig, () => abort(130));
 }
 
-/** `bootseal serve` on 127.0.0.1 (the test harness's), tracked for the watchdog. */
-async function startServe(dir: string, name: string, config: object, extraEnv: NodeJS.ProcessEnv) {
-  const served = await serve(dir, name, { ...config }, { PATH: env.PATH, HOME: dir, ...extraEnv }, ENTRY);
-  children.add(served.child);
-  // SIGTERM, then SIGKILL if the server has not exited 5 s later.
-  const stop = async (): Promise<void> => {
-    const kill = setTimeout(() => served.child.kill("SIGKILL"), 5000);
-    await served.stop();
-    clearTimeout(kill);
-    children.delete(served.child);
-  };
-  return { ...served, stop };
-}
-type Server = Awaited<ReturnType<typeof startServe>>;
+type Server = BenchServer;
 
 interface Row {
   readonly reqPerSec: number;
@@ -263,39 +248,13 @@ async function runCases(label: string, server: Server, controller: string): Prom
   return rows;
 }
 
-/** Empties and removes the bench bucket (a failure is reported, not thrown). */
-async function dropBucket(p: S3Peer, Bucket: string): Promise<void> {
-  try {
-    const removed = await removeS3Bucket(p, Bucket);
-    console.log(`  s3: bucket ${Bucket} emptied (${removed} objects) and removed`);
-  } catch (err) {
-    console.error(`  s3: could not remove bucket ${Bucket}: ${(err as Error).message}`);
-  }
-}
-
 const started = new Date();
 const load0 = loadavg();
 const dir = await mkdtemp(join(tmpdir(), "bootseal-bench-service-"));
 tempDir = dir;
 const results = new Map<string, Map<string, Row>>();
 try {
-  const identity = await generateX25519Identity();
-  const recipient = await identityToRecipient(identity);
-  const controller = randomBytes(32).toString("base64url");
-  const base = {
-    creation_rules: [{ age: recipient }],
-    controllers: [
-      {
-        name: "bench",
-        tokenSha256: createHash("sha256").update(controller).digest("hex"),
-        scopes: ["admin"],
-      },
-    ],
-    bootstrapToken: { ttl: "1h", uses: 1_000_000 },
-    // Every load connection comes from 127.0.0.1: no per-address connection cap.
-    limits: { maxConnectionsPerAddress: 0 },
-    logLevel: opts["log-level"],
-  };
+  const { config: base, controller } = await benchConfig({ uses: 1_000_000, logLevel: opts["log-level"] });
   console.log(
     `bench/service: ${ENTRY.replace(REPO, "")} on ${nodeVersion}, ${CONNECTIONS} connections, ${DURATION} s per case (+${WARMUP} s publish warm-up per store)`,
   );
@@ -303,6 +262,7 @@ try {
   for (const store of STORES) {
     if (store === "file") {
       const server = await startServe(
+        ENTRY,
         dir,
         "file",
         { ...base, store: `file://${join(dir, "store")}`, audit: { path: join(dir, "audit-file.log") } },
@@ -323,6 +283,7 @@ try {
       await s3.send(new CreateBucketCommand({ Bucket }));
       try {
         const server = await startServe(
+          ENTRY,
           dir,
           "s3",
           {
@@ -345,7 +306,7 @@ try {
     }
   }
 } finally {
-  for (const c of children) c.kill("SIGKILL");
+  killAll();
   await rm(dir, { recursive: true, force: true });
 }
 

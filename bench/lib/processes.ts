@@ -1,0 +1,77 @@
+/**
+ * The server processes a benchmark starts: tracked so a watchdog or a signal can kill every one
+ * of them, stopped gently (SIGTERM, then SIGKILL), and their memory read from /proc.
+ */
+import type { ChildProcess } from "node:child_process";
+import { readFileSync } from "node:fs";
+
+const live = new Set<ChildProcess>();
+
+/** Registers a child until it exits, so killAll() reaches it. */
+export function track(child: ChildProcess): ChildProcess {
+  live.add(child);
+  child.once("exit", () => live.delete(child));
+  return child;
+}
+
+/** For a watchdog or a signal handler: SIGKILL every tracked child now. */
+export function killAll(): void {
+  for (const c of live) c.kill("SIGKILL");
+}
+
+const exited = (c: ChildProcess) => c.exitCode !== null || c.signalCode !== null;
+
+/** SIGTERM, then SIGKILL when the child has not exited `graceMs` later; resolves on exit. */
+export async function stopChild(child: ChildProcess, graceMs = 5000): Promise<void> {
+  if (exited(child)) return;
+  const gone = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  child.kill("SIGTERM");
+  const kill = setTimeout(() => child.kill("SIGKILL"), graceMs);
+  await gone;
+  clearTimeout(kill);
+  live.delete(child);
+}
+
+/** VmRSS and VmHWM (peak) of a process in KiB from /proc/<pid>/status; undefined once it is gone. */
+export function memoryOf(pid: number): { rssKiB: number; hwmKiB: number } | undefined {
+  try {
+    const text = readFileSync(`/proc/${pid}/status`, "utf8");
+    const kib = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(text)?.[1]);
+    const rssKiB = kib("VmRSS");
+    const hwmKiB = kib("VmHWM");
+    return Number.isFinite(rssKiB)
+      ? { rssKiB, hwmKiB: Number.isFinite(hwmKiB) ? hwmKiB : rssKiB }
+      : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+export interface RssSampler {
+  /** The current RSS of each process (KiB), summed. */
+  now(): number;
+  /** Stops sampling; the peak per process (KiB): the larger of the samples and VmHWM. */
+  stop(): number[];
+}
+
+/** Samples VmRSS of the processes every `everyMs` until stop(). */
+export function sampleRss(pids: readonly number[], everyMs = 100): RssSampler {
+  const peaks = pids.map(() => 0);
+  const take = () => {
+    pids.forEach((pid, i) => {
+      const m = memoryOf(pid);
+      if (m) peaks[i] = Math.max(peaks[i] as number, m.rssKiB, m.hwmKiB);
+    });
+  };
+  take();
+  const timer = setInterval(take, everyMs);
+  timer.unref();
+  return {
+    now: () => pids.reduce((a, pid) => a + (memoryOf(pid)?.rssKiB ?? 0), 0),
+    stop() {
+      take();
+      clearInterval(timer);
+      return peaks;
+    },
+  };
+}

@@ -1,0 +1,267 @@
+/**
+ * The boot storm client: one code path for every target. node:http with a keep-alive Agent
+ * (at most `concurrency` sockets), requests round-robin over the target's base URLs; phase 1
+ * publishes every machine, phase 2 is the storm (per machine one fetch with its own token, then
+ * five status posts in order, `concurrency` machines in flight). Every non-2xx answer and every
+ * socket error is recorded, never dropped. Targets differ only in their Protocol: which
+ * requests a publish, a fetch and a status post are (bench/lib/storm-protocols.ts).
+ */
+import { Agent, type IncomingHttpHeaders, request } from "node:http";
+import type { Socket } from "node:net";
+import { performance } from "node:perf_hooks";
+
+export interface Req {
+  readonly method: string;
+  readonly path: string;
+  readonly headers?: Record<string, string>;
+  readonly body?: string | Buffer;
+}
+
+export interface Answer {
+  readonly status: number;
+  readonly headers: IncomingHttpHeaders;
+  readonly body: Buffer;
+}
+
+export type Kind = "publish" | "fetch" | "status";
+
+/** A failed request: non-2xx (status set) or a socket error or timeout (status undefined). */
+export class RequestFailure extends Error {
+  readonly status: number | undefined;
+  constructor(message: string, status: number | undefined) {
+    super(message);
+    this.status = status;
+  }
+}
+
+const TIMEOUT_MS = 30_000;
+
+export class HttpClient {
+  readonly #urls: URL[];
+  readonly #agent: Agent;
+  readonly #signal: AbortSignal;
+  // When each pooled socket last went idle: a reset on a reused socket says how long it sat.
+  readonly #freedAt = new WeakMap<Socket, number>();
+  #next = 0;
+  requests = 0;
+
+  constructor(urls: readonly string[], sockets: number, signal: AbortSignal) {
+    this.#urls = urls.map((u) => new URL(u));
+    // An idle pooled socket is closed after 2 s (the request's own timeout applies while it is
+    // busy), well before bootseal's 5 s idle timeout: otherwise, whenever a replica gets no
+    // request for 5 s (every worker waiting on the other one), the client reuses sockets the
+    // server has just closed and gets ECONNRESET, the keep-alive race, a client artefact
+    // (Node's agentKeepAliveTimeoutBuffer does not stop such reuse in Node 24.21). Counted if seen.
+    this.#agent = new Agent({
+      keepAlive: true,
+      maxSockets: sockets,
+      maxTotalSockets: sockets,
+      timeout: 2000,
+      // The most recently used socket first: the stalest ones idle out instead of being reused.
+      scheduling: "lifo",
+    });
+    this.#agent.on("free", (socket: Socket) => this.#freedAt.set(socket, performance.now()));
+    this.#signal = signal;
+  }
+
+  /** One request to the next base URL; resolves on 2xx, throws RequestFailure otherwise. */
+  call(req: Req): Promise<Answer> {
+    const base = this.#urls[this.#next++ % this.#urls.length] as URL;
+    this.requests++;
+    return new Promise((resolve, reject) => {
+      const body = req.body === undefined ? undefined : Buffer.from(req.body);
+      const headers: Record<string, string | number> = { ...req.headers };
+      if (body) headers["content-length"] = body.length;
+      const r = request(
+        {
+          host: base.hostname,
+          port: base.port,
+          method: req.method,
+          path: req.path,
+          headers,
+          agent: this.#agent,
+          signal: this.#signal,
+          timeout: TIMEOUT_MS,
+        },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on("data", (c: Buffer) => chunks.push(c));
+          res.on("error", (err) => reject(new RequestFailure(`response: ${err.message}`, undefined)));
+          res.on("end", () => {
+            const answer = { status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) };
+            if (answer.status >= 200 && answer.status < 300) resolve(answer);
+            else {
+              const text = answer.body.toString("utf8").slice(0, 200).replace(/\s+/g, " ");
+              reject(new RequestFailure(`HTTP ${answer.status}: ${text}`, answer.status));
+            }
+          });
+        },
+      );
+      r.on("timeout", () => r.destroy(new Error(`no answer in ${TIMEOUT_MS / 1000} s`)));
+      r.on("error", (err: NodeJS.ErrnoException) => {
+        const freed = r.socket ? this.#freedAt.get(r.socket) : undefined;
+        const reused =
+          r.reusedSocket && freed !== undefined
+            ? ` (a reused keep-alive socket, idle ${((performance.now() - freed) / 1000).toFixed(1)} s)`
+            : "";
+        reject(new RequestFailure(`socket: ${err.code ?? ""} ${err.message}${reused}`.trim(), undefined));
+      });
+      r.end(body);
+    });
+  }
+
+  close(): void {
+    this.#agent.destroy();
+  }
+}
+
+export interface Machine {
+  readonly name: string;
+  token?: string;
+}
+
+export const PHASES = ["fetching", "decrypted", "written", "running", "succeeded"] as const;
+
+/** What differs between targets: the requests of each step. */
+export interface Protocol {
+  /** Publishes the machine's config; returns the machine's own token. */
+  publish(c: HttpClient, m: Machine): Promise<string>;
+  fetch(c: HttpClient, m: Machine, token: string): Promise<Answer>;
+  status(c: HttpClient, m: Machine, token: string, phase: (typeof PHASES)[number]): Promise<void>;
+  /** Why a fetched answer is not the machine's real config; undefined when it is. */
+  verify(m: Machine, answer: Answer): string | undefined;
+}
+
+export interface Failure {
+  readonly kind: Kind;
+  readonly machine: string;
+  readonly status: number | undefined;
+  readonly message: string;
+}
+
+export interface PhaseRun {
+  readonly seconds: number;
+  readonly requests: number;
+}
+
+export interface Recorder {
+  readonly latencies: Record<Kind, number[]>;
+  readonly failures: Failure[];
+  verified: number;
+}
+
+export function newRecorder(): Recorder {
+  return { latencies: { publish: [], fetch: [], status: [] }, failures: [], verified: 0 };
+}
+
+/** Runs `fn` over 0..count-1 with `n` workers; stops taking work once `signal` aborts. */
+async function pool(n: number, count: number, signal: AbortSignal, fn: (i: number) => Promise<void>) {
+  let next = 0;
+  const worker = async () => {
+    while (next < count && !signal.aborted) await fn(next++);
+  };
+  await Promise.all(Array.from({ length: Math.min(n, count) }, worker));
+}
+
+async function timed<T>(
+  rec: Recorder,
+  kind: Kind,
+  machine: string,
+  step: () => Promise<T>,
+): Promise<T | undefined> {
+  const t0 = performance.now();
+  try {
+    const out = await step();
+    rec.latencies[kind].push(performance.now() - t0);
+    return out;
+  } catch (err) {
+    const status = err instanceof RequestFailure ? err.status : undefined;
+    rec.failures.push({ kind, machine, status, message: (err as Error).message });
+    return undefined;
+  }
+}
+
+/** Phase 1: publishes every machine, `concurrency` at once; sets each machine's token. */
+export async function publishAll(
+  c: HttpClient,
+  p: Protocol,
+  machines: Machine[],
+  concurrency: number,
+  rec: Recorder,
+  signal: AbortSignal,
+): Promise<PhaseRun> {
+  const r0 = c.requests;
+  const t0 = performance.now();
+  await pool(concurrency, machines.length, signal, async (i) => {
+    const m = machines[i] as Machine;
+    const token = await timed(rec, "publish", m.name, () => p.publish(c, m));
+    if (token !== undefined) m.token = token;
+  });
+  return { seconds: (performance.now() - t0) / 1000, requests: c.requests - r0 };
+}
+
+/**
+ * The security property every target must have: machine a's token cannot read machine b's
+ * config. Returns the failure to record when it could, undefined when it was refused (401/403).
+ */
+export async function crossTokenCheck(
+  c: HttpClient,
+  p: Protocol,
+  a: Machine | undefined,
+  b: Machine | undefined,
+): Promise<Failure | undefined> {
+  if (a?.token === undefined || b?.token === undefined) return undefined;
+  try {
+    await p.fetch(c, b, a.token);
+    return {
+      kind: "fetch",
+      machine: b.name,
+      status: 200,
+      message: `${a.name}'s token read ${b.name}'s config`,
+    };
+  } catch (err) {
+    const status = err instanceof RequestFailure ? err.status : undefined;
+    if (status === 401 || status === 403) return undefined;
+    return {
+      kind: "fetch",
+      machine: b.name,
+      status,
+      message: `cross-machine fetch: ${(err as Error).message}`,
+    };
+  }
+}
+
+/**
+ * Phase 2, the storm: per machine one fetch then the five status posts in order, `concurrency`
+ * machines in flight. Every `verifyEvery`-th machine's fetched body is checked. A machine whose
+ * publish failed is skipped (that failure is already recorded).
+ */
+export async function storm(
+  c: HttpClient,
+  p: Protocol,
+  machines: readonly Machine[],
+  concurrency: number,
+  verifyEvery: number,
+  rec: Recorder,
+  signal: AbortSignal,
+): Promise<PhaseRun> {
+  const r0 = c.requests;
+  const t0 = performance.now();
+  await pool(concurrency, machines.length, signal, async (i) => {
+    const m = machines[i] as Machine;
+    const token = m.token;
+    if (token === undefined) return;
+    const answer = await timed(rec, "fetch", m.name, () => p.fetch(c, m, token));
+    if (answer === undefined) return;
+    if (i % verifyEvery === 0) {
+      const wrong = p.verify(m, answer);
+      if (wrong) rec.failures.push({ kind: "fetch", machine: m.name, status: answer.status, message: wrong });
+      else rec.verified++;
+    }
+    for (const phase of PHASES) {
+      const ok = await timed(rec, "status", m.name, () => p.status(c, m, token, phase).then(() => true));
+      if (!ok) return;
+    }
+  });
+  return { seconds: (performance.now() - t0) / 1000, requests: c.requests - r0 };
+}
