@@ -137,8 +137,9 @@ describe("YAML and metadata edge cases against sops 3.13.2 and 3.13.3", { timeou
         assert.equal(b.status === 0, s3.status === 0, `bootseal: ${b.stderr.trim()}`);
         if (s3.status === 0) assert.equal(shape(b.stdout), shape(s3.stdout));
         else {
-          // One line naming the YAML problem, never a stack trace.
-          assert.match(b.stderr.trim(), /^bootseal: yaml: line \d+: [^\n]+$/);
+          // One line naming the YAML problem, never a stack trace, and sops's exit code.
+          assert.match(b.stderr.trim(), /^bootseal: Error unmarshalling file: yaml: line \d+: [^\n]+$/);
+          assert.equal(b.status, s3.status, "the same exit code as sops 3.13.3");
         }
       });
     }
