@@ -22,6 +22,16 @@ export function isStdin(file: string | undefined): boolean {
  * sops's "cannot operate on non-existent file" (exit 100), which encrypt and decrypt check
  * before they load any configuration; other commands find out when they read (READ_FAILED).
  */
+/** True when something is at `file` (for commands that act differently on a new file). */
+export async function exists(file: string): Promise<boolean> {
+  try {
+    await stat(file);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 export async function requireExisting(file: string | undefined, io: CliIo): Promise<void> {
   if (isStdin(file)) return;
   const path = resolve(io.cwd, file as string);

@@ -13,13 +13,12 @@ import { createHash, randomBytes } from "node:crypto";
 import { readdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
-import { CreateBucketCommand, GetObjectCommand, ListObjectsV2Command } from "@aws-sdk/client-s3";
+import { GetObjectCommand, ListObjectsV2Command } from "@aws-sdk/client-s3";
 import { type AgeKey, ageKey, tempDir } from "../fetcher/helpers.ts";
-import { uniqueName } from "../helpers/peers.ts";
 import { freePort } from "../helpers/ports.ts";
 import { rawS3, removeS3Bucket, seaweedfs } from "../helpers/s3.ts";
 import { type Service, startService } from "../helpers/serve-process.ts";
-import { call, decryptWithAge, serviceConfig } from "./helpers.ts";
+import { call, decryptWithAge, seaweedBucket, serviceConfig } from "./helpers.ts";
 
 const MACHINES = 8;
 const KILL_AFTER_ACKS = 40;
@@ -68,18 +67,13 @@ function fileStore(root: string): StoreUnderTest {
 }
 
 async function seaweedStore(): Promise<StoreUnderTest> {
-  const p = seaweedfs();
-  const bucket = uniqueName("faults-kill9");
-  const s3 = rawS3(p);
-  await s3.send(new CreateBucketCommand({ Bucket: bucket }));
+  const { bucket, store, extra, env } = await seaweedBucket("faults-kill9", "k9");
   buckets.push(bucket);
+  const s3 = rawS3(seaweedfs());
   return {
-    store: `s3://${bucket}/k9`,
-    extra: ["s3:", `  endpoint: ${p.endpoint}`, "  region: us-east-1", "  forcePathStyle: true"],
-    env: {
-      AWS_ACCESS_KEY_ID: p.credentials.accessKeyId,
-      AWS_SECRET_ACCESS_KEY: p.credentials.secretAccessKey,
-    },
+    store,
+    extra,
+    env,
     async objects() {
       const objects = new Map<string, Buffer>();
       const listed = await s3.send(

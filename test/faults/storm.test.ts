@@ -14,13 +14,11 @@ import { createHash, randomBytes } from "node:crypto";
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
-import { CreateBucketCommand } from "@aws-sdk/client-s3";
 import { type AgeKey, ageKey, tempDir } from "../fetcher/helpers.ts";
-import { uniqueName } from "../helpers/peers.ts";
 import { freePort } from "../helpers/ports.ts";
-import { rawS3, removeS3Bucket, seaweedfs } from "../helpers/s3.ts";
+import { removeS3Bucket, seaweedfs } from "../helpers/s3.ts";
 import { type Service, startService } from "../helpers/serve-process.ts";
-import { call, serviceConfig } from "./helpers.ts";
+import { call, seaweedBucket, serviceConfig } from "./helpers.ts";
 
 const MACHINES = 40;
 const CONCURRENCY = 20;
@@ -50,18 +48,9 @@ interface StoreUnderTest {
 
 async function storeFor(kind: "file" | "seaweedfs", label: string): Promise<StoreUnderTest> {
   if (kind === "file") return { store: `file://${join(dir.path, `store-${label}`)}`, extra: [], env: {} };
-  const p = seaweedfs();
-  const bucket = uniqueName("faults-storm");
-  await rawS3(p).send(new CreateBucketCommand({ Bucket: bucket }));
+  const { bucket, ...sut } = await seaweedBucket("faults-storm", "storm");
   buckets.push(bucket);
-  return {
-    store: `s3://${bucket}/storm`,
-    extra: ["s3:", `  endpoint: ${p.endpoint}`, "  region: us-east-1", "  forcePathStyle: true"],
-    env: {
-      AWS_ACCESS_KEY_ID: p.credentials.accessKeyId,
-      AWS_SECRET_ACCESS_KEY: p.credentials.secretAccessKey,
-    },
-  };
+  return sut;
 }
 
 async function writeConfig(sut: StoreUnderTest, label: string): Promise<string> {

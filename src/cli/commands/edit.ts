@@ -6,7 +6,6 @@
  * `.sops.yaml` creation rule, as `encrypt` would.
  */
 import { randomBytes } from "node:crypto";
-import { stat } from "node:fs/promises";
 import { resolve } from "node:path";
 import { KEY_KINDS } from "../../../providers/keys/index.ts";
 import type { Codec, Format } from "../../envelope/sops/codecs/codec.ts";
@@ -26,6 +25,7 @@ import { replaceFile } from "../../files/atomic-write.ts";
 import { readFileBounded } from "../../files/read-bounded.ts";
 import type { CliIo, Command } from "../command.ts";
 import { editUntilValid } from "../edit-session.ts";
+import { exists } from "../file-io.ts";
 import {
   DECRYPTION_ORDER_FLAG,
   IGNORE_MAC_FLAG,
@@ -193,15 +193,6 @@ function acceptEdit(codec: Codec, showMasterKeys: boolean, metadata: Metadata) {
 
 function describe(err: unknown): string {
   return isBootsealError(err) ? err.message : "unreadable";
-}
-
-async function exists(file: string): Promise<boolean> {
-  try {
-    await stat(file);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 type Values = Record<string, unknown> & {

@@ -7,7 +7,6 @@
  * verified and replaced with a conditional write (../rotate-store.ts; docs/cli.md "Rotating a
  * whole store").
  */
-import { stat } from "node:fs/promises";
 import { resolve } from "node:path";
 import type { ProviderDeps } from "../../../providers/keys/index.ts";
 import { openStore } from "../../../providers/stores/index.ts";
@@ -16,7 +15,7 @@ import { bindContext } from "../../machine/kms-binding.ts";
 import { CONFIGS_PREFIX, configKeyMachineText } from "../../machine/store-layout.ts";
 import type { CliIo, Command } from "../command.ts";
 import { EXIT_CODES, EXIT_OK } from "../exit-codes.ts";
-import { checkTarget, readInput, writeOutput } from "../file-io.ts";
+import { checkTarget, exists, readInput, writeOutput } from "../file-io.ts";
 import { DECRYPTION_ORDER_FLAG, FORMAT_FLAGS, KEYSERVICE_FLAGS, OUTPUT_FLAGS } from "../flag-groups.ts";
 import { type CommandSpec, type Flag, parseFlags } from "../flags.ts";
 import { KMS_FLAGS, keyFlags, parseEncryptionContext } from "../key-flags.ts";
@@ -62,15 +61,6 @@ function changesPerObject(
     const changes = keyChanges({ ...values, "encryption-context": text }, deps, env);
     return { add: changes.add, remove: new Set([...base.remove, ...changes.remove]) };
   };
-}
-
-async function exists(file: string): Promise<boolean> {
-  try {
-    await stat(file);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 function parseConcurrency(text: string): number {
