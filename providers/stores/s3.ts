@@ -186,6 +186,11 @@ export class S3Store implements ObjectStore {
       ...(options.credentials ? { credentials: options.credentials } : {}),
       // The SDK's retry loop is off: openStore wraps the store in src/retry.ts (retrying.ts).
       maxAttempts: 1,
+      // CRC32 of every body only where the API requires one (as before SDK 3.729): the objects
+      // carry their own integrity (a SOPS MAC, JSON records checked on read), TLS carries the
+      // rest, and the checksums were a fifth of the client's CPU per call in a boot storm.
+      requestChecksumCalculation: "WHEN_REQUIRED",
+      responseChecksumValidation: "WHEN_REQUIRED",
       requestHandler: {
         connectionTimeout: options.connectionTimeoutMs ?? 3000,
         requestTimeout: options.requestTimeoutMs ?? 30_000,
