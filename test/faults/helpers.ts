@@ -1,11 +1,8 @@
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { PassThrough } from "node:stream";
-import { CreateBucketCommand } from "@aws-sdk/client-s3";
 import { main } from "../../src/cli/main.ts";
 import { REPO } from "../fetcher/helpers.ts";
-import { uniqueName } from "../helpers/peers.ts";
-import { rawS3, seaweedfs } from "../helpers/s3.ts";
 
 export interface Answer {
   readonly status: number;
@@ -91,23 +88,4 @@ export function serviceConfig(opts: {
     "logLevel: warn",
     "",
   ].join("\n");
-}
-
-/** A fresh SeaweedFS bucket for `bootseal serve`: its store URL, config lines and credentials. */
-export async function seaweedBucket(
-  name: string,
-  prefix: string,
-): Promise<{ bucket: string; store: string; extra: string[]; env: Record<string, string> }> {
-  const p = seaweedfs();
-  const bucket = uniqueName(name);
-  await rawS3(p).send(new CreateBucketCommand({ Bucket: bucket }));
-  return {
-    bucket,
-    store: `s3://${bucket}/${prefix}`,
-    extra: ["s3:", `  endpoint: ${p.endpoint}`, "  region: us-east-1", "  forcePathStyle: true"],
-    env: {
-      AWS_ACCESS_KEY_ID: p.credentials.accessKeyId,
-      AWS_SECRET_ACCESS_KEY: p.credentials.secretAccessKey,
-    },
-  };
 }

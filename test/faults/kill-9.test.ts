@@ -16,9 +16,9 @@ import { after, before, test } from "node:test";
 import { GetObjectCommand, ListObjectsV2Command } from "@aws-sdk/client-s3";
 import { type AgeKey, ageKey, tempDir } from "../fetcher/helpers.ts";
 import { freePort } from "../helpers/ports.ts";
-import { rawS3, removeS3Bucket, seaweedfs } from "../helpers/s3.ts";
+import { rawS3, removeS3Bucket, seaweedBucket, seaweedfs } from "../helpers/s3.ts";
 import { type Service, startService } from "../helpers/serve-process.ts";
-import { call, decryptWithAge, seaweedBucket, serviceConfig } from "./helpers.ts";
+import { call, decryptWithAge, serviceConfig } from "./helpers.ts";
 
 const MACHINES = 8;
 const KILL_AFTER_ACKS = 40;

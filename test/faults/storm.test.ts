@@ -16,9 +16,9 @@ import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { type AgeKey, ageKey, tempDir } from "../fetcher/helpers.ts";
 import { freePort } from "../helpers/ports.ts";
-import { removeS3Bucket, seaweedfs } from "../helpers/s3.ts";
+import { removeS3Bucket, seaweedBucket, seaweedfs } from "../helpers/s3.ts";
 import { type Service, startService } from "../helpers/serve-process.ts";
-import { call, seaweedBucket, serviceConfig } from "./helpers.ts";
+import { call, serviceConfig } from "./helpers.ts";
 
 const MACHINES = 40;
 const CONCURRENCY = 20;

@@ -3,12 +3,13 @@
  * must not go through the code under test. Used by the store tests and by the benchmarks.
  */
 import {
+  CreateBucketCommand,
   DeleteBucketCommand,
   DeleteObjectsCommand,
   ListObjectsV2Command,
   S3Client,
 } from "@aws-sdk/client-s3";
-import { peer } from "./peers.ts";
+import { peer, uniqueName } from "./peers.ts";
 
 export interface S3Peer {
   readonly name: string;
@@ -63,4 +64,23 @@ export async function removeS3Bucket(p: S3Peer, Bucket: string): Promise<number>
   } finally {
     s3.destroy();
   }
+}
+
+/** A fresh SeaweedFS bucket for `bootseal serve`: its store URL, config lines and credentials. */
+export async function seaweedBucket(
+  name: string,
+  prefix: string,
+): Promise<{ bucket: string; store: string; extra: string[]; env: Record<string, string> }> {
+  const p = seaweedfs();
+  const bucket = uniqueName(name);
+  await rawS3(p).send(new CreateBucketCommand({ Bucket: bucket }));
+  return {
+    bucket,
+    store: `s3://${bucket}/${prefix}`,
+    extra: ["s3:", `  endpoint: ${p.endpoint}`, "  region: us-east-1", "  forcePathStyle: true"],
+    env: {
+      AWS_ACCESS_KEY_ID: p.credentials.accessKeyId,
+      AWS_SECRET_ACCESS_KEY: p.credentials.secretAccessKey,
+    },
+  };
 }
