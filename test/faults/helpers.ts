@@ -67,6 +67,8 @@ export function serviceConfig(opts: {
   audit: string;
   kms?: string;
   extra?: readonly string[];
+  /** Fetches per bootstrap token (default 1000). */
+  uses?: number;
 }): string {
   return [
     `store: ${opts.store}`,
@@ -81,7 +83,7 @@ export function serviceConfig(opts: {
     "    scopes: [configs:write, configs:read, status:read]",
     "bootstrapToken:",
     "  ttl: 1h",
-    "  uses: 1000",
+    `  uses: ${opts.uses ?? 1000}`,
     `dataDir: ${opts.dataDir}`,
     "audit:",
     `  path: ${opts.audit}`,

@@ -10,39 +10,24 @@
  */
 import assert from "node:assert/strict";
 import { createHash, randomBytes } from "node:crypto";
-import { readdir, readFile, writeFile } from "node:fs/promises";
+import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { after, before, test } from "node:test";
+import { test } from "node:test";
 import { GetObjectCommand, ListObjectsV2Command } from "@aws-sdk/client-s3";
-import { type AgeKey, ageKey, tempDir } from "../fetcher/helpers.ts";
 import { freePort } from "../helpers/ports.ts";
-import { rawS3, removeS3Bucket, seaweedBucket, seaweedfs } from "../helpers/s3.ts";
+import { rawS3, seaweedfs } from "../helpers/s3.ts";
 import { type Service, startService } from "../helpers/serve-process.ts";
-import { call, decryptWithAge, serviceConfig } from "./helpers.ts";
+import { faultsFixture, type ServiceStore } from "./fixture.ts";
+import { call, decryptWithAge } from "./helpers.ts";
 
 const MACHINES = 8;
 const KILL_AFTER_ACKS = 40;
 const MAX_OPS_PER_MACHINE = 60;
 
-let dir: { path: string; remove: () => Promise<void> };
-let operator: AgeKey;
+const fx = faultsFixture("faults-kill9");
 const token = randomBytes(24).toString("hex");
-const buckets: string[] = [];
 
-before(async () => {
-  dir = await tempDir("faults-kill9");
-  operator = await ageKey(dir.path, "operator");
-});
-
-after(async () => {
-  for (const b of buckets) await removeS3Bucket(seaweedfs(), b).catch(() => {});
-  await dir?.remove();
-});
-
-interface StoreUnderTest {
-  readonly store: string;
-  readonly extra: readonly string[];
-  readonly env: Record<string, string>;
+interface StoreUnderTest extends ServiceStore {
   /** Every object (reserved `.bootseal-` files left out), and the names of reserved ones. */
   objects(): Promise<{ objects: Map<string, Buffer>; reserved: string[] }>;
 }
@@ -67,8 +52,7 @@ function fileStore(root: string): StoreUnderTest {
 }
 
 async function seaweedStore(): Promise<StoreUnderTest> {
-  const { bucket, store, extra, env } = await seaweedBucket("faults-kill9", "k9");
-  buckets.push(bucket);
+  const { bucket, store, extra, env } = await fx.bucket("faults-kill9", "k9");
   const s3 = rawS3(seaweedfs());
   return {
     store,
@@ -102,19 +86,8 @@ async function killUnderLoad(
   sut: StoreUnderTest,
   label: string,
 ): Promise<void> {
-  const config = join(dir.path, `${label}.yaml`);
-  await writeFile(
-    config,
-    serviceConfig({
-      store: sut.store,
-      extra: sut.extra,
-      recipient: operator.recipient,
-      tokenSha256: createHash("sha256").update(token).digest("hex"),
-      dataDir: join(dir.path, `data-${label}`),
-      audit: join(dir.path, `audit-${label}.log`),
-    }),
-  );
-  const env = { PATH: process.env.PATH, HOME: dir.path, AWS_REGION: "us-east-1", ...sut.env };
+  const config = await fx.writeConfig(sut, label, token);
+  const env = fx.env(sut);
   const port = await freePort();
   let service: Service | undefined = await startService(config, env, port);
   try {
@@ -193,7 +166,7 @@ async function killUnderLoad(
       const got = await call(`${url}/v1/machines/default/${m.name}/config`, { token });
       assert.equal(got.status, 200, `${m.name}: ${got.body.toString()}`);
       const sha = createHash("sha256").update(got.body).digest("hex");
-      const plain = (await decryptWithAge(dir.path, got.body, operator.file)).toString();
+      const plain = (await decryptWithAge(fx.dir, got.body, fx.operator.file)).toString();
       if (m.unacked.length === 0) {
         assert.equal(sha, m.acked?.sha256, `${m.name}: the acknowledged version`);
       } else {
@@ -218,7 +191,7 @@ async function killUnderLoad(
       `${label}: ${objects.size} objects, ${reserved.length} reserved files left by the kill (${reserved.join(", ")})`,
     );
     for (const [key, body] of objects) {
-      if (key.startsWith("configs/")) await decryptWithAge(dir.path, body, operator.file);
+      if (key.startsWith("configs/")) await decryptWithAge(fx.dir, body, fx.operator.file);
       else JSON.parse(body.toString());
     }
     // A writer right after the restart is not blocked by whatever the killed process held.
@@ -246,7 +219,7 @@ async function killUnderLoad(
 test("kill -9 under load, file store: nothing acknowledged is lost, nothing half-written", {
   timeout: 600_000,
 }, async (t) => {
-  await killUnderLoad(t, fileStore(join(dir.path, "store")), "file");
+  await killUnderLoad(t, fileStore(join(fx.dir, "store")), "file");
 });
 
 test("kill -9 under load, SeaweedFS: nothing acknowledged is lost, nothing half-written", {

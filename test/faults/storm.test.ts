@@ -10,69 +10,26 @@
  *   fetches and reports with its token, and every stored object parses.
  */
 import assert from "node:assert/strict";
-import { createHash, randomBytes } from "node:crypto";
-import { writeFile } from "node:fs/promises";
+import { randomBytes } from "node:crypto";
 import { join } from "node:path";
-import { after, before, test } from "node:test";
-import { type AgeKey, ageKey, tempDir } from "../fetcher/helpers.ts";
+import { test } from "node:test";
 import { freePort } from "../helpers/ports.ts";
-import { removeS3Bucket, seaweedBucket, seaweedfs } from "../helpers/s3.ts";
 import { type Service, startService } from "../helpers/serve-process.ts";
-import { call, serviceConfig } from "./helpers.ts";
+import { faultsFixture, type ServiceStore } from "./fixture.ts";
+import { call } from "./helpers.ts";
 
 const MACHINES = 40;
 const CONCURRENCY = 20;
 const USES = 5;
 const PHASES = ["fetching", "decrypted", "written", "running", "succeeded"] as const;
 
-let dir: { path: string; remove: () => Promise<void> };
-let operator: AgeKey;
+const fx = faultsFixture("faults-storm");
 const controller = randomBytes(24).toString("hex");
-const buckets: string[] = [];
 
-before(async () => {
-  dir = await tempDir("faults-storm");
-  operator = await ageKey(dir.path, "operator");
-});
-
-after(async () => {
-  for (const b of buckets) await removeS3Bucket(seaweedfs(), b).catch(() => {});
-  await dir?.remove();
-});
-
-interface StoreUnderTest {
-  readonly store: string;
-  readonly extra: readonly string[];
-  readonly env: Record<string, string>;
+async function storeFor(kind: "file" | "seaweedfs", label: string): Promise<ServiceStore> {
+  if (kind === "file") return { store: `file://${join(fx.dir, `store-${label}`)}`, extra: [], env: {} };
+  return fx.bucket("faults-storm", "storm");
 }
-
-async function storeFor(kind: "file" | "seaweedfs", label: string): Promise<StoreUnderTest> {
-  if (kind === "file") return { store: `file://${join(dir.path, `store-${label}`)}`, extra: [], env: {} };
-  const { bucket, ...sut } = await seaweedBucket("faults-storm", "storm");
-  buckets.push(bucket);
-  return sut;
-}
-
-async function writeConfig(sut: StoreUnderTest, label: string): Promise<string> {
-  const file = join(dir.path, `${label}.yaml`);
-  const text = serviceConfig({
-    store: sut.store,
-    extra: sut.extra,
-    recipient: operator.recipient,
-    tokenSha256: createHash("sha256").update(controller).digest("hex"),
-    dataDir: join(dir.path, `data-${label}`),
-    audit: join(dir.path, `audit-${label}.log`),
-  }).replace("  uses: 1000", `  uses: ${USES}`);
-  await writeFile(file, text);
-  return file;
-}
-
-const envOf = (sut: StoreUnderTest) => ({
-  PATH: process.env.PATH,
-  HOME: dir.path,
-  AWS_REGION: "us-east-1",
-  ...sut.env,
-});
 
 /** Runs `work` over 0..n-1 with `CONCURRENCY` in flight. */
 async function pool(n: number, work: (i: number) => Promise<void>): Promise<void> {
@@ -117,10 +74,10 @@ for (const kind of ["file", "seaweedfs"] as const) {
     timeout: 600_000,
   }, async () => {
     const sut = await storeFor(kind, `two-${kind}`);
-    const config = await writeConfig(sut, `two-${kind}`);
+    const config = await fx.writeConfig(sut, `two-${kind}`, controller, USES);
     const replicas: Service[] = [];
     try {
-      for (let i = 0; i < 2; i++) replicas.push(await startService(config, envOf(sut)));
+      for (let i = 0; i < 2; i++) replicas.push(await startService(config, fx.env(sut)));
       const urls = replicas.map((r) => r.url);
       let turn = 0;
       const next = () => urls[turn++ % urls.length] as string;
@@ -166,9 +123,9 @@ for (const kind of ["file", "seaweedfs"] as const) {
     timeout: 600_000,
   }, async (t) => {
     const sut = await storeFor(kind, `kill-${kind}`);
-    const config = await writeConfig(sut, `kill-${kind}`);
+    const config = await fx.writeConfig(sut, `kill-${kind}`, controller, USES);
     const port = await freePort();
-    let service: Service | undefined = await startService(config, envOf(sut), port);
+    let service: Service | undefined = await startService(config, fx.env(sut), port);
     try {
       const url = service.url;
       const machines = await publishAll([url], `kill-${kind}`);
@@ -201,7 +158,7 @@ for (const kind of ["file", "seaweedfs"] as const) {
       assert.equal(service.process.signalCode, "SIGKILL");
       t.diagnostic(`${kind}: ${acks} status posts acknowledged before the kill`);
 
-      service = await startService(config, envOf(sut), port);
+      service = await startService(config, fx.env(sut), port);
       for (const m of machines) {
         const messages = new Set((await history(url, m.name)).map((e) => e.message));
         for (const message of m.acked) assert.ok(messages.has(message), `${m.name}: ${message} kept`);
