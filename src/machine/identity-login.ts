@@ -1,0 +1,37 @@
+/**
+ * The machine-identity login exchange, shared by the fetcher and the service: a machine with
+ * no bootstrap token proves who it is with its cloud identity once per boot, at
+ * `POST /v1/machines/:ns/:name/login`, and gets a bootstrap token for this boot back; the
+ * fetch and the status posts then use that token as before (so the cloud issuer is asked
+ * once per boot, not once per request). One home for the method names and the wire shapes;
+ * docs/api.md "Machine login" and docs/security.md say what each method proves.
+ */
+
+/** The cloud identities a machine can log in with (`bootseal fetch --auth`). */
+export const CLOUD_AUTH_METHODS = ["aws-iam", "gcp", "azure"] as const;
+export type CloudAuthMethod = (typeof CLOUD_AUTH_METHODS)[number];
+/** `token` is the bootstrap token: the portable fallback, and the default. */
+export type MachineAuthMethod = "token" | CloudAuthMethod;
+
+export function isCloudAuthMethod(value: unknown): value is CloudAuthMethod {
+  return typeof value === "string" && (CLOUD_AUTH_METHODS as readonly string[]).includes(value);
+}
+
+/** The login request body. `credential` is method-specific (a signed request, a JWT). */
+export interface LoginRequest {
+  readonly method: CloudAuthMethod;
+  readonly credential: string;
+}
+
+/** The login answer: a bootstrap token for this machine and this boot. */
+export interface LoginResponse {
+  readonly token: string;
+  readonly expiresAt: string;
+}
+
+/**
+ * The header a signed AWS request carries, inside the signature, to bind it to one bootseal
+ * service (the role of Vault's `X-Vault-AWS-IAM-Server-ID`): a signature made for one service
+ * cannot be replayed against another.
+ */
+export const SERVER_ID_HEADER = "x-bootseal-server-id";
