@@ -270,6 +270,23 @@ export const SERVICE_CONFIG_SCHEMA: SchemaNode = {
         bufferSize: int("events kept per replica for `Last-Event-ID`", 1, 100_000, 1000),
       },
     },
+    statusReports: {
+      type: "object",
+      additionalProperties: false,
+      default: {},
+      properties: {
+        coalesce: duration(
+          "longest time a replica holds an intermediate status report (fetching, decrypted, written, running) before writing it; it answers such a report 202 and writes it with the machine's next terminal report if that comes first (docs/api.md, Status durability). `0`: every report is written before its answer (200)",
+          "1s",
+        ),
+        maxHeldMachines: int(
+          "most machines whose reports one replica holds at once; past it, reports are written through",
+          1,
+          1_000_000,
+          50_000,
+        ),
+      },
+    },
     dataDir: text("the embedded default's directory", { default: "./data", "x-flag": "--data-dir" }),
     logLevel: {
       type: "string",

@@ -89,6 +89,8 @@ export interface ServiceConfig {
   /** "-" is standard error. */
   readonly audit: { readonly path: string };
   readonly events: { readonly heartbeatSeconds: number; readonly bufferSize: number };
+  /** 0: no coalescing (every status report written before its answer). */
+  readonly statusReports: { readonly coalesceMs: number; readonly maxHeldMachines: number };
   readonly dataDir: string;
   readonly logLevel: LogLevel;
 }
@@ -192,6 +194,7 @@ interface Checked {
   fetcherArtifactWindows?: RawArtifact;
   audit: { path: string };
   events: { heartbeatSeconds: number; bufferSize: number };
+  statusReports: { coalesce: string | number; maxHeldMachines: number };
   dataDir: string;
   logLevel: LogLevel;
 }
@@ -331,6 +334,10 @@ export function validateServiceConfig(rawInput: Raw, cwd: string = process.cwd()
       path: c.audit.path === "-" || isAbsolute(c.audit.path) ? c.audit.path : resolve(cwd, c.audit.path),
     },
     events: c.events,
+    statusReports: {
+      coalesceMs: parseDuration(c.statusReports.coalesce, "statusReports.coalesce", { min: 0 }),
+      maxHeldMachines: c.statusReports.maxHeldMachines,
+    },
     dataDir: resolve(cwd, c.dataDir),
     logLevel: c.logLevel,
   };

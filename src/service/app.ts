@@ -11,6 +11,8 @@ import { pino } from "pino";
 import type { ProviderDeps } from "../../providers/keys/index.ts";
 import type { ObjectStore } from "../../providers/stores/object-store.ts";
 import type { ServiceConfig } from "../config/service-config.ts";
+import { isBootsealError } from "../errors.ts";
+import { formatMachineId } from "../machine/machine-id.ts";
 import type { ServiceContext } from "./context.ts";
 import { eventsBus } from "./events-bus.ts";
 import { machineStore } from "./machine-store.ts";
@@ -34,6 +36,10 @@ import { machineConfigRoutes } from "./routes/machine-config.ts";
 import { machineStatusRoutes } from "./routes/machine-status.ts";
 import { machinesRoutes } from "./routes/machines.ts";
 import { userdataRoutes } from "./routes/userdata.ts";
+import { StatusCoalescer } from "./status-coalescer.ts";
+
+/** Bytes of status reports one replica holds at most (status-coalescer.ts). */
+const HELD_BYTES_MAX = 32 * 1024 * 1024;
 
 /** What the app reads of the resolved service configuration (docs/configuration.md). */
 export type AppConfig = Pick<
@@ -49,6 +55,7 @@ export type AppConfig = Pick<
   | "publicUrl"
   | "trustProxy"
   | "events"
+  | "statusReports"
   | "logLevel"
 >;
 
@@ -168,6 +175,28 @@ export function buildApp(deps: AppDeps): FastifyInstance {
       machines,
       now,
     });
+    const events = eventsBus(config.events.bufferSize);
+    const statusReports = new StatusCoalescer({
+      windowMs: config.statusReports.coalesceMs,
+      maxHeldMachines: config.statusReports.maxHeldMachines,
+      maxHeldBytes: HELD_BYTES_MAX,
+      write: (m, entries, tokenSha256, seen) => machines.recordPhase(m, { entries, tokenSha256, seen }),
+      written: (m, entries, record) => {
+        for (const e of entries) events.publish({ ...m, phase: e.phase, version: record.version, at: e.at });
+      },
+      dropped: (m, entries, err) => {
+        metrics.statusReportsDropped.inc(entries.length);
+        api.log.warn(
+          {
+            machine: formatMachineId(m),
+            reports: entries.length,
+            code: isBootsealError(err) ? err.code : "INTERNAL",
+          },
+          "held status reports dropped",
+        );
+      },
+    });
+    api.addHook("onClose", () => statusReports.close());
     const ctx: ServiceContext = {
       machines,
       rules: config.creationRules,
@@ -178,7 +207,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
       fetcherArtifact: config.fetcherArtifact,
       fetcherArtifactWindows: config.fetcherArtifactWindows,
       publicUrl: config.publicUrl,
-      events: eventsBus(config.events.bufferSize),
+      events,
+      statusReports,
       metrics,
       heartbeatMs: config.events.heartbeatSeconds * 1000,
       now,

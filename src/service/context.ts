@@ -5,6 +5,7 @@ import type { SopsConfig } from "../config/sops-config.ts";
 import type { EventsBus } from "./events-bus.ts";
 import type { MachineStore } from "./machine-store.ts";
 import type { Metrics } from "./plugins/metrics.ts";
+import type { StatusCoalescer } from "./status-coalescer.ts";
 
 export interface ServiceContext {
   readonly machines: MachineStore;
@@ -20,6 +21,8 @@ export interface ServiceContext {
   /** `publicUrl` from the configuration; undefined: derived from the request's Host. */
   readonly publicUrl: string | undefined;
   readonly events: EventsBus;
+  /** Machines' status reports: intermediate ones held, terminal ones written (status-coalescer.ts). */
+  readonly statusReports: StatusCoalescer;
   readonly metrics: Metrics;
   readonly heartbeatMs: number;
   now(): Date;

@@ -289,13 +289,21 @@ export function boundEntry(entry: StatusEntry): StatusEntry {
 }
 
 /**
- * Appends an entry and bounds the history: at most HISTORY_LIMIT entries (the oldest go
- * first) and HISTORY_MAX_BYTES encoded (the oldest machine reports go first, then the oldest
- * publishes). The new entry and the latest `published` entry always stay, so a chatty machine
- * can neither grow its record without bound nor push its publish out of the history.
+ * Adds entries to a history in time order and bounds it: at most HISTORY_LIMIT entries (the
+ * oldest go first) and HISTORY_MAX_BYTES encoded (the oldest machine reports go first, then the
+ * oldest publishes). The newest entry and the latest `published` entry always stay, so a
+ * chatty machine can neither grow its record without bound nor push its publish out of the
+ * history. Time order, not arrival order: reports a replica held (status-coalescer.ts) can
+ * reach the store after a later one written by another replica.
  */
-export function appendHistory(history: readonly StatusEntry[], entry: StatusEntry): StatusEntry[] {
-  const all = [...history, boundEntry(entry)];
+export function mergeHistory(
+  history: readonly StatusEntry[],
+  entries: readonly StatusEntry[],
+): StatusEntry[] {
+  const all = [...history, ...entries.map(boundEntry)];
+  // ISO-8601 UTC strings sort as their instants; the sort is stable, so ties keep arrival order.
+  const byTime = (a: StatusEntry, b: StatusEntry) => (a.at < b.at ? -1 : a.at > b.at ? 1 : 0);
+  if (all.some((e, i) => i > 0 && byTime(all[i - 1]!, e) > 0)) all.sort(byTime);
   const newest = all.length - 1;
   const latestPublish = all.findLastIndex((e) => e.phase === "published");
   const protectedAt = (i: number) => i === newest || i === latestPublish;
@@ -315,6 +323,11 @@ export function appendHistory(history: readonly StatusEntry[], entry: StatusEntr
     }
   }
   return all.filter((_, i) => keep[i]);
+}
+
+/** One entry: mergeHistory's common case. */
+export function appendHistory(history: readonly StatusEntry[], entry: StatusEntry): StatusEntry[] {
+  return mergeHistory(history, [entry]);
 }
 
 export interface MachineStore {
@@ -401,7 +414,8 @@ export interface MachineStore {
 }
 
 export interface PhaseRecord {
-  readonly entry: Omit<StatusEntry, "version">;
+  /** One report, or several a replica held (status-coalescer.ts); at least one. */
+  readonly entries: readonly Omit<StatusEntry, "version">[];
   /** SHA-256 of the reporting machine's token. */
   readonly tokenSha256: string;
   readonly seen?: Seen<StatusRecord>;
@@ -485,7 +499,7 @@ export function machineStore(store: ObjectStore, cache?: RecordCache): MachineSt
       return out as StatusRecord;
     },
 
-    async recordPhase(m, { entry, tokenSha256, seen }, options = {}) {
+    async recordPhase(m, { entries, tokenSha256, seen }, options = {}) {
       const out = await records.update(
         statusKey(m),
         decodeStatus,
@@ -496,14 +510,23 @@ export function machineStore(store: ObjectStore, cache?: RecordCache): MachineSt
             throw new BootsealError("UNAUTHORIZED", "the bootstrap token was revoked or replaced");
           }
           const version = current?.version ?? 0;
+          const latest = entries.reduce((a, b) => (b.at >= a.at ? b : a));
+          // Held reports written late (status-coalescer.ts) join the history, not the present.
+          const now =
+            current && current.updatedAt > latest.at
+              ? current
+              : { phase: latest.phase, updatedAt: latest.at };
           return {
             namespace: m.namespace,
             name: m.name,
-            phase: entry.phase,
+            phase: now.phase,
             version,
-            updatedAt: entry.at,
+            updatedAt: now.updatedAt,
             config: current?.config ?? null,
-            history: appendHistory(current?.history ?? [], { ...entry, version }),
+            history: mergeHistory(
+              current?.history ?? [],
+              entries.map((e) => ({ ...e, version })),
+            ),
             token: current?.token,
           };
         },

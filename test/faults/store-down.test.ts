@@ -26,7 +26,7 @@ import { uniqueName } from "../helpers/peers.ts";
 import { rawS3, removeS3Bucket, seaweedfs } from "../helpers/s3.ts";
 import { type Service, startService } from "../helpers/serve-process.ts";
 import { type TcpProxy, tcpProxy } from "../helpers/tcp-proxy.ts";
-import { call, decryptWithAge, serviceConfig } from "./helpers.ts";
+import { call, decryptWithAge, serviceConfig, until } from "./helpers.ts";
 
 const MACHINES = 30;
 const CONCURRENCY = 6;
@@ -76,15 +76,6 @@ after(async () => {
   s3?.destroy();
   await dir?.remove();
 });
-
-/** Polls (bounded: 1200 x 100 ms) until `check` is true. */
-async function until(what: string, check: () => boolean | Promise<boolean>): Promise<void> {
-  for (let i = 0; i < 1200; i++) {
-    if (await check()) return;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
 
 /** One `bootseal fetch` run in this process; its exit code and stderr (watched by `onErr`). */
 async function fetchRun(

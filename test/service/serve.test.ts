@@ -268,8 +268,9 @@ describe("bootseal serve (file store)", () => {
   });
 
   test("status: the machine posts phases, controllers read them, the list shows the current phase", async () => {
+    // Intermediate phases are held by the replica (202) and written with the terminal one.
     for (const phase of ["fetching", "decrypted", "written", "running"]) {
-      assert.equal((await report(a, "prod/worker-0", pub.bootstrapToken, { phase, attempt: 1 })).status, 200);
+      assert.equal((await report(a, "prod/worker-0", pub.bootstrapToken, { phase, attempt: 1 })).status, 202);
     }
     const done = await report(a, "prod/worker-0", pub.bootstrapToken, {
       phase: "succeeded",
@@ -643,7 +644,8 @@ describe("bootseal serve (SeaweedFS S3, two replicas on one bucket)", () => {
   test("status posts from both replicas at once all land (compare-and-swap retries)", async () => {
     const p = await publish(s1, "fleet/busy", "x");
     const posts = Array.from({ length: 8 }, (_, i) =>
-      report(i % 2 ? s1 : s2, "fleet/busy", p.bootstrapToken, { phase: "running", attempt: i }),
+      // A terminal phase: written before its answer (a machine retrying its bootstrap).
+      report(i % 2 ? s1 : s2, "fleet/busy", p.bootstrapToken, { phase: "failed", attempt: i }),
     );
     for (const r of await Promise.all(posts)) assert.equal(r.status, 200);
     const rec = (await call(st(s2, "fleet/busy"), { token: READER })).json<{ history: unknown[] }>();

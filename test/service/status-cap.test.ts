@@ -42,6 +42,8 @@ function app() {
     logger: false,
     store,
     config: appConfig({
+      // Written through: the cap of the stored record is what these tests look at.
+      statusReports: { coalesceMs: 0, maxHeldMachines: 1 },
       creationRules: parseSopsConfig(`creation_rules:\n  - path_regex: ^prod/\n    age: ${recipient}\n`, "t"),
       controllers: [{ name: "admin", tokenSha256: sha(ADMIN), scopes: [...SCOPES] }],
     }),

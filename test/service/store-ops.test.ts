@@ -17,29 +17,12 @@ import { SCOPES } from "../../src/config/service-config.ts";
 import { parseSopsConfig } from "../../src/config/sops-config.ts";
 import { buildApp } from "../../src/service/app.ts";
 import { appConfig } from "./app-config.ts";
+import { counting } from "./counting-store.ts";
 
 const recipient = await identityToRecipient(await generateX25519Identity());
 const ADMIN = "controller-admin-token-0123456789abcdefghijkl";
 const sha = (s: string) => createHash("sha256").update(s).digest("hex");
 const bearer = (t: string) => ({ authorization: `Bearer ${t}` });
-
-/** Every call, as `op key` (list as `list prefix`). */
-function counting(inner: ObjectStore): { store: ObjectStore; calls: string[] } {
-  const calls: string[] = [];
-  const seen = <T>(call: string, result: T): T => {
-    calls.push(call);
-    return result;
-  };
-  const store: ObjectStore = {
-    url: inner.url,
-    get: (key, o) => seen(`get ${key}`, inner.get(key, o)),
-    head: (key, o) => seen(`head ${key}`, inner.head(key, o)),
-    put: (key, body, c, o) => seen(`put ${key}`, inner.put(key, body, c, o)),
-    delete: (key, c, o) => seen(`delete ${key}`, inner.delete(key, c, o)),
-    list: (prefix, o) => seen(`list ${prefix}`, inner.list(prefix, o)),
-  };
-  return { store, calls };
-}
 
 function setup(inner = new MemoryStore()) {
   const { store, calls } = counting(inner);
@@ -47,6 +30,8 @@ function setup(inner = new MemoryStore()) {
     logger: false,
     store,
     config: appConfig({
+      // Every report written before its answer: these tests count the writes of each one.
+      statusReports: { coalesceMs: 0, maxHeldMachines: 1 },
       creationRules: parseSopsConfig(`creation_rules:\n  - age: ${recipient}\n`, "t"),
       controllers: [{ name: "admin", tokenSha256: sha(ADMIN), scopes: [...SCOPES] }],
       trustProxy: false,

@@ -6,7 +6,8 @@
 import { BootsealError } from "../../errors.ts";
 import { formatMachineId, type MachineId } from "../../machine/machine-id.ts";
 import type { ServiceContext } from "../context.ts";
-import type { MACHINE_PHASES, StatusEntry, StatusRecord, Versioned } from "../machine-store.ts";
+import type { MACHINE_PHASES, StatusRecord, Versioned } from "../machine-store.ts";
+import type { Report } from "../status-coalescer.ts";
 import type { TokenRecord } from "../tokens.ts";
 
 export interface PhaseReport {
@@ -23,28 +24,37 @@ export interface Reporter {
   readonly seen: Versioned<StatusRecord> | null;
 }
 
+/** Phases a fetcher reports on its way to a terminal one: held and answered 202 (status-coalescer.ts). */
+const INTERMEDIATE: ReadonlySet<string> = new Set(["fetching", "decrypted", "written", "running"]);
+
+/** The answer to a report: 200 once written, 202 when held. */
+export interface ReportOutcome {
+  readonly statusCode: 200 | 202;
+  readonly phase: string;
+  readonly version: number;
+  readonly updatedAt: string;
+}
+
 export async function reportPhase(
   ctx: ServiceContext,
   m: MachineId,
   report: PhaseReport,
   reporter: Reporter,
-): Promise<StatusRecord> {
-  const { machines } = ctx;
+): Promise<ReportOutcome> {
+  const { machines, statusReports } = ctx;
   const now = ctx.now();
   const { phase, ...details } = report;
-  const entry: Omit<StatusEntry, "version"> = { phase, at: now.toISOString(), by: "machine", ...details };
-  const record = await machines.recordPhase(m, {
-    entry,
-    tokenSha256: reporter.token.sha256,
-    seen: reporter.seen ?? undefined,
-  });
-  ctx.metrics.statusPosts.inc({ phase: report.phase });
-  ctx.events.publish({ ...m, phase: report.phase, version: record.version, at: record.updatedAt });
-  if (report.phase === "succeeded" && ctx.oneTimeFetch === "after-success") {
+  const entry: Report = { phase, at: now.toISOString(), by: "machine", ...details };
+  ctx.metrics.statusPosts.inc({ phase });
+  if (INTERMEDIATE.has(phase) && statusReports.hold(m, entry, reporter.token.sha256)) {
+    return { statusCode: 202, phase, version: reporter.seen?.value.version ?? 0, updatedAt: entry.at };
+  }
+  const record = await statusReports.commit(m, entry, reporter.token.sha256, reporter.seen ?? undefined);
+  if (phase === "succeeded" && ctx.oneTimeFetch === "after-success") {
     // The token is retired, not deleted: `bootseal fetch --one-time` still sends its DELETE.
     if (await machines.deleteConfigRetireToken(m)) await machines.recordDeleted(m, now);
   }
-  return record;
+  return { statusCode: 200, phase: record.phase, version: record.version, updatedAt: record.updatedAt };
 }
 
 export async function readStatus(

@@ -18,6 +18,8 @@ export interface Metrics {
   readonly publishes: Counter<"outcome">;
   readonly fetches: Counter<"who" | "outcome">;
   readonly statusPosts: Counter<"phase">;
+  /** Held (202) status reports that could not be written (status-coalescer.ts). */
+  readonly statusReportsDropped: Counter;
   instrumentStore(store: ObjectStore): ObjectStore;
   instrumentKey(key: MasterKey): MasterKey;
 }
@@ -92,6 +94,11 @@ export function createMetrics(): Metrics {
     labelNames: ["phase"] as const,
     registers: [registry],
   });
+  const statusReportsDropped = new Counter({
+    name: "bootseal_status_reports_dropped_total",
+    help: "Status reports answered 202 and then not written (token revoked meanwhile, or the store stayed down)",
+    registers: [registry],
+  });
 
   function observeStore(op: string, started: bigint, outcome: string): void {
     storeLatency.observe({ op, outcome }, Number(process.hrtime.bigint() - started) / 1e9);
@@ -121,6 +128,7 @@ export function createMetrics(): Metrics {
     publishes,
     fetches,
     statusPosts,
+    statusReportsDropped,
     instrumentStore(store) {
       return {
         url: store.url,

@@ -39,14 +39,14 @@ export function machineStatusRoutes(parent: FastifyInstance, ctx: ServiceContext
         checkBytes(request.body.output, OUTPUT_MAX_BYTES, "output");
       },
     },
-    async (request) => {
-      const record = await reportPhase(
+    async (request, reply) => {
+      const { statusCode, ...answer } = await reportPhase(
         ctx,
         { namespace: request.params.ns, name: request.params.name },
         request.body,
         { token: machineTokenOf(request) as TokenRecord, seen: stateOf(request).storedStatus },
       );
-      return { phase: record.phase, version: record.version, updatedAt: record.updatedAt };
+      return reply.code(statusCode).send(answer);
     },
   );
 

@@ -61,17 +61,25 @@ export const statusRecordResponse = {
   required: ["namespace", "name", "phase", "version", "updatedAt", "history"],
 } as const;
 
+function reportAnswer(description: string) {
+  return {
+    description,
+    type: "object",
+    properties: { phase: summary.phase, version: summary.version, updatedAt: summary.updatedAt },
+    required: ["phase", "version", "updatedAt"],
+  } as const;
+}
+
 export const postStatusSchema = {
   summary: "Report a bootstrap phase (the machine, with its bootstrap token)",
   tags: ["status"],
   params: machineParams,
   body: statusBody,
   response: {
-    200: {
-      type: "object",
-      properties: { phase: summary.phase, version: summary.version, updatedAt: summary.updatedAt },
-      required: ["phase", "version", "updatedAt"],
-    },
+    200: reportAnswer("Written: the report is in the store."),
+    202: reportAnswer(
+      "Held (intermediate phases): written with the machine's next terminal report or within `status.coalesce` (docs/api.md, Status durability).",
+    ),
     ...errorResponses,
   },
 } as const;
