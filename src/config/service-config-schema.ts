@@ -277,7 +277,7 @@ export const SERVICE_CONFIG_SCHEMA: SchemaNode = {
       properties: {
         coalesce: duration(
           "longest time a replica holds an intermediate status report (fetching, decrypted, written, running) before writing it; it answers such a report 202 and writes it with the machine's next terminal report if that comes first (docs/api.md, Status durability). `0`: every report is written before its answer (200)",
-          "1s",
+          "5s",
         ),
         maxHeldMachines: int(
           "most machines whose reports one replica holds at once; past it, reports are written through",

@@ -104,7 +104,7 @@ for (const kind of ["file", "seaweedfs"] as const) {
         }
       });
       for (const m of machines) {
-        // Reports held by the other replica arrive within its window (1 s by default).
+        // Reports held by the other replica arrive within its window (5 s by default).
         let phases: string[] = [];
         await until(`${m.name}'s held reports`, async () => {
           phases = (await history(urls[0] as string, m.name)).map((e) => e.phase);
