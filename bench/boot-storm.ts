@@ -8,7 +8,9 @@
  *   s3        `bootseal serve` on the SeaweedFS peer (a fresh bucket, removed at the end);
  *   openbao   OpenBao on integrated raft storage on disk (initialised, unsealed, KV v2 and a
  *             `storm` policy set up by the script; bench/lib/openbao.ts);
- *   replicas  two `bootseal serve` on one SeaweedFS bucket, the client round-robining.
+ *   replicas  two `bootseal serve` on one SeaweedFS bucket, the client round-robining
+ *             (--routing request: each request to the next replica; machine: each
+ *             machine's requests to one replica, as a balancer with affinity would).
  * The same client (bench/lib/storm-client.ts) runs against each: phase 1 publishes every machine
  * (--concurrency at once), phase 2 is the storm: per machine one fetch with its own token, then
  * five status posts (fetching, decrypted, written, running, succeeded) in order, --concurrency
@@ -19,6 +21,7 @@
  *       [--machines 2000] [--concurrency 200] [--payload-kib 16]
  *       [--targets noop,file,s3,openbao,replicas] [--stores file,s3] [--entry dist|src|PATH/dist/cli/main.js]
  *       [--bao-policy template|per-machine] [--bao-token-uses 0] [--target-timeout S] [--deadline S]
+ *       [--routing request|machine]
  *
  * --stores keeps only the bootseal targets on those stores (replicas: s3); --entry PATH runs
  * another build's dist/cli/main.js; --bao-policy and --bao-token-uses: docs/benchmarks.md.
@@ -46,6 +49,7 @@ import {
   newRecorder,
   publishAll,
   type Recorder,
+  type Routing,
   storm,
 } from "./lib/storm-client.ts";
 import { type BaoPolicy, NAMESPACE, payloadMaker } from "./lib/storm-protocols.ts";
@@ -85,10 +89,14 @@ const { values: opts } = parseArgs({
     "bao-policy": { type: "string", default: "template" },
     "target-timeout": { type: "string" },
     deadline: { type: "string" },
+    routing: { type: "string", default: "request" },
   },
   strict: true,
 });
 const MACHINES = Number(opts.machines);
+if (opts.routing !== "request" && opts.routing !== "machine")
+  throw new Error("--routing: request or machine");
+const ROUTING: Routing = opts.routing;
 const CONCURRENCY = Number(opts.concurrency);
 const PAYLOAD_KIB = Number(opts["payload-kib"]);
 const BAO_USES = Number(opts["bao-token-uses"]);
@@ -160,7 +168,7 @@ async function runTarget(name: TargetName, payload: (n: string) => string): Prom
     });
     console.log(`\n== ${LABELS[name]}: ${started.describe} (${started.urls.join(", ")})`);
     const machines: Machine[] = Array.from({ length: MACHINES }, (_, i) => ({ name: `m${i}` }));
-    client = new HttpClient(started.urls, CONCURRENCY, ac.signal);
+    client = new HttpClient(started.urls, CONCURRENCY, ac.signal, ROUTING);
     const rec = newRecorder();
     const rss = sampleRss(started.pids);
     const m0 = await scrape(started.metricsUrls);

@@ -15,6 +15,18 @@ export interface Req {
   readonly path: string;
   readonly headers?: Record<string, string>;
   readonly body?: string | Buffer;
+  /** The machine the request is for: with routing "machine" it picks the base URL. */
+  readonly affinity?: string;
+}
+
+/** How requests spread over several base URLs: each in turn, or each machine to one. */
+export type Routing = "request" | "machine";
+
+/** A small, stable string hash (FNV-1a): a machine's replica. */
+function fnv1a(text: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193) >>> 0;
+  return h;
 }
 
 export interface Answer {
@@ -42,11 +54,13 @@ export class HttpClient {
   readonly #signal: AbortSignal;
   // When each pooled socket last went idle: a reset on a reused socket says how long it sat.
   readonly #freedAt = new WeakMap<Socket, number>();
+  readonly #routing: Routing;
   #next = 0;
   requests = 0;
 
-  constructor(urls: readonly string[], sockets: number, signal: AbortSignal) {
+  constructor(urls: readonly string[], sockets: number, signal: AbortSignal, routing: Routing = "request") {
     this.#urls = urls.map((u) => new URL(u));
+    this.#routing = routing;
     // An idle pooled socket is closed after 2 s (the request's own timeout applies while it is
     // busy), well before bootseal's 5 s idle timeout: otherwise, whenever a replica gets no
     // request for 5 s (every worker waiting on the other one), the client reuses sockets the
@@ -66,7 +80,9 @@ export class HttpClient {
 
   /** One request to the next base URL; resolves on 2xx, throws RequestFailure otherwise. */
   call(req: Req): Promise<Answer> {
-    const base = this.#urls[this.#next++ % this.#urls.length] as URL;
+    const turn =
+      this.#routing === "machine" && req.affinity !== undefined ? fnv1a(req.affinity) : this.#next++;
+    const base = this.#urls[turn % this.#urls.length] as URL;
     this.requests++;
     return new Promise((resolve, reject) => {
       const body = req.body === undefined ? undefined : Buffer.from(req.body);

@@ -54,6 +54,7 @@ export function bootsealProtocol(
   return {
     async publish(c, m) {
       const a = await c.call({
+        affinity: m.name,
         method: "PUT",
         path: path(m, "config"),
         headers: { authorization: `Bearer ${controller}`, "content-type": "application/octet-stream" },
@@ -64,9 +65,15 @@ export function bootsealProtocol(
       return token;
     },
     fetch: (c, m, token) =>
-      c.call({ method: "GET", path: path(m, "config"), headers: { authorization: `Bearer ${token}` } }),
+      c.call({
+        affinity: m.name,
+        method: "GET",
+        path: path(m, "config"),
+        headers: { authorization: `Bearer ${token}` },
+      }),
     async status(c, m, token, phase) {
       await c.call({
+        affinity: m.name,
         method: "POST",
         path: path(m, "status"),
         headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
@@ -98,6 +105,7 @@ export function openBaoProtocol(
   const makeToken = async (c: HttpClient, m: Machine): Promise<Answer> => {
     if (policy === "template") {
       return c.call({
+        affinity: m.name,
         method: "POST",
         path: `/v1/auth/token/create/${MACHINE_ROLE}`,
         headers: as(controller),
@@ -105,12 +113,14 @@ export function openBaoProtocol(
       });
     }
     await c.call({
+      affinity: m.name,
       method: "PUT",
       path: `/v1/sys/policies/acl/m-${m.name}`,
       headers: as(controller),
       body: JSON.stringify({ policy: machinePolicy(m.name) }),
     });
     return c.call({
+      affinity: m.name,
       method: "POST",
       path: "/v1/auth/token/create",
       headers: as(controller),
@@ -120,6 +130,7 @@ export function openBaoProtocol(
   return {
     async publish(c, m) {
       await c.call({
+        affinity: m.name,
         method: "PUT",
         path: kv(m, "config"),
         headers: as(controller),
@@ -131,9 +142,15 @@ export function openBaoProtocol(
       return token;
     },
     fetch: (c, m, token) =>
-      c.call({ method: "GET", path: kv(m, "config"), headers: { "x-vault-token": token } }),
+      c.call({
+        affinity: m.name,
+        method: "GET",
+        path: kv(m, "config"),
+        headers: { "x-vault-token": token },
+      }),
     async status(c, m, token, phase) {
       await c.call({
+        affinity: m.name,
         method: "PUT",
         path: kv(m, "status"),
         headers: as(token),

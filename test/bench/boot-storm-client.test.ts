@@ -164,3 +164,45 @@ describe("the storm payload", () => {
     assert.throws(() => payloadMaker(10)("m1"), /too small/);
   });
 });
+
+describe("the client's routing over two base URLs", () => {
+  it("request: each request to the next; machine: every request of a machine to one", async () => {
+    const { createServer } = await import("node:http");
+    const { HttpClient } = await import("../../bench/lib/storm-client.ts");
+    const seen: string[][] = [[], []];
+    const servers = seen.map((log) =>
+      createServer((req, res) => {
+        log.push(req.url ?? "");
+        res.end("ok");
+      }),
+    );
+    const urls: string[] = [];
+    for (const s of servers) {
+      await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
+      const a = s.address() as { port: number };
+      urls.push(`http://127.0.0.1:${a.port}`);
+    }
+    try {
+      const ac = new AbortController();
+      const byRequest = new HttpClient(urls, 4, ac.signal, "request");
+      for (let i = 0; i < 4; i++) await byRequest.call({ method: "GET", path: `/r${i}`, affinity: "m1" });
+      assert.deepEqual(seen, [
+        ["/r0", "/r2"],
+        ["/r1", "/r3"],
+      ]);
+      for (const log of seen) log.length = 0;
+      const byMachine = new HttpClient(urls, 4, ac.signal, "machine");
+      for (const m of ["m1", "m2", "m3", "m4", "m5", "m6"]) {
+        for (let i = 0; i < 3; i++) await byMachine.call({ method: "GET", path: `/${m}`, affinity: m });
+      }
+      for (const log of seen) {
+        for (const path of new Set(log))
+          assert.equal(log.filter((p) => p === path).length, 3, `${path}: all on one`);
+      }
+      assert.ok(seen[0]!.length > 0 && seen[1]!.length > 0, "machines are spread over both");
+    } finally {
+      for (const s of servers) s.closeAllConnections();
+      for (const s of servers) await new Promise((r) => s.close(r));
+    }
+  });
+});
