@@ -21,7 +21,7 @@
  *       [--machines 2000] [--concurrency 200] [--payload-kib 16]
  *       [--targets noop,file,s3,openbao,replicas] [--stores file,s3] [--entry dist|src|PATH/dist/cli/main.js]
  *       [--bao-policy template|per-machine] [--bao-token-uses 0] [--target-timeout S] [--deadline S]
- *       [--routing request|machine]
+ *       [--routing request|machine] [--node-flags "--max-semi-space-size=16 ..."]
  *
  * --stores keeps only the bootseal targets on those stores (replicas: s3); --entry PATH runs
  * another build's dist/cli/main.js; --bao-policy and --bao-token-uses: docs/benchmarks.md.
@@ -90,6 +90,7 @@ const { values: opts } = parseArgs({
     "target-timeout": { type: "string" },
     deadline: { type: "string" },
     routing: { type: "string", default: "request" },
+    "node-flags": { type: "string", default: "" },
   },
   strict: true,
 });
@@ -97,6 +98,7 @@ const MACHINES = Number(opts.machines);
 if (opts.routing !== "request" && opts.routing !== "machine")
   throw new Error("--routing: request or machine");
 const ROUTING: Routing = opts.routing;
+const NODE_FLAGS = opts["node-flags"].split(/\s+/).filter((f) => f !== "");
 const CONCURRENCY = Number(opts.concurrency);
 const PAYLOAD_KIB = Number(opts["payload-kib"]);
 const BAO_USES = Number(opts["bao-token-uses"]);
@@ -165,6 +167,7 @@ async function runTarget(name: TargetName, payload: (n: string) => string): Prom
       payload,
       baoTokenUses: BAO_USES,
       baoPolicy: BAO_POLICY,
+      nodeFlags: NODE_FLAGS,
     });
     console.log(`\n== ${LABELS[name]}: ${started.describe} (${started.urls.join(", ")})`);
     const machines: Machine[] = Array.from({ length: MACHINES }, (_, i) => ({ name: `m${i}` }));
@@ -285,7 +288,7 @@ function printFailures(rec: Recorder): void {
 const startedAt = new Date();
 const load0 = loadavg();
 console.log(
-  `bench/boot-storm: ${formatCount(MACHINES)} machines, ${CONCURRENCY} in flight, ${PAYLOAD_KIB} KiB payload, targets ${targets.join(",")}; ${ENTRY.replace(REPO, "")} on ${nodeVersion}; watchdog ${TARGET_S} s per target, deadline ${DEADLINE_S} s`,
+  `bench/boot-storm: ${formatCount(MACHINES)} machines, ${CONCURRENCY} in flight, ${PAYLOAD_KIB} KiB payload, targets ${targets.join(",")}; routing ${ROUTING}; ${ENTRY.replace(REPO, "")} on ${nodeVersion}${NODE_FLAGS.length ? ` ${NODE_FLAGS.join(" ")}` : ""}; watchdog ${TARGET_S} s per target, deadline ${DEADLINE_S} s`,
 );
 const payload = payloadMaker(PAYLOAD_KIB * 1024);
 const outcomes = new Map<TargetName, Outcome | undefined>();

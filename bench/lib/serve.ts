@@ -34,16 +34,21 @@ export async function startServe(
   name: string,
   config: Record<string, unknown>,
   extraEnv: NodeJS.ProcessEnv,
+  nodeFlags: readonly string[] = [],
 ): Promise<BenchServer> {
   const file = join(dir, `${name}.yaml`);
   const log = join(dir, `${name}.log`);
   writeFileSync(file, stringify(config));
   const fd = openSync(log, "a");
-  const child = spawn(process.execPath, [entry, "serve", "--config", file, "--listen", "127.0.0.1:0"], {
-    stdio: ["ignore", fd, fd],
-    env: { PATH: env.PATH, HOME: dir, ...extraEnv },
-    cwd: dir,
-  });
+  const child = spawn(
+    process.execPath,
+    [...nodeFlags, entry, "serve", "--config", file, "--listen", "127.0.0.1:0"],
+    {
+      stdio: ["ignore", fd, fd],
+      env: { PATH: env.PATH, HOME: dir, ...extraEnv },
+      cwd: dir,
+    },
+  );
   closeSync(fd);
   track(child);
   const output = () => {

@@ -62,6 +62,8 @@ export interface TargetOptions {
   readonly payload: (name: string) => string;
   readonly baoTokenUses: number;
   readonly baoPolicy: BaoPolicy;
+  /** Node options for each `bootseal serve` (--node-flags), e.g. V8 heap sizes. */
+  readonly nodeFlags: readonly string[];
 }
 
 const run = promisify(execFile);
@@ -155,6 +157,7 @@ async function startFile(o: TargetOptions): Promise<Started> {
     "file",
     { ...config, store: `file://${join(o.dir, "store")}`, audit: { path: join(o.dir, "audit.log") } },
     {},
+    o.nodeFlags,
   );
   return bootseal(o, [server], controller, identity, `file:// in ${o.dir}`);
 }
@@ -189,6 +192,7 @@ async function startS3(o: TargetOptions, replicas: number): Promise<Started> {
             AWS_ACCESS_KEY_ID: p.credentials.accessKeyId,
             AWS_SECRET_ACCESS_KEY: p.credentials.secretAccessKey,
           },
+          o.nodeFlags,
         ),
       );
     }
