@@ -506,11 +506,18 @@ export function machineStore(store: ObjectStore, cache?: RecordCache): MachineSt
         (current) => {
           // A record without a mirror (older than it) was checked against the token record.
           const mirror = current?.token;
-          if (mirror === null || (mirror !== undefined && !digestsEqual(mirror.sha256, tokenSha256))) {
+          const latest = entries.reduce((a, b) => (b.at >= a.at ? b : a));
+          // Reports a replica held (status-coalescer.ts) that were made before the config and
+          // token went (a one-time delete after `succeeded` through another replica) were
+          // checked when they were made: they still join the history.
+          const madeBeforeDelete = mirror === null && current !== null && latest.at < current.updatedAt;
+          if (
+            (mirror === null && !madeBeforeDelete) ||
+            (mirror && !digestsEqual(mirror.sha256, tokenSha256))
+          ) {
             throw new BootsealError("UNAUTHORIZED", "the bootstrap token was revoked or replaced");
           }
           const version = current?.version ?? 0;
-          const latest = entries.reduce((a, b) => (b.at >= a.at ? b : a));
           // Held reports written late (status-coalescer.ts) join the history, not the present.
           const now =
             current && current.updatedAt > latest.at

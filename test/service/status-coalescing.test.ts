@@ -32,9 +32,15 @@ function tickingClock(): () => Date {
   };
 }
 
-function setup(
-  opts: { inner?: MemoryStore; coalesceMs?: number; maxHeldMachines?: number; now?: () => Date } = {},
-) {
+interface SetupOptions {
+  readonly inner?: MemoryStore;
+  readonly coalesceMs?: number;
+  readonly maxHeldMachines?: number;
+  readonly now?: () => Date;
+  readonly oneTimeFetch?: "off" | "after-success";
+}
+
+function setup(opts: SetupOptions = {}) {
   const inner = opts.inner ?? new MemoryStore();
   const { store, calls } = counting(inner);
   const app = buildApp({
@@ -46,6 +52,7 @@ function setup(
       creationRules: parseSopsConfig(`creation_rules:\n  - age: ${recipient}\n`, "t"),
       controllers: [{ name: "admin", tokenSha256: sha(ADMIN), scopes: [...SCOPES] }],
       trustProxy: false,
+      oneTimeFetch: opts.oneTimeFetch ?? "off",
     }),
   });
   return { app, inner, take: () => calls.splice(0) };
@@ -210,4 +217,27 @@ test("coalesce 0: every report written before its 200", async () => {
   for (const phase of INTERMEDIATE) assert.equal((await post(app, "m1", token, phase)).statusCode, 200);
   assert.deepEqual(await phasesOf(inner, "m1"), ["published", ...INTERMEDIATE]);
   await app.close();
+});
+
+test("one-time after success through another replica: reports held before the delete still join the history", async () => {
+  const inner = new MemoryStore();
+  const now = tickingClock();
+  const one = setup({ inner, now, oneTimeFetch: "after-success" });
+  const two = setup({ inner, now, oneTimeFetch: "after-success" });
+  const token = await publish(one.app, "m1");
+  assert.equal((await post(two.app, "m1", token, "running")).statusCode, 202);
+  assert.equal((await post(one.app, "m1", token, "succeeded")).statusCode, 200);
+  assert.equal(await inner.get("configs/ns/m1"), null, "the one-time config is gone");
+  await two.app.close();
+  const record = await stored(inner, "m1");
+  assert.deepEqual(
+    record.history.map((e) => e.phase),
+    ["published", "running", "succeeded"],
+  );
+  assert.equal(record.phase, "succeeded");
+  // A report made after the delete is refused as before.
+  const late = setup({ inner, now, oneTimeFetch: "after-success" });
+  assert.equal((await post(late.app, "m1", token, "running")).statusCode, 401);
+  await late.app.close();
+  await one.app.close();
 });
