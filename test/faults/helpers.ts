@@ -91,12 +91,3 @@ export function serviceConfig(opts: {
     "",
   ].join("\n");
 }
-
-/** Polls (bounded: 1200 x 100 ms) until `check` is true. */
-export async function until(what: string, check: () => boolean | Promise<boolean>): Promise<void> {
-  for (let i = 0; i < 1200; i++) {
-    if (await check()) return;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}

@@ -18,8 +18,9 @@ import { join } from "node:path";
 import { test } from "node:test";
 import { freePort } from "../helpers/ports.ts";
 import { type Service, startService } from "../helpers/serve-process.ts";
+import { until } from "../helpers/until.ts";
 import { faultsFixture, type ServiceStore } from "./fixture.ts";
-import { call, until } from "./helpers.ts";
+import { call } from "./helpers.ts";
 
 const MACHINES = 40;
 const CONCURRENCY = 20;

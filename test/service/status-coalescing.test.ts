@@ -14,6 +14,7 @@ import { MemoryStore } from "../../providers/stores/memory.ts";
 import { SCOPES } from "../../src/config/service-config.ts";
 import { parseSopsConfig } from "../../src/config/sops-config.ts";
 import { buildApp } from "../../src/service/app.ts";
+import { until } from "../helpers/until.ts";
 import { appConfig } from "./app-config.ts";
 import { counting } from "./counting-store.ts";
 
@@ -90,15 +91,6 @@ async function stored(
 
 const phasesOf = async (inner: MemoryStore, name: string) =>
   (await stored(inner, name)).history.map((e) => e.phase);
-
-/** Polls (bounded: 500 x 20 ms) until `check` holds. */
-async function until(what: string, check: () => Promise<boolean>): Promise<void> {
-  for (let i = 0; i < 500; i++) {
-    if (await check()) return;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  assert.fail(`timed out waiting for ${what}`);
-}
 
 test("a boot: four intermediate reports answered 202 and held, the terminal one writes all five; 3 store calls", async () => {
   const { app, inner, take } = setup();
