@@ -26,7 +26,8 @@ import { uniqueName } from "../helpers/peers.ts";
 import { rawS3, removeS3Bucket, seaweedfs } from "../helpers/s3.ts";
 import { type Service, startService } from "../helpers/serve-process.ts";
 import { type TcpProxy, tcpProxy } from "../helpers/tcp-proxy.ts";
-import { call, decryptWithAge, serviceConfig, until } from "./helpers.ts";
+import { until } from "../helpers/until.ts";
+import { call, decryptWithAge, serviceConfig } from "./helpers.ts";
 
 const MACHINES = 30;
 const CONCURRENCY = 6;

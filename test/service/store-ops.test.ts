@@ -12,7 +12,6 @@ import { createHash, generateKeyPairSync } from "node:crypto";
 import { test } from "node:test";
 import { generateX25519Identity, identityToRecipient } from "age-encryption";
 import { MemoryStore } from "../../providers/stores/memory.ts";
-import type { ObjectStore } from "../../providers/stores/object-store.ts";
 import { SCOPES } from "../../src/config/service-config.ts";
 import { parseSopsConfig } from "../../src/config/sops-config.ts";
 import { buildApp } from "../../src/service/app.ts";
