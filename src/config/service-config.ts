@@ -86,8 +86,8 @@ export interface ServiceConfig {
    * fetcherArtifact, so a Windows stub cannot point at a Linux executable.
    */
   readonly fetcherArtifactWindows?: FetcherArtifact;
-  /** "-" is standard error. */
-  readonly audit: { readonly path: string };
+  /** "-" is standard error; `mode` applies to a file. */
+  readonly audit: { readonly path: string; readonly mode: number };
   readonly events: { readonly heartbeatSeconds: number; readonly bufferSize: number };
   readonly dataDir: string;
   readonly logLevel: LogLevel;
@@ -190,7 +190,7 @@ interface Checked {
   rateLimit: { authFailuresPerMinute: number };
   fetcherArtifact?: RawArtifact;
   fetcherArtifactWindows?: RawArtifact;
-  audit: { path: string };
+  audit: { path: string; mode: string };
   events: { heartbeatSeconds: number; bufferSize: number };
   dataDir: string;
   logLevel: LogLevel;
@@ -329,6 +329,7 @@ export function validateServiceConfig(rawInput: Raw, cwd: string = process.cwd()
     rateLimit: c.rateLimit,
     audit: {
       path: c.audit.path === "-" || isAbsolute(c.audit.path) ? c.audit.path : resolve(cwd, c.audit.path),
+      mode: Number.parseInt(c.audit.mode, 8),
     },
     events: c.events,
     dataDir: resolve(cwd, c.dataDir),
