@@ -5,15 +5,17 @@
  */
 import assert from "node:assert/strict";
 import { generateKeyPairSync } from "node:crypto";
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { importPKCS8, SignJWT } from "jose";
 import { keysFromUserInput } from "../../../providers/keys/index.ts";
+import { EXIT_CODES } from "../../../src/cli/exit-codes.ts";
 import type { MasterKey } from "../../../src/envelope/sops/master-key.ts";
 import { BootsealError } from "../../../src/errors.ts";
+import { encrypt, machineEnv, run } from "../../fetcher/helpers.ts";
 import { peer, uniqueName } from "../../helpers/peers.ts";
 
 type Env = Record<string, string>;
@@ -253,6 +255,32 @@ describe("hc_vault login on OpenBao (AppRole, JWT)", { timeout: 120_000 }, () =>
         rejectsWith("KEY_ACCESS_DENIED", jwt),
       );
     }
+  });
+
+  test("bootseal fetch on a machine with only AppRole settings: the payload is written; a wrong secret id: no key opened it, the refused login named", async () => {
+    const doc = join(dir, "payload.sops.json");
+    const payload = "#cloud-config\nwrite_files: []\n";
+    const uri = `${addr}/v1/transit/keys/${allowed}`;
+    writeFileSync(
+      doc,
+      await encrypt(payload, ["--hc-vault-transit", uri, "--input-type", "binary"], { VAULT_TOKEN: root }),
+    );
+    const fetchOnce = async (secretIdFile: string) => {
+      const root = mkdtempSync(join(dir, "root-"));
+      const r = await run(
+        ["fetch", "--from", `file://${doc}`, "--out", "/etc/bootstrap/user-data", "--root", root],
+        machineEnv({ ...approleEnv(secretIdFile), NODE_EXTRA_CA_CERTS: process.env.NODE_EXTRA_CA_CERTS }),
+      );
+      return { r, root };
+    };
+    const good = await fetchOnce(file("fetch-secret-id", await newSecretId({ uses: 1 })));
+    assert.equal(good.r.code, 0, good.r.stderr);
+    assert.equal(readFileSync(join(good.root, "etc/bootstrap/user-data"), "utf8"), payload);
+    const wrong = "ffffffff-wrong-secret-id-for-fetch";
+    const bad = await fetchOnce(file("fetch-wrong", wrong));
+    assert.equal(bad.r.code, EXIT_CODES.NO_KEY_AVAILABLE, bad.r.stderr);
+    assert.match(bad.r.stderr, /approle login .*refused \(HTTP 400/);
+    assert.ok(!bad.r.stderr.includes(wrong) && !bad.r.stderr.includes(roleId), "no credential in the output");
   });
 
   test("a missing credential file is KEY_ACCESS_DENIED naming the file; Vault down is KEY_UNAVAILABLE", async () => {
