@@ -16,7 +16,8 @@
  * The client token lives in memory for the run (one login per Vault address and settings, per
  * deps object), is never written, and is not revoked: the key interface has no end of run, and
  * the batch tokens such roles should issue cannot be revoked anyway; the role's `token_ttl`
- * bounds it (docs/providers.md). Renewal is not needed for one boot.
+ * bounds it (docs/providers.md). It is not renewed: one boot is short, and a process that
+ * outlives the token (the service) logs in again at 80% of its TTL.
  */
 import type { CallOptions } from "../../src/call-options.ts";
 import { BootsealError } from "../../src/errors.ts";
@@ -212,35 +213,56 @@ async function loginBody(call: Call, login: VaultLogin): Promise<Record<string, 
   return body;
 }
 
+/** A client token and how long Vault says it lives (0: no expiry). */
+export interface VaultLoginToken {
+  readonly token: string;
+  readonly ttlSeconds: number;
+}
+
 /** Logs in and returns the client token. KEY_ACCESS_DENIED when refused, KEY_UNAVAILABLE when Vault is down. */
 export async function vaultLogin(
   address: string,
   login: VaultLogin,
   policy: RetryPolicy,
   options?: CallOptions,
-): Promise<string> {
+): Promise<VaultLoginToken> {
   const call: Call = { address, policy, signal: options?.signal };
   const body = await loginBody(call, login);
   const what = `hc_vault: ${login.method} login at ${address}/v1/auth/${login.mount}`;
   const answer = await vaultPost(call, `auth/${login.mount}/login`, body, what);
-  const token = (answer.auth as { client_token?: unknown } | null)?.client_token;
+  const auth = answer.auth as { client_token?: unknown; lease_duration?: unknown } | null;
+  const token = auth?.client_token;
   if (typeof token !== "string" || token === "") {
     throw new BootsealError("KEY_ACCESS_DENIED", `${what}: the answer holds no client token`);
   }
-  return token;
+  const ttl = auth?.lease_duration;
+  return { token, ttlSeconds: typeof ttl === "number" && ttl > 0 ? ttl : 0 };
+}
+
+interface Cached {
+  readonly pending: Promise<VaultLoginToken>;
+  /** Epoch ms after which a new login is made (Infinity: never). */
+  staleAt: number;
 }
 
 // One login per deps object (one run, one document): a second key on the same Vault reuses it,
 // which matters for single-use secret ids and wrapping tokens.
-const cache = new WeakMap<object, Map<string, Promise<string>>>();
+const cache = new WeakMap<object, Map<string, Cached>>();
 
-/** The client token for `address`, logging in once per deps object and settings. */
-export function cachedVaultLogin(
+// A long-lived deps object (`bootseal serve`'s) logs in again before the token runs out.
+const RENEW_AT_FRACTION = 0.8;
+
+/**
+ * The client token for `address`, logging in once per deps object and settings, and again
+ * once 80% of the token's TTL has passed (for processes that outlive one boot).
+ */
+export async function cachedVaultLogin(
   owner: object,
   address: string,
   login: VaultLogin,
   policy: RetryPolicy,
   options?: CallOptions,
+  now: () => number = Date.now,
 ): Promise<string> {
   let tokens = cache.get(owner);
   if (tokens === undefined) {
@@ -249,10 +271,17 @@ export function cachedVaultLogin(
   }
   const key = JSON.stringify([address, login]);
   const known = tokens.get(key);
-  if (known !== undefined) return known;
-  const pending = vaultLogin(address, login, policy, options);
-  tokens.set(key, pending);
-  // A failed login is not kept: the next key (or the caller's retry) may try again.
-  pending.catch(() => tokens.delete(key));
-  return pending;
+  if (known !== undefined && now() < known.staleAt) return (await known.pending).token;
+  const started = now();
+  const entry: Cached = { pending: vaultLogin(address, login, policy, options), staleAt: Infinity };
+  tokens.set(key, entry);
+  try {
+    const got = await entry.pending;
+    if (got.ttlSeconds > 0) entry.staleAt = started + got.ttlSeconds * 1000 * RENEW_AT_FRACTION;
+    return got.token;
+  } catch (err) {
+    // A failed login is not kept: the next key (or the caller's retry) may try again.
+    if (tokens.get(key) === entry) tokens.delete(key);
+    throw err;
+  }
 }

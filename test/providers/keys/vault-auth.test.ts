@@ -12,9 +12,11 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { importPKCS8, SignJWT } from "jose";
 import { keysFromUserInput } from "../../../providers/keys/index.ts";
+import { cachedVaultLogin, vaultLoginFromEnv } from "../../../providers/keys/vault-auth.ts";
 import { EXIT_CODES } from "../../../src/cli/exit-codes.ts";
 import type { MasterKey } from "../../../src/envelope/sops/master-key.ts";
 import { BootsealError } from "../../../src/errors.ts";
+import { retryPolicy } from "../../../src/retry.ts";
 import { encrypt, machineEnv, run } from "../../fetcher/helpers.ts";
 import { peer, uniqueName } from "../../helpers/peers.ts";
 
@@ -178,6 +180,21 @@ describe("hc_vault login on OpenBao (AppRole, JWT)", { timeout: 120_000 }, () =>
     });
     // A new deps object is a new run: the secret id is spent.
     await assert.rejects(machineKey(allowed, env).unwrap(encAllowed), rejectsWith("KEY_ACCESS_DENIED"));
+  });
+
+  test("a long-lived deps object logs in again at 80% of the token's TTL, not before", async () => {
+    const login = vaultLoginFromEnv(approleEnv(file("reusable", await newSecretId())));
+    assert.ok(login);
+    let clock = 1_000_000;
+    const owner = {};
+    const get = () => cachedVaultLogin(owner, addr, login, retryPolicy(FAST), undefined, () => clock);
+    const first = await get();
+    clock += 239_000; // the role's token_ttl is 5m: 80% is 240 s
+    assert.equal(await get(), first);
+    clock += 2_000;
+    const second = await get();
+    assert.notEqual(second, first);
+    assert.equal(await get(), second);
   });
 
   test("a response-wrapped secret id: checked for its creation path, unwrapped once", async () => {
