@@ -156,7 +156,8 @@ async function vaultPost(
     const text = await res.text();
     let parsed: Record<string, unknown> = {};
     try {
-      parsed = JSON.parse(text) as Record<string, unknown>;
+      const value: unknown = JSON.parse(text);
+      if (typeof value === "object" && value !== null) parsed = value as Record<string, unknown>;
     } catch {}
     if (!res.ok) {
       // Vault's `errors` name the problem (invalid role or secret ID, permission denied), not the credential.
