@@ -8,7 +8,9 @@
  * missing transit key on encrypt when the token may (sops behaves the same).
  *
  * Token: `deps.vaultTransit.token`, else VAULT_TOKEN, else `~/.vault-token` (sops's order).
- * With no token at all, unwrap answers null (no credential here) and wrap refuses.
+ * With no token at all, unwrap answers null (no credential here) and wrap refuses. With
+ * VAULT_AUTH_METHOD approle, jwt or kubernetes the key logs in first instead (vault-auth.ts)
+ * and no static token is read, so a stray VAULT_TOKEN is never used in its place.
  * SOPS_HC_VAULT_ALLOWLIST (`all`, `none` or comma-separated URL prefixes) is honoured as in sops.
  */
 import { readFile } from "node:fs/promises";
@@ -25,6 +27,7 @@ import { BootsealError, type ErrorCode } from "../../src/errors.ts";
 import { type RetryPolicy, retryCall, retryPolicy } from "../../src/retry.ts";
 import { checkCreatedAt, formatCreatedAt, stringField } from "./entry-fields.ts";
 import { type BaseDeps, itemText, type MasterKeyType, newEntry } from "./key-type.ts";
+import { cachedVaultLogin, vaultLoginFromEnv } from "./vault-auth.ts";
 
 // The global, not `node:process`: importing that module as ESM evaluates its lazy getters
 // (process.stdin among them), which costs every CLI run start-up time.
@@ -231,12 +234,21 @@ function vaultKey(s: VaultSettings, deps: VaultTransitDeps): MasterKey {
     });
   }
 
+  /** The static token, or a login's (cached for this deps object); null: no credential here. */
+  async function tokenFor(options: CallOptions | undefined): Promise<string | null> {
+    const login = vaultLoginFromEnv(env);
+    if (login === null) return findToken(deps);
+    // Before any credential leaves the machine: an unlisted address gets no secret id or JWT.
+    checkAllowlist(s.address, env);
+    return cachedVaultLogin(deps, s.address, login, policy, options);
+  }
+
   return {
     kind: "hc_vault",
     id,
 
     async wrap(secret: Uint8Array, options?: CallOptions): Promise<string> {
-      const token = await findToken(deps);
+      const token = await tokenFor(options);
       if (token === null) throw new BootsealError("KEY_ACCESS_DENIED", `hc_vault: no Vault token for ${id}`);
       const plaintext = Buffer.from(secret.buffer, secret.byteOffset, secret.byteLength).toString("base64");
       const data = await post("encrypt", token, { plaintext }, options?.signal);
@@ -251,7 +263,7 @@ function vaultKey(s: VaultSettings, deps: VaultTransitDeps): MasterKey {
       if (!/^vault:v\d+:/.test(enc)) {
         throw new BootsealError("BAD_INPUT", `hc_vault: enc for ${id} is not a Vault transit ciphertext`);
       }
-      const token = await findToken(deps);
+      const token = await tokenFor(options);
       if (token === null) return null;
       const data = await post("decrypt", token, { ciphertext: enc }, options?.signal);
       const plaintext = data.plaintext;

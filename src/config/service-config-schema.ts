@@ -193,9 +193,10 @@ export const SERVICE_CONFIG_SCHEMA: SchemaNode = {
       properties: {
         ttl: {
           type: ["string", "number"],
-          default: "24h",
+          // One boot, not a day: docs/security.md "Defaults and why" (`24h` was the old default).
+          default: "2h",
           description:
-            "lifetime of a bootstrap token: `90m`, `1h30m`, `7d`, `30s`; a bare number is seconds; at least `1s`",
+            "lifetime of a bootstrap token from its minting (publish or user data): `90m`, `1h30m`, `7d`, `30s`; a bare number is seconds; at least `1s`. Long enough for one boot; `24h` keeps the old default",
         },
         uses: int("configuration fetches one token allows (fetcher retries count)", 1, 1_000_000, 10),
       },
@@ -203,8 +204,9 @@ export const SERVICE_CONFIG_SCHEMA: SchemaNode = {
     oneTimeFetch: {
       type: "string",
       enum: ONE_TIME_MODES,
-      default: "off",
-      description: "`off`, `after-success`, `after-first-fetch` (docs/api.md)",
+      default: "after-success",
+      description:
+        "`off`, `after-success`, `after-first-fetch` (docs/api.md): with `after-success` the config is deleted and the token retired when the machine reports `succeeded`; `off` keeps both until the token expires (the old default)",
     },
     limits: {
       type: "object",
@@ -259,6 +261,14 @@ export const SERVICE_CONFIG_SCHEMA: SchemaNode = {
           default: "-",
           "x-doc-default": "`-` (embedded default: `<data-dir>/audit.log`)",
         }),
+        mode: text(
+          'the audit log file\'s permissions, octal in quotes; set on every start, so an existing log is tightened too (`"0644"` keeps the old mode)',
+          {
+            default: "0600",
+            pattern: "^0?[0-7]{3}$",
+            "x-message": 'must be an octal mode in quotes, e.g. "0600"',
+          },
+        ),
       },
     },
     events: {

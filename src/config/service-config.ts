@@ -86,8 +86,8 @@ export interface ServiceConfig {
    * fetcherArtifact, so a Windows stub cannot point at a Linux executable.
    */
   readonly fetcherArtifactWindows?: FetcherArtifact;
-  /** "-" is standard error. */
-  readonly audit: { readonly path: string };
+  /** "-" is standard error; `mode` applies to a file. */
+  readonly audit: { readonly path: string; readonly mode: number };
   readonly events: { readonly heartbeatSeconds: number; readonly bufferSize: number };
   /** 0: no coalescing (every status report written before its answer). */
   readonly statusReports: { readonly coalesceMs: number; readonly maxHeldMachines: number };
@@ -192,7 +192,7 @@ interface Checked {
   rateLimit: { authFailuresPerMinute: number };
   fetcherArtifact?: RawArtifact;
   fetcherArtifactWindows?: RawArtifact;
-  audit: { path: string };
+  audit: { path: string; mode: string };
   events: { heartbeatSeconds: number; bufferSize: number };
   statusReports: { coalesce: string | number; maxHeldMachines: number };
   dataDir: string;
@@ -332,6 +332,7 @@ export function validateServiceConfig(rawInput: Raw, cwd: string = process.cwd()
     rateLimit: c.rateLimit,
     audit: {
       path: c.audit.path === "-" || isAbsolute(c.audit.path) ? c.audit.path : resolve(cwd, c.audit.path),
+      mode: Number.parseInt(c.audit.mode, 8),
     },
     events: c.events,
     statusReports: {

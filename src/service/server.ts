@@ -50,7 +50,7 @@ async function readTls(config: ServiceConfig) {
 
 export async function startServer(config: ServiceConfig): Promise<RunningServer> {
   const store = openStore(config.store, { s3: config.s3 });
-  const audit = createAuditLogger(config.audit.path);
+  const audit = createAuditLogger(config.audit.path, config.audit.mode);
   const https = await readTls(config);
   const app = buildApp({
     config,

@@ -84,6 +84,8 @@ export function serviceConfig(opts: {
     "bootstrapToken:",
     "  ttl: 1h",
     `  uses: ${opts.uses ?? 1000}`,
+    // The fault tests read configs back after `succeeded`: the pre-#13 default keeps them.
+    "oneTimeFetch: off",
     `dataDir: ${opts.dataDir}`,
     "audit:",
     `  path: ${opts.audit}`,

@@ -500,12 +500,12 @@ test("a manifest path escaping the allowed roots: PATH_NOT_ALLOWED, nothing writ
 });
 
 test("one-time mode: the machine deletes its config after succeeded", async () => {
-  // The service runs with oneTimeFetch off, so it refuses the machine's DELETE; the fetch
-  // still succeeds and says so (a config left behind expires with its token).
+  // The service runs with the default oneTimeFetch, after-success: it deleted the config on
+  // `succeeded`, and the machine's DELETE is answered 204 all the same.
   const token = await publish("default/once", MANIFEST);
   const { r } = await fetchAs("default/once", token, ["--one-time"]);
   assert.equal(r.code, 0, r.stderr);
-  assert.match(r.stderr, /one-time: config not deleted \(.*FORBIDDEN|one-time: config not deleted/);
+  assert.match(r.stderr, /one-time: config deleted/);
 });
 
 test("the single executable (built here) fetches from the service too", async () => {

@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { createHash, generateKeyPairSync, randomBytes } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -123,7 +123,8 @@ before(async () => {
   const port = await freePort();
 
   [a, b, c, s1, s2, down] = await Promise.all([
-    serve(dir, "a", baseConfig("a"), serviceEnv()),
+    // The sequence below reads worker-0's config after its `succeeded`: the old default, off.
+    serve(dir, "a", baseConfig("a", { oneTimeFetch: "off" }), serviceEnv()),
     serve(
       dir,
       "b",
@@ -677,6 +678,7 @@ describe("logs", () => {
         .map((s) => s.output())
         .join("\n") + audits.join("\n");
     assert.ok(logs.includes('"reqId"'), "the access log is there");
+    assert.equal(statSync(join(dir, "audit-a.log")).mode & 0o777, 0o600, "audit.mode's default");
     assert.ok(!logs.includes(CANARY), "the payload canary never reaches a log");
     for (const t of [ADMIN, READER, WRITER]) assert.ok(!logs.includes(t), "no controller token in the logs");
     assert.ok(!/bst\.[a-z0-9-]+\.[a-z0-9-]+\.[A-Za-z0-9_-]{43}/.test(logs), "no bootstrap token in the logs");

@@ -45,11 +45,12 @@ const windowsArtifact = () => ({
 test("defaults of a minimal configuration", () => {
   const c = validateServiceConfig(minimal(), dir);
   assert.deepEqual(c.listen, { host: "127.0.0.1", port: 7480 });
-  assert.equal(c.bootstrapToken.ttlMs, 24 * 3_600_000);
+  assert.equal(c.bootstrapToken.ttlMs, 2 * 3_600_000);
   assert.equal(c.bootstrapToken.uses, 10);
-  assert.equal(c.oneTimeFetch, "off");
+  assert.equal(c.oneTimeFetch, "after-success");
   assert.equal(c.limits.bodyBytes, 1024 * 1024);
   assert.equal(c.audit.path, "-");
+  assert.equal(c.audit.mode, 0o600);
   assert.equal(c.creationRules.creationRules?.length, 1);
   assert.equal(c.fetcherArtifact, undefined);
   assert.equal(c.fetcherArtifactWindows, undefined);
@@ -63,12 +64,13 @@ test("every key can come from a BOOTSEAL_* variable, over the file", () => {
     BOOTSEAL_S3_FORCE_PATH_STYLE: "true",
     BOOTSEAL_BOOTSTRAP_TOKEN_TTL: "90m",
     BOOTSEAL_BOOTSTRAP_TOKEN_USES: "3",
-    BOOTSEAL_ONE_TIME_FETCH: "after-success",
+    BOOTSEAL_ONE_TIME_FETCH: "after-first-fetch",
     BOOTSEAL_LIMITS_BODY_BYTES: "2048",
     BOOTSEAL_RATE_LIMIT_AUTH_FAILURES_PER_MINUTE: "7",
     BOOTSEAL_CONTROLLERS: `[{name: a, tokenSha256: "${HASH}", scopes: [admin]}]`,
     BOOTSEAL_CREATION_RULES: `- path_regex: ^prod/\n  age: ${RECIPIENT}\n`,
     BOOTSEAL_AUDIT_PATH: "audit.log",
+    BOOTSEAL_AUDIT_MODE: "0640",
   });
   const c = validateServiceConfig(raw, dir);
   assert.deepEqual(c.listen, { host: "0.0.0.0", port: 8443 });
@@ -76,12 +78,13 @@ test("every key can come from a BOOTSEAL_* variable, over the file", () => {
   assert.deepEqual(c.s3, { endpoint: "http://127.0.0.1:9000", forcePathStyle: true });
   assert.equal(c.bootstrapToken.ttlMs, 90 * 60_000);
   assert.equal(c.bootstrapToken.uses, 3);
-  assert.equal(c.oneTimeFetch, "after-success");
+  assert.equal(c.oneTimeFetch, "after-first-fetch");
   assert.equal(c.limits.bodyBytes, 2048);
   assert.equal(c.rateLimit.authFailuresPerMinute, 7);
   assert.deepEqual(c.controllers, [{ name: "a", tokenSha256: HASH, scopes: ["admin"] }]);
   assert.equal(c.creationRules.creationRules?.[0]?.pathRegex, "^prod/");
   assert.equal(c.audit.path, join(dir, "audit.log"));
+  assert.equal(c.audit.mode, 0o640);
 });
 
 test("bad configurations are refused with one line naming the key", () => {
@@ -91,6 +94,7 @@ test("bad configurations are refused with one line naming the key", () => {
     [{ ...minimal(), listen: "nope" }, /^listen: wants HOST:PORT/],
     [{ ...minimal(), store: "ftp://x" }, /^store: must be/],
     [{ ...minimal(), oneTimeFetch: "always" }, /^oneTimeFetch: must be one of/],
+    [{ ...minimal(), audit: { mode: "rw-------" } }, /^audit\.mode: must be an octal mode/],
     [{ ...minimal(), bootstrapToken: { ttl: "soon" } }, /^bootstrapToken\.ttl: must be a duration/],
     [{ ...minimal(), bootstrapToken: { uses: 0 } }, /^bootstrapToken\.uses: must be an integer/],
     [{ ...minimal(), limits: { bodyBytes: "lots" } }, /^limits\.bodyBytes: must be an integer/],
@@ -355,7 +359,7 @@ test("the schema's defaults fill a minimal configuration, file values and variab
   assert.deepEqual(c.events, { heartbeatSeconds: 15, bufferSize: 1000 });
   assert.equal(c.dataDir, join(dir, "data"));
   assert.equal(schemaDefault(["dataDir"]), "./data");
-  assert.equal(schemaDefault(["bootstrapToken", "ttl"]), "24h");
+  assert.equal(schemaDefault(["bootstrapToken", "ttl"]), "2h");
   assert.equal(schemaDefault(["store"]), undefined);
   assert.equal(c.logLevel, "info");
   assert.deepEqual(c.s3, {});

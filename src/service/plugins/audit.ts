@@ -5,16 +5,41 @@
  * `machine:<ns>/<name>` or `anonymous`), the machine, the action, the outcome, the request id
  * and the source address; never a token, a payload or a key. A refused second fetch of a
  * one-time config has the outcome `second-fetch` (code ALREADY_FETCHED).
+ *
+ * The file is created with `audit.mode` (default 0600: it names every machine and controller
+ * and where they connect from) and, when it is a regular file, set to that mode on every start,
+ * so a log an older version created 0644 is tightened too.
  */
+import { fchmodSync, fstatSync, mkdirSync, openSync } from "node:fs";
+import { dirname } from "node:path";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { type DestinationStream, type Logger, pino } from "pino";
+import { BootsealError } from "../../errors.ts";
 import { stateOf, who } from "../request-state.ts";
 
 export type AuditLogger = Logger;
 
-export function createAuditLogger(path: string): { logger: AuditLogger; close(): void } {
+export const DEFAULT_AUDIT_MODE = 0o600;
+
+/** The audit file, opened for appending with its mode applied; a device or FIFO keeps its own. */
+function openAuditFile(path: string, mode: number): number {
+  try {
+    mkdirSync(dirname(path), { recursive: true });
+    const fd = openSync(path, "a", mode);
+    if (fstatSync(fd).isFile()) fchmodSync(fd, mode);
+    return fd;
+  } catch (cause) {
+    const code = (cause as NodeJS.ErrnoException).code ?? "error";
+    throw new BootsealError("IO_ERROR", `cannot open the audit log ${path} (${code})`, { cause });
+  }
+}
+
+export function createAuditLogger(
+  path: string,
+  mode: number = DEFAULT_AUDIT_MODE,
+): { logger: AuditLogger; close(): void } {
   const destination = pino.destination(
-    path === "-" ? { dest: 2, sync: true } : { dest: path, mkdir: true, sync: false },
+    path === "-" ? { dest: 2, sync: true } : { dest: openAuditFile(path, mode), sync: false },
   );
   const logger = pino({ base: { log: "audit" }, timestamp: pino.stdTimeFunctions.isoTime }, destination);
   return {
