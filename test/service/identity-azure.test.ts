@@ -7,6 +7,7 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { type JWTPayload, SignJWT, UnsecuredJWT } from "jose";
+import { schemaChecker } from "../../src/config/schema-check.ts";
 import { BootsealError } from "../../src/errors.ts";
 import {
   AZURE_MACHINE_AUTH_SCHEMA,
@@ -236,7 +237,12 @@ test(
 test("JWKS down (refused, HTTP 503, no answer within the timeout) is KEY_UNAVAILABLE", T, async () => {
   const token = await imdsToken(keyA);
   const refused = verifier({ jwksUrl: `http://127.0.0.1:${await freePort()}/keys` });
-  await rejectsWith(refused.verify(token, ctx()), "KEY_UNAVAILABLE", /cannot get the signing keys/, token);
+  await rejectsWith(
+    refused.verify(token, ctx()),
+    "KEY_UNAVAILABLE",
+    /cannot get the signing keys .*\(ECONNREFUSED\)/,
+    token,
+  );
   const down = await startJwksServer([keyA], { shape: "microsoft", tenant: TENANT });
   try {
     down.failWith(503);
@@ -274,7 +280,22 @@ test(
   "machineAuth.azure: tenant required and a GUID; durations parsed; defaults name the tenant",
   T,
   async () => {
-    assert.deepEqual(AZURE_MACHINE_AUTH_SCHEMA.required, ["tenant"]);
+    const check = schemaChecker(AZURE_MACHINE_AUTH_SCHEMA);
+    assert.throws(
+      () => check({}),
+      (e: unknown) => e instanceof BootsealError && e.code === "USAGE" && /tenant/.test(e.message),
+    );
+    assert.throws(
+      () => check({ tenant: "contoso" }),
+      (e: unknown) => e instanceof BootsealError && /GUID/.test(e.message),
+    );
+    assert.deepEqual(check({ tenant: TENANT }), {
+      tenant: TENANT,
+      timeout: "5s",
+      cooldown: "30s",
+      cacheMaxAge: "10m",
+      clockSkew: "60s",
+    });
     assert.throws(
       () => azureVerifier({ tenant: "contoso.onmicrosoft.com" }),
       (e: unknown) => e instanceof BootsealError && e.code === "USAGE",

@@ -72,8 +72,10 @@ export function remoteKeys(settings: JwksSettings, what: string): KeyLookup {
 }
 
 function reason(err: unknown): string {
-  const cause = (err as { cause?: { code?: unknown } }).cause;
+  // fetch's own message is only "fetch failed"; its cause says why (ECONNREFUSED, bad port).
+  const cause = (err as { cause?: { code?: unknown; message?: unknown } }).cause;
   if (cause && typeof cause.code === "string") return cause.code;
+  if (cause && typeof cause.message === "string") return cause.message.slice(0, 120);
   return err instanceof Error ? err.message.slice(0, 120) : "unknown error";
 }
 
