@@ -167,16 +167,11 @@ function mapJoseError(err: unknown, what: string): BootsealError {
 }
 
 /** A claim that must be a non-empty string; UNAUTHORIZED naming the claim (never its value) otherwise. */
-export function stringClaim(
-  source: Readonly<Record<string, unknown>>,
-  name: string,
-  what: string,
-  hint = "",
-): string {
+export function stringClaim(source: Readonly<Record<string, unknown>>, name: string, what: string): string {
   const value = source[name];
   if (typeof value === "string" && value.length > 0) return value;
   if (typeof value === "number" && Number.isSafeInteger(value)) return String(value);
-  throw new BootsealError("UNAUTHORIZED", `${what}: no "${name}" claim${hint}`);
+  throw new BootsealError("UNAUTHORIZED", `${what}: no "${name}" claim`);
 }
 
 /** The configuration fields both JWT methods share (durations as in the rest of bootseal.yaml). */
