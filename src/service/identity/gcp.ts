@@ -1,0 +1,147 @@
+/**
+ * The `gcp` login method, service side: a Compute Engine instance identity token (a JWT the
+ * metadata server signs for the instance, audience = this service, `format=full`) verified
+ * against Google's published keys. It proves which instance asked: project, zone, name and
+ * id, as Google's `google.compute_engine` claims say. docs/security.md "Machine identity: GCP".
+ */
+import type { SchemaNode } from "../../config/service-config-schema.ts";
+import { BootsealError } from "../../errors.ts";
+import {
+  JWKS_DEFAULTS,
+  JWKS_SCHEMA_PROPERTIES,
+  type JwksConfig,
+  jwksTimings,
+  remoteKeys,
+  stringClaim,
+  verifyJwt,
+} from "./jwt-common.ts";
+import type { IdentityVerifier, ProvenIdentity, VerifyContext } from "./verifier.ts";
+
+export const GOOGLE_JWKS_URL = "https://www.googleapis.com/oauth2/v3/certs";
+export const GOOGLE_ISSUER = "https://accounts.google.com";
+/** Google: "each token expires within one hour". */
+const MAX_TOKEN_AGE_SECONDS = 3600;
+const WHAT = "gcp identity token";
+/** Project ids (also `example.com:proj`), zones, instance names and ids: nothing that could split a principal. */
+const NAME = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,254}$/;
+
+export interface GcpVerifierOptions {
+  readonly jwksUrl?: string;
+  /** The issuer; its form without `https://` is accepted too (Google uses both). */
+  readonly issuer?: string;
+  readonly timeoutMs?: number;
+  readonly cooldownMs?: number;
+  readonly cacheMaxAgeMs?: number;
+  readonly clockSkewMs?: number;
+}
+
+export function gcpVerifier(options: GcpVerifierOptions = {}): IdentityVerifier {
+  const issuer = options.issuer ?? GOOGLE_ISSUER;
+  const issuers = issuer.startsWith("https://") ? [issuer, issuer.slice("https://".length)] : [issuer];
+  const keys = remoteKeys(
+    {
+      jwksUrl: options.jwksUrl ?? GOOGLE_JWKS_URL,
+      timeoutMs: options.timeoutMs ?? JWKS_DEFAULTS.timeoutMs,
+      cooldownMs: options.cooldownMs ?? JWKS_DEFAULTS.cooldownMs,
+      cacheMaxAgeMs: options.cacheMaxAgeMs ?? JWKS_DEFAULTS.cacheMaxAgeMs,
+    },
+    WHAT,
+  );
+  const clockSkewMs = options.clockSkewMs ?? JWKS_DEFAULTS.clockSkewMs;
+  return {
+    method: "gcp",
+    async verify(credential: string, ctx: VerifyContext): Promise<ProvenIdentity> {
+      const payload = await verifyJwt(
+        credential,
+        {
+          keys,
+          issuers,
+          audience: ctx.audience,
+          now: ctx.now,
+          clockSkewMs,
+          maxTokenAgeSeconds: MAX_TOKEN_AGE_SECONDS,
+          what: WHAT,
+        },
+        ctx.signal,
+      );
+      const engine = computeEngineClaims(payload.google);
+      const name = (claim: string): string => {
+        const value = stringClaim(engine, claim, WHAT);
+        if (!NAME.test(value)) {
+          throw new BootsealError(
+            "UNAUTHORIZED",
+            `${WHAT}: claim "google.compute_engine.${claim}" is malformed`,
+          );
+        }
+        return value;
+      };
+      const project = name("project_id");
+      const zone = name("zone");
+      const instanceName = name("instance_name");
+      return {
+        method: "gcp",
+        principal: `projects/${project}/zones/${zone}/instances/${instanceName}`,
+        attributes: {
+          project,
+          projectNumber: name("project_number"),
+          zone,
+          instanceName,
+          instanceId: name("instance_id"),
+        },
+      };
+    },
+  };
+}
+
+function computeEngineClaims(google: unknown): Readonly<Record<string, unknown>> {
+  const engine = isObject(google) ? google.compute_engine : undefined;
+  if (!isObject(engine)) {
+    // A `format=standard` token (the metadata server's default) names only the service account.
+    throw new BootsealError(
+      "UNAUTHORIZED",
+      `${WHAT}: no google.compute_engine claims; request the token with format=full (bootseal fetch --auth gcp does)`,
+    );
+  }
+  return engine;
+}
+
+function isObject(value: unknown): value is Readonly<Record<string, unknown>> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/** `machineAuth.gcp` in bootseal.yaml (E1's machineAuth schema mounts it). */
+export const GCP_MACHINE_AUTH_SCHEMA: SchemaNode = {
+  type: "object",
+  additionalProperties: false,
+  description: "verifying Compute Engine instance identity tokens (`bootseal fetch --auth gcp`)",
+  properties: {
+    jwksUrl: {
+      type: "string",
+      minLength: 1,
+      pattern: "^https?://\\S+$",
+      "x-message": "must be an http(s) URL",
+      default: GOOGLE_JWKS_URL,
+      description: "where Google's token signing keys are published (a JWKS)",
+    },
+    issuer: {
+      type: "string",
+      minLength: 1,
+      default: GOOGLE_ISSUER,
+      description: "the `iss` the tokens carry (the form without `https://` is accepted too)",
+    },
+    ...JWKS_SCHEMA_PROPERTIES,
+  },
+};
+
+export interface GcpMachineAuthConfig extends JwksConfig {
+  readonly jwksUrl?: string;
+  readonly issuer?: string;
+}
+
+/** The verifier for a validated `machineAuth.gcp` object. */
+export function gcpVerifierFromConfig(
+  config: GcpMachineAuthConfig,
+  where = "machineAuth.gcp",
+): IdentityVerifier {
+  return gcpVerifier({ jwksUrl: config.jwksUrl, issuer: config.issuer, ...jwksTimings(config, where) });
+}

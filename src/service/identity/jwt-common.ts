@@ -1,0 +1,218 @@
+/**
+ * What the GCP and Azure verifiers share: the issuer's signing keys (a remote JWKS through
+ * jose, with a timeout, a cache and a cooldown that bounds refetches on an unknown `kid`),
+ * one RS256 verification with a small clock skew, the error mapping (a token that does not
+ * verify is UNAUTHORIZED, keys that cannot be had are KEY_UNAVAILABLE) and the common
+ * configuration fields. No JWT or signature code of ours: jose does all of it.
+ */
+import { createRemoteJWKSet, errors, type JWTPayload, type JWTVerifyGetKey, jwtVerify } from "jose";
+import type { SchemaNode } from "../../config/service-config-schema.ts";
+import { parseDuration } from "../../duration.ts";
+import { BootsealError } from "../../errors.ts";
+
+/** A cloud identity token is 1-3 KiB; anything far larger is refused before parsing. */
+export const MAX_CREDENTIAL_CHARS = 16 * 1024;
+
+/** Both clouds sign these tokens with RS256 only; nothing else is accepted (no `none`, no HS*). */
+const ALGORITHMS = ["RS256"];
+
+export interface JwksSettings {
+  readonly jwksUrl: string;
+  /** One JWKS request's time limit. */
+  readonly timeoutMs: number;
+  /** After a fetch, an unknown `kid` refetches only once this has passed (bounds the refetches). */
+  readonly cooldownMs: number;
+  /** Keys older than this are refetched before use. */
+  readonly cacheMaxAgeMs: number;
+}
+
+export const JWKS_DEFAULTS = {
+  timeoutMs: 5_000,
+  cooldownMs: 30_000,
+  cacheMaxAgeMs: 600_000,
+  clockSkewMs: 60_000,
+} as const;
+
+/** A key lookup for jose: the remote set, with its failures sorted into token ones and issuer ones. */
+export type KeyLookup = JWTVerifyGetKey;
+
+export function remoteKeys(settings: JwksSettings, what: string): KeyLookup {
+  let url: URL;
+  try {
+    url = new URL(settings.jwksUrl);
+  } catch {
+    throw new BootsealError("USAGE", `${what}: jwksUrl is not a URL`);
+  }
+  if (url.protocol !== "https:" && url.protocol !== "http:") {
+    throw new BootsealError("USAGE", `${what}: jwksUrl must be an http(s) URL`);
+  }
+  const set = createRemoteJWKSet(url, {
+    timeoutDuration: settings.timeoutMs,
+    cooldownDuration: settings.cooldownMs,
+    cacheMaxAge: settings.cacheMaxAgeMs,
+  });
+  return async (header, token) => {
+    try {
+      return await set(header, token);
+    } catch (err) {
+      // A kid the issuer does not publish is the token's fault; the rest is the issuer's.
+      if (err instanceof errors.JWKSNoMatchingKey || err instanceof errors.JWKSMultipleMatchingKeys)
+        throw err;
+      const why =
+        err instanceof errors.JWKSTimeout ? `no answer within ${settings.timeoutMs} ms` : reason(err);
+      throw new BootsealError(
+        "KEY_UNAVAILABLE",
+        `${what}: cannot get the signing keys from ${url.origin}${url.pathname} (${why})`,
+        {
+          cause: err,
+        },
+      );
+    }
+  };
+}
+
+function reason(err: unknown): string {
+  // fetch's own message is only "fetch failed"; its cause says why (ECONNREFUSED, bad port).
+  const cause = (err as { cause?: { code?: unknown; message?: unknown } }).cause;
+  if (cause && typeof cause.code === "string") return cause.code;
+  if (cause && typeof cause.message === "string") return cause.message.slice(0, 120);
+  return err instanceof Error ? err.message.slice(0, 120) : "unknown error";
+}
+
+export interface JwtCheck {
+  readonly keys: KeyLookup;
+  /** Accepted `iss` values (exact strings). */
+  readonly issuers: readonly string[];
+  readonly audience: string;
+  readonly now: Date;
+  readonly clockSkewMs: number;
+  /** The longest a token may live after its `iat` (the issuer's own lifetime). */
+  readonly maxTokenAgeSeconds: number;
+  /** Names the method in messages: "gcp identity token". */
+  readonly what: string;
+}
+
+/**
+ * Verifies signature, algorithm, `iss`, `aud` (exactly this one audience), `exp`, `nbf` and
+ * `iat` (required) against `now` with the skew. Returns the payload; messages never hold
+ * the token or its claims' values.
+ */
+export async function verifyJwt(
+  credential: string,
+  check: JwtCheck,
+  signal?: AbortSignal,
+): Promise<JWTPayload> {
+  signal?.throwIfAborted();
+  const { what } = check;
+  if (typeof credential !== "string" || credential.length === 0) {
+    throw new BootsealError("UNAUTHORIZED", `${what}: no token`);
+  }
+  if (credential.length > MAX_CREDENTIAL_CHARS) {
+    throw new BootsealError("UNAUTHORIZED", `${what}: longer than ${MAX_CREDENTIAL_CHARS} characters`);
+  }
+  let payload: JWTPayload;
+  try {
+    ({ payload } = await jwtVerify(credential, check.keys, {
+      algorithms: ALGORITHMS,
+      issuer: [...check.issuers],
+      audience: check.audience,
+      currentDate: check.now,
+      clockTolerance: Math.round(check.clockSkewMs / 1000),
+      requiredClaims: ["iat", "exp"],
+      // Also makes jose refuse an `iat` in the future (beyond the skew).
+      maxTokenAge: check.maxTokenAgeSeconds,
+    }));
+  } catch (err) {
+    throw mapJoseError(err, what);
+  }
+  // jose accepts an `aud` array that contains the audience; these issuers send one string.
+  const aud = payload.aud;
+  if (Array.isArray(aud) && aud.length !== 1) {
+    throw new BootsealError("UNAUTHORIZED", `${what}: carries more than one audience`);
+  }
+  return payload;
+}
+
+function mapJoseError(err: unknown, what: string): BootsealError {
+  if (err instanceof BootsealError) return err;
+  if (err instanceof errors.JWTExpired) {
+    const problem = err.claim === "iat" ? "older than the issuer's token lifetime" : "expired";
+    return new BootsealError("UNAUTHORIZED", `${what}: ${problem}`, { cause: err });
+  }
+  if (err instanceof errors.JWTClaimValidationFailed) {
+    // jose names the claim (`iss`, `aud`, `nbf`, `iat`), never its value.
+    const problem = err.reason === "missing" ? "is missing" : "does not verify";
+    return new BootsealError("UNAUTHORIZED", `${what}: claim "${err.claim}" ${problem}`, { cause: err });
+  }
+  if (err instanceof errors.JOSEAlgNotAllowed) {
+    return new BootsealError("UNAUTHORIZED", `${what}: signing algorithm not accepted (RS256 only)`, {
+      cause: err,
+    });
+  }
+  if (err instanceof errors.JWKSNoMatchingKey || err instanceof errors.JWKSMultipleMatchingKeys) {
+    return new BootsealError("UNAUTHORIZED", `${what}: signed with a key the issuer does not publish`, {
+      cause: err,
+    });
+  }
+  if (err instanceof errors.JWSSignatureVerificationFailed) {
+    return new BootsealError("UNAUTHORIZED", `${what}: signature does not verify`, { cause: err });
+  }
+  if (err instanceof errors.JOSEError) {
+    return new BootsealError("UNAUTHORIZED", `${what}: not a valid signed JWT (${err.code})`, { cause: err });
+  }
+  if (err instanceof Error && err.name === "AbortError") {
+    return new BootsealError("KEY_UNAVAILABLE", `${what}: aborted`, { cause: err });
+  }
+  return new BootsealError("UNAUTHORIZED", `${what}: not a valid signed JWT`, { cause: err });
+}
+
+/** A claim that must be a non-empty string; UNAUTHORIZED naming the claim (never its value) otherwise. */
+export function stringClaim(source: Readonly<Record<string, unknown>>, name: string, what: string): string {
+  const value = source[name];
+  if (typeof value === "string" && value.length > 0) return value;
+  if (typeof value === "number" && Number.isSafeInteger(value)) return String(value);
+  throw new BootsealError("UNAUTHORIZED", `${what}: no "${name}" claim`);
+}
+
+/** The configuration fields both JWT methods share (durations as in the rest of bootseal.yaml). */
+export const JWKS_SCHEMA_PROPERTIES: Readonly<Record<string, SchemaNode>> = {
+  timeout: durationNode("how long one request for the signing keys may take", "5s"),
+  cooldown: durationNode(
+    "after fetching the keys, how long a token with an unknown key id waits before it may cause another fetch (bounds the fetches an attacker can cause)",
+    "30s",
+  ),
+  cacheMaxAge: durationNode("how long fetched keys are used before they are fetched again", "10m"),
+  clockSkew: durationNode("the clock difference tolerated on `exp`, `nbf` and `iat`", "60s"),
+};
+
+function durationNode(description: string, dflt: string): SchemaNode {
+  return {
+    type: ["string", "number"],
+    default: dflt,
+    description: `${description} (a duration: \`30s\`, \`2m\`; a bare number is seconds)`,
+  };
+}
+
+export interface JwksConfig {
+  readonly timeout?: string | number;
+  readonly cooldown?: string | number;
+  readonly cacheMaxAge?: string | number;
+  readonly clockSkew?: string | number;
+}
+
+/** The durations of a `machineAuth.gcp` / `machineAuth.azure` object, in ms (USAGE on a bad one). */
+export function jwksTimings(
+  config: JwksConfig,
+  where: string,
+): Omit<JwksSettings, "jwksUrl"> & { clockSkewMs: number } {
+  const ms = (value: string | number | undefined, key: string, dflt: number, min: number): number =>
+    value === undefined ? dflt : parseDuration(value, `${where}.${key}`, { min });
+  const clockSkewMs = ms(config.clockSkew, "clockSkew", JWKS_DEFAULTS.clockSkewMs, 0);
+  if (clockSkewMs > 300_000) throw new BootsealError("USAGE", `${where}.clockSkew: at most 5m`);
+  return {
+    timeoutMs: ms(config.timeout, "timeout", JWKS_DEFAULTS.timeoutMs, 100),
+    cooldownMs: ms(config.cooldown, "cooldown", JWKS_DEFAULTS.cooldownMs, 0),
+    cacheMaxAgeMs: ms(config.cacheMaxAge, "cacheMaxAge", JWKS_DEFAULTS.cacheMaxAgeMs, 1000),
+    clockSkewMs,
+  };
+}
