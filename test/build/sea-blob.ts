@@ -26,7 +26,8 @@ export function findBlob(exe: Buffer, codePath = "bootseal.cjs"): BlobHeader | u
   needle.writeBigUInt64LE(BigInt(codePath.length), 0);
   needle.write(codePath, 8, "latin1");
   for (let at = exe.indexOf(needle); at !== -1; at = exe.indexOf(needle, at + 1)) {
-    const start = at - 8;
+    // magic u32, flags u32, then (Node 24) one byte (how execArgv extends), then the path.
+    const start = at - 9;
     if (start < 0 || exe.readUInt32LE(start) !== SEA_MAGIC) continue;
     const flags = exe.readUInt32LE(start + 4);
     const codeAt = at + needle.length;
