@@ -54,7 +54,11 @@ try {
   let sea = join(REPO, "sea/bootseal-linux-x64");
   if (!existsSync(sea)) {
     const out = join(dir, "sea");
-    const b = spawnSync(execPath, [join(REPO, "scripts/build-sea.ts"), "--out", out, "--platform", "linux-x64"], { encoding: "utf8" });
+    const b = spawnSync(
+      execPath,
+      [join(REPO, "scripts/build-sea.ts"), "--out", out, "--platform", "linux-x64"],
+      { encoding: "utf8" },
+    );
     if (b.status !== 0) throw new Error(`build:sea failed: ${b.stderr}`);
     sea = join(out, "bootseal-linux-x64");
   }
