@@ -4,7 +4,7 @@
  * key, read from file://), run by
  *   - the Node entry:        node src/cli/main.ts fetch … (Node 24 type stripping)
  *   - the bundle:            node dist/cli/main.js fetch … (what `npx bootseal` runs; npm run build)
- *   - the single executable: sea/bootseal fetch … (built first when missing)
+ *   - the single executable: sea/bootseal-linux-x64 fetch … (built first when missing)
  *   - sops decrypt of the same document, for scale (decrypt only: sops writes no files)
  * Each process starts cold; RUNS runs each (default 15), interleaved, after one warm-up.
  *
@@ -51,12 +51,16 @@ try {
   );
   if (enc.status !== 0) throw new Error(`encrypt failed: ${enc.stderr}`);
 
-  let sea = join(REPO, "sea/bootseal");
+  let sea = join(REPO, "sea/bootseal-linux-x64");
   if (!existsSync(sea)) {
     const out = join(dir, "sea");
-    const b = spawnSync(execPath, [join(REPO, "scripts/build-sea.ts"), "--out", out], { encoding: "utf8" });
+    const b = spawnSync(
+      execPath,
+      [join(REPO, "scripts/build-sea.ts"), "--out", out, "--platform", "linux-x64"],
+      { encoding: "utf8" },
+    );
     if (b.status !== 0) throw new Error(`build:sea failed: ${b.stderr}`);
-    sea = join(out, "bootseal");
+    sea = join(out, "bootseal-linux-x64");
   }
   const sops = optionalPeer("SOPS_BIN");
   const machineEnv = { PATH: env.PATH, HOME: dir, SOPS_AGE_KEY_FILE: keyFile };

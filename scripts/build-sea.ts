@@ -1,127 +1,179 @@
 /**
- * `npm run build:sea`: the whole CLI as one linux-x64 executable (Node's single executable
- * applications), for machines without Node.
+ * `npm run build:sea`: the CLI as single executables (Node's single executable applications)
+ * for machines without Node, byte for byte reproducible (docs/releases.md):
  *
- * 1. esbuild bundles src/cli/main.ts and every dependency into one CommonJS file: Node 24
- *    runs only a CommonJS main script from a SEA blob, and `require` there reaches built-in
- *    modules only. A small entry (below) calls main() itself, since main.ts recognises its
- *    own entry point by file path, and answers --version from the version baked in here
- *    (there is no package.json beside the executable).
- * 2. `node --experimental-sea-config` turns the bundle into a blob, with V8's code cache
- *    (useCodeCache) so start-up skips compiling the bundle.
- * 3. The pinned Node 24 binary from node_modules/node (no download) is copied and the blob
- *    injected with postject under the SEA sentinel fuse.
- * 4. sea/bootseal.sha256 is written; with --key KEY.pem (or BOOTSEAL_SIGNING_KEY) also the
- *    Ed25519 signature sea/bootseal.sig (see src/artifact/signing.ts).
+ *   sea/bootseal-linux-x64  sea/bootseal-linux-arm64  sea/bootseal-windows-x64.exe
+ *   sea/SHA256SUMS  sea/bootseal.cdx.json (CycloneDX SBOM)
+ *   sea/<each of those executables and SHA256SUMS>.sig (Ed25519, with a key)
  *
- * Usage: node scripts/build-sea.ts [--out DIR] [--key KEY.pem] [--no-code-cache]
+ * 1. esbuild bundles src/cli/main.ts into one CommonJS file (scripts/sea/bundle.ts);
+ * 2. `node --experimental-sea-config` makes one blob for all platforms, without code cache
+ *    or snapshot (scripts/sea/inject.ts);
+ * 3. the official Node binary of each platform, of the pinned version of node_modules/node,
+ *    comes from its npm package, integrity-checked and cached in node_modules/.cache/
+ *    bootseal-sea/ (scripts/sea/node-dist.ts), and postject injects the blob into a copy;
+ * 4. SHA256SUMS, signatures, the SBOM (scripts/sea/release-files.ts, scripts/sea/sbom.ts).
+ *
+ * Usage: node scripts/build-sea.ts [--out DIR] [--key KEY.pem] [--platform P,P]
+ *          [--if-missing] [--best-effort]
+ *   --key (or BOOTSEAL_SIGNING_KEY): an Ed25519 PKCS#8 PEM key (bootseal sign-artifact
+ *     --generate-key); --platform: linux-x64,linux-arm64,windows-x64 (default all);
+ *   --if-missing: nothing to do when DIR already holds this tree's build (the inputs digest
+ *     in DIR/.build-inputs.json); --best-effort: a failure is a warning and exit 0 (the
+ *     `prestart` script: `npm start` goes on without the executables).
  */
-import { execFileSync } from "node:child_process";
-import { chmod, copyFile, mkdir, readFile, rm, stat, writeFile } from "node:fs/promises";
-import { createRequire } from "node:module";
+import { createHash, createPublicKey } from "node:crypto";
+import { mkdir, mkdtemp, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
-import { env } from "node:process";
+import { env, exit } from "node:process";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { build } from "esbuild";
-import { loadPrivateKey, sha256Hex, signArtifact } from "../src/artifact/signing.ts";
+import { loadPrivateKey } from "../src/artifact/signing.ts";
+import { bundle } from "./sea/bundle.ts";
+import { injectBlob, makeBlob } from "./sea/inject.ts";
+import { baseBinary } from "./sea/node-dist.ts";
+import { PLATFORMS, selectPlatforms } from "./sea/platforms.ts";
+import { inputsDigest, SBOM, STAMP, SUMS, signatures, stampHolds, sumsFile } from "./sea/release-files.ts";
+import { sbom } from "./sea/sbom.ts";
 
 const REPO = fileURLToPath(new URL("../", import.meta.url));
-const SEA_FUSE = "NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2";
+/** Files earlier builds wrote: removed so sea/ holds one build only. */
+const LEGACY = [
+  "bootseal",
+  "bootseal.sha256",
+  "bootseal.sig",
+  "bootseal.cjs",
+  "bootseal.blob",
+  "sea-config.json",
+];
 
 const { values } = parseArgs({
   options: {
     out: { type: "string" },
     key: { type: "string" },
-    "no-code-cache": { type: "boolean" },
+    platform: { type: "string" },
+    "if-missing": { type: "boolean" },
+    "best-effort": { type: "boolean" },
   },
 });
-const outDir = resolve(values.out ?? join(REPO, "sea"));
-const signingKey = values.key ?? env.BOOTSEAL_SIGNING_KEY;
 
-const pkg = JSON.parse(await readFile(join(REPO, "package.json"), "utf8")) as { version: string };
-const nodeBinary = join(REPO, "node_modules/node/bin/node");
-const nodeVersion = execFileSync(nodeBinary, ["--version"], { encoding: "utf8" }).trim();
-if (!nodeVersion.startsWith("v24.")) throw new Error(`node_modules/node is ${nodeVersion}, expected Node 24`);
-if (process.platform !== "linux" || process.arch !== "x64") {
-  throw new Error(`build:sea builds linux-x64 only (this is ${process.platform}-${process.arch})`);
+const mib = (n: number) => `${(n / 1024 / 1024).toFixed(1)} MiB`;
+
+async function run(): Promise<void> {
+  const t0 = performance.now();
+  const outDir = resolve(values.out ?? join(REPO, "sea"));
+  const platforms = selectPlatforms(values.platform);
+  const keyFile = values.key ?? env.BOOTSEAL_SIGNING_KEY;
+  const key = keyFile ? loadPrivateKey(await readFile(keyFile), keyFile) : undefined;
+  const pkg = JSON.parse(await readFile(join(REPO, "package.json"), "utf8")) as {
+    name: string;
+    version: string;
+    license: string;
+  };
+  const nodeVersion = (
+    JSON.parse(await readFile(join(REPO, "node_modules/node/package.json"), "utf8")) as { version: string }
+  ).version;
+  if (!nodeVersion.startsWith("24."))
+    throw new Error(`node_modules/node is ${nodeVersion}, expected Node 24`);
+
+  const signer = key
+    ? createHash("sha256")
+        .update(createPublicKey(key).export({ type: "spki", format: "der" }))
+        .digest("hex")
+    : "unsigned";
+  const inputs = await inputsDigest(
+    REPO,
+    JSON.stringify({ platforms: platforms.map((p) => p.platform), signer, nodeVersion }),
+  );
+  if (values["if-missing"] && (await stampHolds(outDir, inputs))) {
+    console.log(`build-sea: ${outDir} is up to date`);
+    return;
+  }
+
+  await mkdir(outDir, { recursive: true });
+  const scratch = await mkdtemp(join(outDir, ".build-"));
+  try {
+    const { code, metafile } = await bundle(REPO, pkg.version);
+    const blob = await makeBlob(join(REPO, "node_modules/node/bin/node"), code, scratch);
+    const t1 = performance.now();
+    const cache = join(REPO, "node_modules/.cache/bootseal-sea");
+    const executables: { name: string; bytes: Uint8Array }[] = [];
+    const runtimes = [];
+    for (const spec of platforms) {
+      const base = await baseBinary(spec, nodeVersion, cache);
+      const exe = join(scratch, spec.executable);
+      await injectBlob(base.path, blob, exe);
+      executables.push({ name: spec.executable, bytes: await readFile(exe) });
+      runtimes.push({
+        nodePackage: spec.nodePackage,
+        version: nodeVersion,
+        integrity: base.integrity,
+        purl: base.purl,
+      });
+    }
+    const lock = JSON.parse(await readFile(join(REPO, "package-lock.json"), "utf8"));
+    const sbomText = sbom({
+      name: pkg.name,
+      version: pkg.version,
+      license: pkg.license,
+      metafile,
+      lock,
+      runtimes,
+    });
+    await writeFile(join(scratch, SBOM), sbomText);
+    const sums = sumsFile([...executables, { name: SBOM, bytes: Buffer.from(sbomText) }]);
+    await writeFile(join(scratch, SUMS), sums);
+    const signed = key ? signatures([...executables, { name: SUMS, bytes: Buffer.from(sums) }], key) : [];
+    for (const s of signed) await writeFile(join(scratch, s.name), s.bytes);
+
+    // Replace the previous build's files, then the stamp last: an interrupted build is no build.
+    const owned = [
+      STAMP,
+      SUMS,
+      `${SUMS}.sig`,
+      SBOM,
+      ...LEGACY,
+      ...PLATFORMS.flatMap((p) => [p.executable, `${p.executable}.sig`]),
+    ];
+    for (const name of owned) await rm(join(outDir, name), { force: true });
+    const written = [...executables.map((e) => e.name), SBOM, SUMS, ...signed.map((s) => s.name)];
+    const files: Record<string, number> = {};
+    for (const name of written) await rename(join(scratch, name), join(outDir, name));
+    for (const e of executables) files[e.name] = e.bytes.length;
+    files[SBOM] = Buffer.byteLength(sbomText);
+    files[SUMS] = Buffer.byteLength(sums);
+    for (const s of signed) files[s.name] = s.bytes.length;
+    await writeFile(join(outDir, STAMP), `${JSON.stringify({ inputs, files }, null, 2)}\n`);
+
+    const t2 = performance.now();
+    console.log(
+      [
+        `build-sea: ${outDir} (Node ${nodeVersion}; bundle ${mib(code.length)}, blob ${mib(blob.length)})`,
+        ...executables.map((e) => `  ${e.name}  ${mib(e.bytes.length)}`),
+        ...sums
+          .trimEnd()
+          .split("\n")
+          .map((l) => `  ${l}`),
+        key
+          ? `  signed (${signed.length} .sig files)`
+          : "  unsigned (pass --key KEY.pem or BOOTSEAL_SIGNING_KEY to sign)",
+        `  bundle + blob ${((t1 - t0) / 1000).toFixed(1)}s, executables ${((t2 - t1) / 1000).toFixed(1)}s`,
+      ].join("\n"),
+    );
+  } finally {
+    await rm(scratch, { recursive: true, force: true });
+  }
 }
 
-const ENTRY = `
-import { main } from "./src/cli/main.ts";
-const argv = process.argv.slice(2);
-if (argv.length === 1 && (argv[0] === "--version" || argv[0] === "version")) {
-  process.stdout.write(${JSON.stringify(`bootseal ${pkg.version}\n`)});
-} else {
-  const io = { stdout: process.stdout, stderr: process.stderr, stdin: process.stdin, env: process.env, cwd: process.cwd() };
-  main(argv, io).then((code) => { process.exitCode = code; });
+try {
+  await run();
+} catch (err) {
+  const message = err instanceof Error ? err.message : String(err);
+  if (values["best-effort"]) {
+    console.warn(`build-sea: WARNING: no executables built: ${message.split("\n")[0]}`);
+  } else {
+    console.error(`build-sea: ${message.split("\n")[0]}`);
+    if (env.BOOTSEAL_DEBUG === "1") console.error(err);
+    exit(1);
+  }
 }
-`;
-
-await rm(outDir, { recursive: true, force: true });
-await mkdir(outDir, { recursive: true });
-const bundle = join(outDir, "bootseal.cjs");
-const blob = join(outDir, "bootseal.blob");
-const exe = join(outDir, "bootseal");
-
-const t0 = performance.now();
-const result = await build({
-  stdin: { contents: ENTRY, resolveDir: REPO, sourcefile: "sea-entry.ts", loader: "ts" },
-  bundle: true,
-  platform: "node",
-  target: "node24",
-  format: "cjs",
-  minify: true,
-  keepNames: true,
-  legalComments: "none",
-  outfile: bundle,
-  logLevel: "error",
-  // import() in a SEA main script has no module loader behind it (and none at all with the
-  // code cache): turn every dynamic import, built-in modules included, into require().
-  supported: { "dynamic-import": false },
-  // The CommonJS output has no import.meta: main.ts reads it only for --version (answered
-  // above) and to recognise its own entry point (not needed: the entry calls main()).
-  define: { "import.meta.url": "undefined" },
-});
-for (const w of result.warnings) console.warn(`esbuild: ${w.text}`);
-const t1 = performance.now();
-
-const seaConfig = join(outDir, "sea-config.json");
-await writeFile(
-  seaConfig,
-  JSON.stringify({
-    main: bundle,
-    output: blob,
-    disableExperimentalSEAWarning: true,
-    useCodeCache: values["no-code-cache"] !== true,
-  }),
-);
-execFileSync(nodeBinary, ["--experimental-sea-config", seaConfig], { stdio: "inherit" });
-await copyFile(nodeBinary, exe);
-await chmod(exe, 0o755);
-const require = createRequire(import.meta.url);
-const { inject } = require("postject") as {
-  inject(file: string, name: string, data: Buffer, options: { sentinelFuse: string }): Promise<void>;
-};
-await inject(exe, "NODE_SEA_BLOB", await readFile(blob), { sentinelFuse: SEA_FUSE });
-const t2 = performance.now();
-
-const bytes = await readFile(exe);
-const sha256 = sha256Hex(bytes);
-await writeFile(join(outDir, "bootseal.sha256"), `${sha256}  bootseal\n`);
-if (signingKey) {
-  const key = loadPrivateKey(await readFile(signingKey), signingKey);
-  await writeFile(join(outDir, "bootseal.sig"), signArtifact(bytes, key));
-}
-await rm(seaConfig);
-await rm(blob);
-
-const mb = (n: number) => `${(n / 1024 / 1024).toFixed(1)} MiB`;
-console.log(
-  [
-    `built ${exe} (${mb((await stat(exe)).size)}; bundle ${mb((await stat(bundle)).size)}; ${nodeVersion} linux-x64)`,
-    `sha256 ${sha256}`,
-    signingKey ? `signature ${join(outDir, "bootseal.sig")}` : "unsigned (pass --key KEY.pem to sign)",
-    `bundle ${((t1 - t0) / 1000).toFixed(1)}s, blob + inject ${((t2 - t1) / 1000).toFixed(1)}s`,
-  ].join("\n"),
-);

