@@ -28,7 +28,8 @@ export type PeerName =
   | "ZSH_BIN" // path of zsh (Debian package), for the completion script
   | "FISH_BIN" // path of fish (Debian package), for the completion script
   | "CLOUD_INIT_BIN" // path of cloud-init 22.4.2 (Debian package): `cloud-init schema -c FILE`
-  | "IGNITION_VALIDATE_BIN"; // path of Ignition's validator (github.com/coreos/ignition/v2/validate v2.27.0)
+  | "IGNITION_VALIDATE_BIN" // path of Ignition's validator (github.com/coreos/ignition/v2/validate v2.27.0)
+  | "IGNITION_APPLY_BIN"; // Ignition v2.27.0 itself as ignition-apply (github.com/coreos/ignition/v2/internal): the files stage on a directory
 
 export function peer(name: PeerName): string {
   if (env.BOOTSEAL_LANE === "unit") {

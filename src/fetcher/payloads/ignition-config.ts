@@ -131,7 +131,11 @@ export function specMinor(version: unknown): number {
       `spec ${shown} is Ignition v${version[0]}, which bootseal does not apply (3.0.0 to 3.4.0)`,
     );
   }
-  if (/^3\.\d+\.\d+(-experimental)?$/.test(version)) {
+  if (version.endsWith("-experimental")) {
+    // Ignition accepts only its newest experimental spec, never an older one.
+    throw bad(`spec ${shown} is an experimental spec (3.0.0 to 3.4.0 are applied)`);
+  }
+  if (/^3\.\d+\.\d+$/.test(version)) {
     throw unsupported(`spec ${shown} is not supported (3.0.0 to 3.4.0)`);
   }
   throw bad(`ignition.version ${shown} is not a spec version (3.0.0 to 3.4.0)`);

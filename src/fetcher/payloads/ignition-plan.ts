@@ -308,6 +308,15 @@ async function planHardLink(
   const to = await resolveTarget(posix.normalize(l.target), policy);
   if (to.existing === null && !planned.has(to.requested))
     throw bad(where, l.path, "the hard link's target does not exist");
+  const there = (await resolveLink(l.path, policy)).existing;
+  if (there !== null && !there.isFile()) {
+    if (l.overwrite !== true)
+      throw bad(where, l.path, "something other than the target exists there and overwrite is false");
+    throw new BootsealError(
+      "UNSUPPORTED",
+      `ignition config: ${where} (${displayPath(l.path)}): bootseal fetch replaces only regular files with hard links`,
+    );
+  }
   const at = await resolveTarget(l.path, policy);
   if (at.existing !== null) {
     if (to.existing !== null && at.existing.ino === to.existing.ino && at.existing.dev === to.existing.dev)
