@@ -7,13 +7,16 @@
 import {
   lstatSync,
   mkdirSync,
+  mkdtempSync,
   readdirSync,
   readFileSync,
   readlinkSync,
   realpathSync,
+  rmSync,
   symlinkSync,
   writeFileSync,
 } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { BootsealError } from "../../src/errors.ts";
 import { applyIgnition, type IgnitionApplyContext } from "../../src/fetcher/payloads/ignition.ts";
@@ -122,4 +125,10 @@ export async function ours(
 
 export function dataUrl(text: string | Uint8Array): string {
   return `data:;base64,${Buffer.from(text).toString("base64")}`;
+}
+
+/** A fresh temporary directory (no peer helper: the unit lane imports this module). */
+export function tempDir(prefix: string): { dir: string; remove: () => void } {
+  const dir = mkdtempSync(join(tmpdir(), `bootseal-${prefix}-`));
+  return { dir, remove: () => rmSync(dir, { recursive: true, force: true }) };
 }
