@@ -52,7 +52,7 @@ async function compare(config: unknown): Promise<Compared> {
     const before = snapshot(b.dir);
     const mine = await ours(b.dir, text);
     const v = validate(text);
-    const why = `${text.slice(0, 1500)}\nignition-apply: ${theirs.stderr.slice(-1500)}\nvalidator: ${v.output}\nours: ${JSON.stringify(mine)}`;
+    const why = `${text.slice(0, 1500)}\nignition-apply: ${(theirs.stdout + theirs.stderr).slice(-1500)}\nvalidator: ${v.output}\nours: ${JSON.stringify(mine)}`;
     if (mine.ok) {
       assert.equal(v.status, 0, `accepted by bootseal, refused by the validator: ${why}`);
       assert.equal(theirs.status, 0, `applied by bootseal, refused by ignition-apply: ${why}`);
@@ -178,6 +178,80 @@ const HAND_PICKED: [string, unknown, "ok" | "BAD_INPUT" | "UNSUPPORTED"][] = [
       },
     },
     "ok",
+  ],
+  [
+    "data: URL forms, empty sources, mode 0, empty drop-ins, an existing link kept",
+    {
+      ignition: v(4),
+      storage: {
+        files: [
+          {
+            path: "/etc/d1",
+            contents: {
+              source: `data:text/plain;charset=utf-8;base64,${Buffer.from("héllo").toString("base64")}`,
+            },
+          },
+          { path: "/etc/d2", contents: { source: "data:text/plain,a%2Cb%25c%0A%00end" } },
+          { path: "/etc/d3", contents: { source: "" }, mode: 0 },
+          { path: "/etc/d4", contents: { source: "data:," } },
+        ],
+        directories: [{ path: "/etc/exdir", overwrite: false }],
+        links: [
+          { path: "/etc/localtime", target: "/usr/share/zoneinfo/Etc/UTC" },
+          { path: "/etc/existing-hard", target: "/etc/existing.conf", hard: true },
+        ],
+      },
+      systemd: {
+        units: [
+          // No instance (NAME@I.service) enabled: ignition-apply then asks systemd over D-Bus, not running here.
+          { name: "getty@.service", contents: unit },
+          { name: "old.service", dropins: [{ name: "empty.conf", contents: "" }, { name: "none.conf" }] },
+          { name: "c.service", contents: "" },
+        ],
+      },
+    },
+    "ok",
+  ],
+  [
+    "a hard link to a missing file",
+    { ignition: v(4), storage: { links: [{ path: "/etc/h", target: "/etc/nothing", hard: true }] } },
+    "BAD_INPUT",
+  ],
+  [
+    "a link where a different one exists",
+    { ignition: v(4), storage: { links: [{ path: "/etc/localtime", target: "/x" }] } },
+    "BAD_INPUT",
+  ],
+  [
+    "a directory where a file exists",
+    { ignition: v(4), storage: { directories: [{ path: "/etc/existing.conf" }] } },
+    "BAD_INPUT",
+  ],
+  [
+    "bad base64 in a data: URL",
+    { ignition: v(4), storage: { files: [{ path: "/etc/b", contents: { source: "data:;base64,%%%" } }] } },
+    "BAD_INPUT",
+  ],
+  [
+    "gzip that is not gzip",
+    {
+      ignition: v(4),
+      storage: { files: [{ path: "/etc/b", contents: { source: "data:,plain", compression: "gzip" } }] },
+    },
+    "BAD_INPUT",
+  ],
+  [
+    "an unknown compression",
+    {
+      ignition: v(4),
+      storage: { files: [{ path: "/etc/b", contents: { source: "data:,plain", compression: "xz" } }] },
+    },
+    "BAD_INPUT",
+  ],
+  [
+    "user id and name both",
+    { ignition: v(4), storage: { files: [{ path: "/etc/b", user: { id: 0, name: "root" } }] } },
+    "BAD_INPUT",
   ],
   [
     "an existing file without overwrite",

@@ -96,8 +96,27 @@ function ids(
 async function resolveDirectory(
   path: string,
   policy: PathPolicy,
+  overwrite = false,
 ): Promise<{ target: ResolvedTarget; existing: Stats | null }> {
-  const probe = await resolveTarget(path === "/" ? `/${PROBE}` : `${path}/${PROBE}`, policy);
+  const asFile = await resolveTarget(path, policy).catch(() => null);
+  if (asFile?.existing) {
+    if (overwrite) {
+      throw new BootsealError(
+        "UNSUPPORTED",
+        `ignition config: ${displayPath(path)}: bootseal fetch does not replace a file with a directory`,
+      );
+    }
+    throw new BootsealError(
+      "BAD_INPUT",
+      `ignition config: ${displayPath(path)}: a file exists where the directory goes and overwrite is false`,
+    );
+  }
+  const probe = await resolveTarget(path === "/" ? `/${PROBE}` : `${path}/${PROBE}`, policy).catch((err) => {
+    // The probe name is ours, not the config's: keep it out of the message.
+    if (err instanceof BootsealError)
+      throw new BootsealError(err.code, err.message.replaceAll(`/${PROBE}`, ""));
+    throw err;
+  });
   const target: ResolvedTarget = {
     requested: path,
     logical: dirname(probe.logical),
@@ -159,7 +178,7 @@ export async function planIgnition(
   const sorted = cfg.directories.map((d, i) => ({ d, i })).sort((a, b) => depth(a.d.path) - depth(b.d.path));
   for (const { d, i } of sorted) {
     const where = `storage.directories[${i}]`;
-    const { target, existing } = await resolveDirectory(d.path, policy);
+    const { target, existing } = await resolveDirectory(d.path, policy, d.overwrite === true);
     if (!policy.allowedRoots.some((r) => r === "/" || d.path.startsWith(`${r}/`))) {
       throw new BootsealError(
         "PATH_NOT_ALLOWED",
