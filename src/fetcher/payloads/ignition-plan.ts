@@ -201,6 +201,16 @@ export async function planIgnition(
   let document = 0;
   for (const [i, f] of cfg.files.entries()) {
     const where = `storage.files[${i}]`;
+    const there = (await resolveLink(f.path, policy)).existing;
+    if (there !== null && !there.isFile()) {
+      if (f.overwrite === true) {
+        throw new BootsealError(
+          "UNSUPPORTED",
+          `ignition config: ${where} (${displayPath(f.path)}): bootseal fetch does not replace a link, directory or special file with a file`,
+        );
+      }
+      throw bad(where, f.path, "something other than a regular file exists there and overwrite is false");
+    }
     const target = await resolveTarget(f.path, policy);
     const existing = target.existing;
     const source = f.contents?.source;
@@ -274,6 +284,13 @@ export async function planIgnition(
       }
     }
     if (u.contents) {
+      const there = (await resolveLink(unitPath, policy)).existing;
+      if (there?.isSymbolicLink() && u.mask !== false) {
+        throw new BootsealError(
+          "UNSUPPORTED",
+          `ignition config: unit ${JSON.stringify(u.name)}: the unit file is a link (masked, or into /usr/lib); bootseal fetch does not replace it with the contents`,
+        );
+      }
       const content = new TextEncoder().encode(u.contents);
       plan.files.push({
         document: ++document,
