@@ -340,7 +340,10 @@ async function planHardLink(
   document: number,
 ): Promise<void> {
   if (!l.target.startsWith("/"))
-    throw bad(where, l.path, "bootseal fetch takes hard link targets as absolute paths only");
+    throw new BootsealError(
+      "UNSUPPORTED",
+      `ignition config: ${where} (${displayPath(l.path)}): bootseal fetch takes hard link targets as absolute paths only`,
+    );
   const to = await resolveTarget(posix.normalize(l.target), policy);
   if (to.existing === null && !planned.has(to.requested))
     throw bad(where, l.path, "the hard link's target does not exist");
