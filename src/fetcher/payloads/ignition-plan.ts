@@ -18,7 +18,6 @@
 import type { Stats } from "node:fs";
 import { lstat, readdir, readFile, readlink } from "node:fs/promises";
 import { basename, dirname, join, posix } from "node:path";
-import { getgid, getuid } from "node:process";
 import { BootsealError } from "../../errors.ts";
 import { MAX_DOCUMENT_BYTES } from "../../limits.ts";
 import type { FileSpec } from "../apply-manifest.ts";
@@ -63,7 +62,8 @@ function bad(where: string, path: string, message: string): BootsealError {
 }
 
 function self(): { uid: number; gid: number } {
-  return { uid: getuid?.() ?? 0, gid: getgid?.() ?? 0 };
+  // Optional calls: Windows has neither (the fetcher builds for it too).
+  return { uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0 };
 }
 
 function ids(
