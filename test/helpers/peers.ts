@@ -31,7 +31,8 @@ export type PeerName =
   | "IGNITION_VALIDATE_BIN" // path of Ignition's validator (github.com/coreos/ignition/v2/validate v2.27.0)
   | "QEMU_AARCH64_BIN" // path of qemu-aarch64-static (Debian qemu-user-static 7.2): runs the linux-arm64 executable
   | "QEMU_AARCH64_SYSROOT" // the arm64 C/C++ runtimes for qemu's -L (Debian libc6-arm64-cross, libstdc++6-arm64-cross)
-  | "WINE_BIN"; // path of wine64 (Debian wine64 8.0): runs the windows-x64 executable
+  | "WINE_BIN" // path of wine64 (Debian wine64 8.0): runs the windows-x64 executable
+  | "IGNITION_APPLY_BIN"; // Ignition v2.27.0 itself as ignition-apply (github.com/coreos/ignition/v2/internal): the files stage on a directory
 
 export function peer(name: PeerName): string {
   if (env.BOOTSEAL_LANE === "unit") {
