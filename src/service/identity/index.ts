@@ -1,0 +1,32 @@
+/**
+ * The cloud identity methods the login route knows: method -> verifier (verifier.ts is the
+ * seam). One line per method; a method without a line here is answered 501.
+ */
+import type { MachineAuthConfig } from "../../config/machine-auth.ts";
+import type { CloudAuthMethod } from "../../machine/identity-login.ts";
+import { type AwsIamOptions, awsIamVerifier } from "./aws-iam.ts";
+import type { IdentityVerifier } from "./verifier.ts";
+
+export interface VerifierOptions {
+  /** For tests: the STS call's attempt settings. */
+  readonly aws?: Pick<AwsIamOptions, "sts">;
+}
+
+type Factory = (config: MachineAuthConfig, options: VerifierOptions) => IdentityVerifier;
+
+const VERIFIERS: Partial<Record<CloudAuthMethod, Factory>> = {
+  "aws-iam": (config, options) => awsIamVerifier({ ...config.aws, ...options.aws }),
+  // Package E2 adds gcp and azure here at merge, one line each (gcp.ts, azure.ts).
+};
+
+/** The verifiers for this configuration, by method. */
+export function identityVerifiers(
+  config: MachineAuthConfig,
+  options: VerifierOptions = {},
+): ReadonlyMap<CloudAuthMethod, IdentityVerifier> {
+  const out = new Map<CloudAuthMethod, IdentityVerifier>();
+  for (const [method, factory] of Object.entries(VERIFIERS) as [CloudAuthMethod, Factory][]) {
+    out.set(method, factory(config, options));
+  }
+  return out;
+}
