@@ -27,6 +27,7 @@ import { type BackoffPolicy, withRetry } from "../retry.ts";
 import { parseManifest } from "./apply-manifest.ts";
 import { decryptPayload } from "./decrypt-payload.ts";
 import { type ExecResult, runCommand } from "./exec.ts";
+import { type LoginSettings, loginForToken } from "./identity/login.ts";
 import { loadAccounts } from "./owners.ts";
 import { type PathPolicy, resolveTarget, rootDirectory } from "./paths.ts";
 import { createReporter, type StatusReport } from "./report.ts";
@@ -48,6 +49,8 @@ export interface FetchOptions {
   readonly from: string;
   readonly machine?: string;
   readonly tokenFile?: string;
+  /** --auth aws-iam|gcp|azure: log in with the cloud identity for this boot's token instead. */
+  readonly login?: LoginSettings;
   /** Exactly one of out / apply. */
   readonly out?: string;
   readonly apply: boolean;
@@ -146,8 +149,18 @@ export async function runFetch(options: FetchOptions, deps: FetchDeps): Promise<
   }
   const sentinel = options.sentinel === null ? null : await resolveTarget(options.sentinel, anywhere);
   const source: Source = parseSource(options.from, options.machine);
-  const token = options.tokenFile !== undefined ? await readTokenFile(options.tokenFile) : undefined;
   const ca = options.caFile !== undefined ? await readFile(options.caFile) : undefined;
+  const token = options.login
+    ? await login(source, options.login, {
+        env: io.env,
+        ca,
+        deadline: started + options.deadlineMs,
+        log,
+        options,
+      })
+    : options.tokenFile !== undefined
+      ? await readTokenFile(options.tokenFile)
+      : undefined;
   const reportUrl = options.report !== undefined ? new URL(options.report) : statusUrlFor(source);
   const reporter = createReporter({
     url: reportUrl,
@@ -247,6 +260,32 @@ export async function runFetch(options: FetchOptions, deps: FetchDeps): Promise<
   if (options.oneTime && source.kind === "service") await deleteConfig(source, token, ca, log);
   log(`succeeded in ${((Date.now() - started) / 1000).toFixed(2)}s`);
   return 0;
+}
+
+/** The bootstrap token for this boot from a cloud identity login (identity/login.ts). */
+function login(
+  source: Source,
+  settings: LoginSettings,
+  call: {
+    env: FetchIo["env"];
+    ca: Buffer | undefined;
+    deadline: number;
+    log: (line: string) => void;
+    options: FetchOptions;
+  },
+): Promise<string> {
+  if (source.kind !== "service") {
+    throw new BootsealError(
+      "USAGE",
+      `--auth ${settings.method} logs in at the service: --from must be its URL`,
+    );
+  }
+  return loginForToken(settings, {
+    configUrl: source.url,
+    env: call.env,
+    ...(call.ca ? { ca: call.ca } : {}),
+    retry: { deadline: call.deadline, attemptTimeoutMs: call.options.attemptTimeoutMs, log: call.log },
+  });
 }
 
 /** One-time mode: the config (and the service's token record) goes once the machine is done. */

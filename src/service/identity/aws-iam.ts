@@ -18,12 +18,10 @@
  * there (403 -> 401).
  */
 import { BootsealError } from "../../errors.ts";
-import { SERVER_ID_HEADER } from "../../machine/identity-login.ts";
+import { AWS_GET_CALLER_IDENTITY_BODY, SERVER_ID_HEADER } from "../../machine/identity-login.ts";
 import { getCallerIdentity, type StsCall } from "./aws-sts.ts";
 import type { IdentityVerifier, ProvenIdentity, VerifyContext } from "./verifier.ts";
 
-/** The only request a credential may be: nothing else is ever sent with a machine's signature. */
-export const GET_CALLER_IDENTITY_BODY = "Action=GetCallerIdentity&Version=2011-06-15";
 /** How far X-Amz-Date may be from the service's clock (STS allows the same). */
 export const AWS_DATE_SKEW_MS = 15 * 60_000;
 /** Most headers a credential may carry (a signed STS request has about eight). */
@@ -140,7 +138,8 @@ export function checkSignedRequest(
 ): Record<string, string> {
   if (req.method !== "POST") throw refuse("the signed request is not a POST");
   if (!sameUrl(req.url, options.endpoint)) throw refuse("the request was signed for another STS endpoint");
-  if (req.body !== GET_CALLER_IDENTITY_BODY) throw refuse("the body is not exactly a GetCallerIdentity call");
+  if (req.body !== AWS_GET_CALLER_IDENTITY_BODY)
+    throw refuse("the body is not exactly a GetCallerIdentity call");
   const h = req.headers;
   const auth = parseAuthorization(h.authorization);
   if (auth.service !== "sts" || auth.region !== options.region) {
