@@ -7,7 +7,13 @@
  * one, for 15 minutes. The SDK modules load only when this method is used.
  */
 import { createHash, createHmac, type Hash, type Hmac } from "node:crypto";
-import type { Checksum, SourceData } from "@smithy/types";
+import type {
+  AwsCredentialIdentity,
+  AwsCredentialIdentityProvider,
+  Checksum,
+  HttpRequest,
+  SourceData,
+} from "@smithy/types";
 import { BootsealError } from "../../errors.ts";
 import { AWS_GET_CALLER_IDENTITY_BODY, SERVER_ID_HEADER } from "../../machine/identity-login.ts";
 import type { CredentialContext, IdentityProvider } from "./provider.ts";
@@ -17,6 +23,8 @@ export interface AwsIamProviderOptions {
   readonly region?: string;
   /** The STS endpoint; default AWS_ENDPOINT_URL_STS, else https://sts.<region>.amazonaws.com. */
   readonly endpoint?: string;
+  /** Credentials instead of the SDK's default chain (tests, embedders). */
+  readonly credentials?: AwsCredentialIdentity | AwsCredentialIdentityProvider;
 }
 
 function toBytes(data: SourceData): Uint8Array {
@@ -71,7 +79,7 @@ export function stsSettings(
 }
 
 export function awsIamProvider(options: AwsIamProviderOptions = {}): IdentityProvider {
-  let credentials: (() => Promise<import("@smithy/types").AwsCredentialIdentity>) | undefined;
+  let credentials = options.credentials;
   return {
     method: "aws-iam",
     async credential(ctx: CredentialContext): Promise<string> {
@@ -84,7 +92,7 @@ export function awsIamProvider(options: AwsIamProviderOptions = {}): IdentityPro
       credentials ??= defaultProvider({ timeout: 2000, maxRetries: 2 });
       const signer = new SignatureV4({ credentials, region, service: "sts", sha256: NodeSha256 });
       const path = endpoint.pathname || "/";
-      let signed: import("@smithy/types").HttpRequest;
+      let signed: HttpRequest;
       try {
         signed = await signer.sign({
           method: "POST",
