@@ -151,12 +151,10 @@ export async function runFetch(options: FetchOptions, deps: FetchDeps): Promise<
   const source: Source = parseSource(options.from, options.machine);
   const ca = options.caFile !== undefined ? await readFile(options.caFile) : undefined;
   const token = options.login
-    ? await login(source, options.login, {
+    ? await loginForToken(options.login, source, {
         env: io.env,
         ca,
-        deadline: started + options.deadlineMs,
-        log,
-        options,
+        retry: { deadline: started + options.deadlineMs, attemptTimeoutMs: options.attemptTimeoutMs, log },
       })
     : options.tokenFile !== undefined
       ? await readTokenFile(options.tokenFile)
@@ -260,32 +258,6 @@ export async function runFetch(options: FetchOptions, deps: FetchDeps): Promise<
   if (options.oneTime && source.kind === "service") await deleteConfig(source, token, ca, log);
   log(`succeeded in ${((Date.now() - started) / 1000).toFixed(2)}s`);
   return 0;
-}
-
-/** The bootstrap token for this boot from a cloud identity login (identity/login.ts). */
-function login(
-  source: Source,
-  settings: LoginSettings,
-  call: {
-    env: FetchIo["env"];
-    ca: Buffer | undefined;
-    deadline: number;
-    log: (line: string) => void;
-    options: FetchOptions;
-  },
-): Promise<string> {
-  if (source.kind !== "service") {
-    throw new BootsealError(
-      "USAGE",
-      `--auth ${settings.method} logs in at the service: --from must be its URL`,
-    );
-  }
-  return loginForToken(settings, {
-    configUrl: source.url,
-    env: call.env,
-    ...(call.ca ? { ca: call.ca } : {}),
-    retry: { deadline: call.deadline, attemptTimeoutMs: call.options.attemptTimeoutMs, log: call.log },
-  });
 }
 
 /** One-time mode: the config (and the service's token record) goes once the machine is done. */

@@ -11,6 +11,7 @@ import { BootsealError } from "../../errors.ts";
 import { sendOk } from "../../http/client.ts";
 import type { CloudAuthMethod, LoginResponse } from "../../machine/identity-login.ts";
 import { type RetryOptions, withRetry } from "../../retry.ts";
+import type { Source } from "../source.ts";
 import { identityProvider, type ProviderSettings } from "./index.ts";
 
 export interface LoginSettings extends ProviderSettings {
@@ -20,10 +21,8 @@ export interface LoginSettings extends ProviderSettings {
 }
 
 export interface LoginCall {
-  /** The machine's config URL on the service (`--from`). */
-  readonly configUrl: URL;
   readonly env: Readonly<Record<string, string | undefined>>;
-  readonly ca?: string | Buffer;
+  readonly ca?: string | Buffer | undefined;
   readonly retry: Omit<RetryOptions, "what">;
 }
 
@@ -34,10 +33,21 @@ export function loginUrlFor(configUrl: URL): URL {
   return url;
 }
 
-export async function loginForToken(settings: LoginSettings, call: LoginCall): Promise<string> {
+/** The bootstrap token for this boot, from a login at the service `source` (`--from`). */
+export async function loginForToken(
+  settings: LoginSettings,
+  source: Source,
+  call: LoginCall,
+): Promise<string> {
+  if (source.kind !== "service") {
+    throw new BootsealError(
+      "USAGE",
+      `--auth ${settings.method} logs in at the service: --from must be its URL`,
+    );
+  }
   const provider = identityProvider(settings.method, settings);
-  const audience = settings.serverId || call.configUrl.origin;
-  const url = loginUrlFor(call.configUrl);
+  const audience = settings.serverId || source.url.origin;
+  const url = loginUrlFor(source.url);
   const { value } = await withRetry(
     async ({ signal }) => {
       const credential = await provider.credential({ audience, env: call.env, signal });
