@@ -214,6 +214,8 @@ test("a signed request's local checks; only signed headers (and Authorization) a
     Object.keys(out).sort(),
     ["authorization", "content-type", "host", "x-amz-date", SERVER_ID_HEADER].sort(),
   );
+  const withToken = check(signed({ "x-amz-security-token": "FQoG-session" }));
+  assert.equal(withToken["x-amz-security-token"], "FQoG-session", "a session token goes along even unsigned");
   refused(() => check(signed({}, { method: "GET" })), /not a POST/);
   refused(() => check(signed({ host: "sts.eu-west-1.amazonaws.com" })), /another STS host/);
   refused(() => check(signed({ "x-amz-date": "20260305T050000Z" })), /disagrees with the signature's scope/);

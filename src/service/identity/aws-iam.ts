@@ -130,7 +130,7 @@ function sameUrl(a: string, endpoint: URL): boolean {
 
 /**
  * The checks the service makes itself (module comment), and the headers to replay: exactly
- * the signed ones plus Authorization (content-length is recomputed).
+ * the signed ones plus Authorization and a session token (content-length is recomputed).
  */
 export function checkSignedRequest(
   req: SignedStsRequest,
@@ -171,6 +171,10 @@ export function checkSignedRequest(
     }
     out[name] = value;
   }
+  // Temporary credentials' session token: some signers leave it out of SignedHeaders, and STS
+  // needs it either way (a changed one fails STS's check).
+  const sessionToken = h["x-amz-security-token"];
+  if (sessionToken !== undefined) out["x-amz-security-token"] = sessionToken;
   return out;
 }
 
