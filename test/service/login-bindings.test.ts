@@ -16,6 +16,7 @@ import {
 } from "../../src/service/identity/aws-iam.ts";
 import { parseCallerIdentity } from "../../src/service/identity/aws-sts.ts";
 import { allowedBinding, globMatches, machineAuthFor } from "../../src/service/identity/bindings.ts";
+import { loginFlags } from "../../src/service/identity/index.ts";
 import type { ProvenIdentity } from "../../src/service/identity/verifier.ts";
 
 const MINIMAL = {
@@ -302,4 +303,28 @@ test("AWS attributes: role and session for an assumed role only", () => {
     session: "i-0abc",
   });
   assert.equal(aws("arn:aws:iam::111122223333:user/web").attributes.role, undefined);
+});
+
+test("loginFlags: what a stub passes so the machine signs for what this service checks", () => {
+  const c = validateServiceConfig({
+    ...MINIMAL,
+    publicUrl: "https://boot.example.com",
+    machineAuth: { aws: { region: "eu-west-1" } },
+  });
+  assert.deepEqual(loginFlags(c.machineAuth, "aws-iam"), [
+    "--auth",
+    "aws-iam",
+    "--server-id",
+    "https://boot.example.com",
+    "--aws-sts-region",
+    "eu-west-1",
+    "--aws-sts-endpoint",
+    "https://sts.eu-west-1.amazonaws.com",
+  ]);
+  assert.deepEqual(loginFlags(c.machineAuth, "gcp"), [
+    "--auth",
+    "gcp",
+    "--server-id",
+    "https://boot.example.com",
+  ]);
 });

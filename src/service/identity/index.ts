@@ -30,3 +30,18 @@ export function identityVerifiers(
   }
   return out;
 }
+
+/**
+ * The `bootseal fetch` flags a user-data stub passes for a machine that logs in with `method`
+ * (machineAuthFor in bindings.ts): the service's audience and, for AWS, the region and STS
+ * endpoint it checks, so that the machine signs for exactly what the service expects (an
+ * instance has no AWS_REGION of its own to guess from). No secret among them.
+ */
+export function loginFlags(config: MachineAuthConfig, method: CloudAuthMethod): string[] {
+  const flags = ["--auth", method];
+  if (config.audience !== undefined) flags.push("--server-id", config.audience);
+  if (method === "aws-iam") {
+    flags.push("--aws-sts-region", config.aws.region, "--aws-sts-endpoint", config.aws.stsEndpoint);
+  }
+  return flags;
+}
