@@ -40,6 +40,8 @@ export const loginSchema = {
     "machine (machineAuth.tokenTtl, bootstrapToken.uses); the previous one stops working. " +
     "401 for a credential that does not verify, 503 KEY_UNAVAILABLE when the issuer (STS) cannot be reached.",
   tags: ["machines"],
+  // No bearer token: the body's credential is the authentication.
+  security: [],
   params: machineParams,
   body: loginBody,
   response: { 200: loginResponse, ...errorResponses },
