@@ -20,6 +20,7 @@ import { parseSopsConfig } from "../../src/config/sops-config.ts";
 import { buildApp } from "../../src/service/app.ts";
 import { assumeRole, createRole, MOTO_ACCOUNT, MOTO_REGION, motoEndpoint } from "../helpers/moto-iam.ts";
 import { uniqueName } from "../helpers/peers.ts";
+import { freePort } from "../helpers/ports.ts";
 import { appConfig } from "../service/app-config.ts";
 import { type AgeKey, ageKey, machineEnv, run, tempDir } from "./helpers.ts";
 
@@ -33,6 +34,28 @@ let app: FastifyInstance;
 let url: string;
 let allowed: Record<string, string>;
 let other: Record<string, string>;
+let roleArnText: string;
+
+/** The service app with its STS at `stsEndpoint`. */
+function serviceWith(stsEndpoint: string): FastifyInstance {
+  return buildApp({
+    logger: false,
+    store: new MemoryStore(),
+    config: appConfig({
+      creationRules: parseSopsConfig(`creation_rules:\n  - age: ${key.recipient}\n`, "t"),
+      controllers: [{ name: "admin", tokenSha256: sha(ADMIN), scopes: [...SCOPES] }],
+      machineAuth: parseMachineAuth(
+        {
+          audience: AUDIENCE,
+          tokenTtl: "1h",
+          aws: { stsEndpoint, region: MOTO_REGION },
+          bindings: [{ method: "aws-iam", match: { arn: roleArnText }, machines: "prod/*" }],
+        },
+        undefined,
+      ),
+    }),
+  });
+}
 
 function awsEnv(c: { accessKeyId: string; secretAccessKey: string; sessionToken?: string }) {
   return {
@@ -51,29 +74,8 @@ before(async () => {
   const stranger = uniqueName("stranger-role");
   allowed = awsEnv(await assumeRole(await createRole(role), "boot"));
   other = awsEnv(await assumeRole(await createRole(stranger), "boot"));
-  app = buildApp({
-    logger: false,
-    store: new MemoryStore(),
-    config: appConfig({
-      creationRules: parseSopsConfig(`creation_rules:\n  - age: ${key.recipient}\n`, "t"),
-      controllers: [{ name: "admin", tokenSha256: sha(ADMIN), scopes: [...SCOPES] }],
-      machineAuth: parseMachineAuth(
-        {
-          audience: AUDIENCE,
-          tokenTtl: "1h",
-          aws: { stsEndpoint: motoEndpoint(), region: MOTO_REGION },
-          bindings: [
-            {
-              method: "aws-iam",
-              match: { arn: `arn:aws:iam::${MOTO_ACCOUNT}:role/${role}` },
-              machines: "prod/*",
-            },
-          ],
-        },
-        undefined,
-      ),
-    }),
-  });
+  roleArnText = `arn:aws:iam::${MOTO_ACCOUNT}:role/${role}`;
+  app = serviceWith(motoEndpoint());
   url = await app.listen({ host: "127.0.0.1", port: 0 });
 });
 
@@ -82,8 +84,8 @@ after(async () => {
   await dir?.remove();
 });
 
-async function publish(machine: string, payload: string): Promise<void> {
-  const res = await app.inject({
+async function publish(machine: string, payload: string, svc: FastifyInstance = app): Promise<void> {
+  const res = await svc.inject({
     method: "PUT",
     url: `/v1/machines/${machine}/config`,
     headers: { authorization: `Bearer ${ADMIN}`, "content-type": "text/plain" },
@@ -106,6 +108,7 @@ async function fetchAs(
   machine: string,
   env: Record<string, string>,
   from = `${url}/v1/machines/${machine}/config`,
+  extra: { sts?: string; deadline?: string } = {},
 ) {
   const root = join(dir.path, `root-${machine.replace("/", "-")}-${Math.random().toString(36).slice(2, 8)}`);
   await mkdir(root);
@@ -119,7 +122,7 @@ async function fetchAs(
       "--server-id",
       AUDIENCE,
       "--aws-sts-endpoint",
-      motoEndpoint(),
+      extra.sts ?? motoEndpoint(),
       "--aws-sts-region",
       MOTO_REGION,
       "--out",
@@ -127,7 +130,7 @@ async function fetchAs(
       "--root",
       root,
       "--deadline",
-      "60s",
+      extra.deadline ?? "60s",
     ],
     machineEnv({ ...env, SOPS_AGE_KEY_FILE: key.file }),
   );
@@ -183,4 +186,24 @@ test("--auth aws-iam with a store source is a usage error", async () => {
   const { r } = await fetchAs("prod/node-3", allowed, "file:///nonexistent/configs/prod/node-3");
   assert.equal(r.code, EXIT_CODES.USAGE, r.stderr);
   assert.match(r.stderr, /--auth aws-iam logs in at the service/);
+});
+
+test("STS down: the login is retried (503) until the deadline, then KEY_UNAVAILABLE, nothing written", async () => {
+  const closed = `http://127.0.0.1:${await freePort()}`;
+  const down = serviceWith(closed);
+  try {
+    const downUrl = await down.listen({ host: "127.0.0.1", port: 0 });
+    await publish("prod/node-4", "the node-4 secret\n", down);
+    const { r, root } = await fetchAs("prod/node-4", allowed, `${downUrl}/v1/machines/prod/node-4/config`, {
+      sts: closed,
+      // The service answers 503 with Retry-After: 5, which the fetcher honours.
+      deadline: "12s",
+    });
+    assert.equal(r.code, EXIT_CODES.KEY_UNAVAILABLE, r.stderr);
+    assert.match(r.stderr, /login\): KEY_UNAVAILABLE: .*AWS STS is unavailable.*retrying in/);
+    assert.match(r.stderr, /gave up after [2-9] attempts/);
+    assert.deepEqual(await readdir(root), []);
+  } finally {
+    await down.close();
+  }
 });
