@@ -13,6 +13,7 @@
  *   minItems); `{value}` is the offending value as JSON.
  */
 import { MAX_DOCUMENT_BYTES } from "../limits.ts";
+import { CLOUD_AUTH_METHODS } from "../machine/identity-login.ts";
 
 export const SCOPES = ["configs:write", "configs:read", "status:read", "admin"] as const;
 export const ONE_TIME_MODES = ["off", "after-success", "after-first-fetch"] as const;
@@ -248,6 +249,62 @@ export const SERVICE_CONFIG_SCHEMA: SchemaNode = {
           1_000_000,
           20,
         ),
+      },
+    },
+    machineAuth: {
+      type: "object",
+      additionalProperties: false,
+      default: {},
+      properties: {
+        audience: text(
+          "this service's identity in machine logins: the value AWS logins sign in `x-bootseal-server-id`, the audience GCP and Azure tokens carry (`bootseal fetch --server-id`)",
+          { "x-doc-default": "the origin of `publicUrl`" },
+        ),
+        tokenTtl: duration("lifetime of the bootstrap token a machine login mints; at least `1s`", "1h"),
+        aws: {
+          type: "object",
+          additionalProperties: false,
+          default: {},
+          properties: {
+            stsEndpoint: text(
+              "the STS endpoint signed `GetCallerIdentity` requests are sent to (never one a machine names)",
+              {
+                pattern: HTTP_URL,
+                "x-message": "must be an http(s) URL",
+                "x-doc-default": "`https://sts.<region>.amazonaws.com`",
+              },
+            ),
+            region: text("the region AWS logins are signed for", { default: "us-east-1" }),
+          },
+        },
+        bindings: {
+          type: "array",
+          default: [],
+          description:
+            'list of `{method, match, machines, instanceIdFromSession}`: which cloud identities may log in as which machines (docs/api.md "Machine login")',
+          items: {
+            type: "object",
+            additionalProperties: false,
+            required: ["method", "match", "machines"],
+            properties: {
+              method: {
+                type: "string",
+                enum: CLOUD_AUTH_METHODS,
+                "x-message": `unknown method {value} (one of ${CLOUD_AUTH_METHODS.join(", ")})`,
+              },
+              match: { type: "object", description: "attribute -> exact value or `*` glob" },
+              machines: {
+                type: ["string", "array"],
+                description: "`ns/name`, `ns/*`, or a list of them",
+                "x-message": "must be ns/name, ns/*, or a list of them",
+              },
+              instanceIdFromSession: {
+                type: "boolean",
+                description: "aws-iam: the machine's name is the EC2 instance id of the session",
+              },
+            },
+          },
+        },
       },
     },
     fetcherArtifact: artifact("Linux"),

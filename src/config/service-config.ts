@@ -12,6 +12,7 @@ import { isAbsolute, resolve } from "node:path";
 import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
 import { parseDuration } from "../duration.ts";
 import { BootsealError } from "../errors.ts";
+import { type MachineAuthConfig, parseMachineAuth, type RawMachineAuth } from "./machine-auth.ts";
 import { schemaChecker } from "./schema-check.ts";
 import {
   configLeaves,
@@ -79,6 +80,8 @@ export interface ServiceConfig {
     readonly maxConnectionsPerAddress: number;
   };
   readonly rateLimit: { readonly authFailuresPerMinute: number };
+  /** Machine-identity logins (AWS IAM, GCP, Azure) and their bindings to machines. */
+  readonly machineAuth: MachineAuthConfig;
   /** The Linux fetcher: what cloud-init and Ignition stubs download. */
   readonly fetcherArtifact?: FetcherArtifact;
   /**
@@ -190,6 +193,7 @@ interface Checked {
     maxConnectionsPerAddress: number;
   };
   rateLimit: { authFailuresPerMinute: number };
+  machineAuth: RawMachineAuth;
   fetcherArtifact?: RawArtifact;
   fetcherArtifactWindows?: RawArtifact;
   audit: { path: string; mode: string };
@@ -330,6 +334,7 @@ export function validateServiceConfig(rawInput: Raw, cwd: string = process.cwd()
     oneTimeFetch: c.oneTimeFetch,
     limits: parseLimits(c.limits),
     rateLimit: c.rateLimit,
+    machineAuth: parseMachineAuth(c.machineAuth, c.publicUrl),
     audit: {
       path: c.audit.path === "-" || isAbsolute(c.audit.path) ? c.audit.path : resolve(cwd, c.audit.path),
       mode: Number.parseInt(c.audit.mode, 8),

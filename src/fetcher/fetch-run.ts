@@ -27,6 +27,7 @@ import { type BackoffPolicy, withRetry } from "../retry.ts";
 import { parseManifest } from "./apply-manifest.ts";
 import { decryptPayload } from "./decrypt-payload.ts";
 import { type ExecResult, runCommand } from "./exec.ts";
+import { type LoginSettings, loginForToken } from "./identity/login.ts";
 import { loadAccounts } from "./owners.ts";
 import { type PathPolicy, resolveTarget, rootDirectory } from "./paths.ts";
 import { createReporter, type StatusReport } from "./report.ts";
@@ -48,6 +49,8 @@ export interface FetchOptions {
   readonly from: string;
   readonly machine?: string;
   readonly tokenFile?: string;
+  /** --auth aws-iam|gcp|azure: log in with the cloud identity for this boot's token instead. */
+  readonly login?: LoginSettings;
   /** Exactly one of out / apply. */
   readonly out?: string;
   readonly apply: boolean;
@@ -146,8 +149,16 @@ export async function runFetch(options: FetchOptions, deps: FetchDeps): Promise<
   }
   const sentinel = options.sentinel === null ? null : await resolveTarget(options.sentinel, anywhere);
   const source: Source = parseSource(options.from, options.machine);
-  const token = options.tokenFile !== undefined ? await readTokenFile(options.tokenFile) : undefined;
   const ca = options.caFile !== undefined ? await readFile(options.caFile) : undefined;
+  const token = options.login
+    ? await loginForToken(options.login, source, {
+        env: io.env,
+        ca,
+        retry: { deadline: started + options.deadlineMs, attemptTimeoutMs: options.attemptTimeoutMs, log },
+      })
+    : options.tokenFile !== undefined
+      ? await readTokenFile(options.tokenFile)
+      : undefined;
   const reportUrl = options.report !== undefined ? new URL(options.report) : statusUrlFor(source);
   const reporter = createReporter({
     url: reportUrl,

@@ -35,3 +35,9 @@ export interface LoginResponse {
  * cannot be replayed against another.
  */
 export const SERVER_ID_HEADER = "x-bootseal-server-id";
+
+/**
+ * The body of the one AWS request a machine signs for a login (sts:GetCallerIdentity): the
+ * service refuses any other, so a login signature can never be used for anything else.
+ */
+export const AWS_GET_CALLER_IDENTITY_BODY = "Action=GetCallerIdentity&Version=2011-06-15";

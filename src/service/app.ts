@@ -32,6 +32,7 @@ import { RecordCache } from "./record-cache.ts";
 import { docsRoutes } from "./routes/docs.ts";
 import { eventsRoutes } from "./routes/events.ts";
 import { healthRoutes, type ReadinessProbe } from "./routes/health.ts";
+import { loginRoutes } from "./routes/login.ts";
 import { machineConfigRoutes } from "./routes/machine-config.ts";
 import { machineStatusRoutes } from "./routes/machine-status.ts";
 import { machinesRoutes } from "./routes/machines.ts";
@@ -50,6 +51,7 @@ export type AppConfig = Pick<
   | "oneTimeFetch"
   | "limits"
   | "rateLimit"
+  | "machineAuth"
   | "fetcherArtifact"
   | "fetcherArtifactWindows"
   | "publicUrl"
@@ -218,6 +220,10 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     machineStatusRoutes(api, ctx);
     machinesRoutes(api, ctx);
     userdataRoutes(api, ctx);
+    loginRoutes(api, ctx, {
+      machineAuth: config.machineAuth,
+      authFailuresPerMinute: config.rateLimit.authFailuresPerMinute,
+    });
     eventsRoutes(api, ctx);
     // Own context: the config routes swap the body parsers for one raw-bytes parser.
     await api.register(async (raw) => machineConfigRoutes(raw, ctx));

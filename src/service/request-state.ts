@@ -24,6 +24,8 @@ export interface RequestState {
   storedToken: Versioned<TokenRecord> | null;
   /** Routes confirmed by the status record: the version the check used. */
   storedStatus: Versioned<StatusRecord> | null;
+  /** A machine login's proven cloud identity (`aws-iam:<arn>`), for the audit line. */
+  identity: string | null;
   errorCode: string | null;
 }
 
@@ -62,6 +64,7 @@ export function stateOf(request: FastifyRequest): RequestState {
     machineToken: null,
     storedToken: null,
     storedStatus: null,
+    identity: null,
     errorCode: null,
   };
   return request.bootsealState;

@@ -19,6 +19,9 @@ export type PeerName =
   | "S3_SEAWEEDFS_SECRET_KEY"
   | "S3_MOTO_ENDPOINT" // http://127.0.0.1:<port> (moto serves S3 and KMS; any credentials)
   | "KMS_MOTO_ENDPOINT" // the same moto endpoint
+  | "STS_MOTO_AUTH_ENDPOINT" // http://127.0.0.1:<port>: a second moto that checks signatures and IAM policies
+  | "STS_MOTO_AUTH_ACCESS_KEY" // its admin user's key (made by the peer's set-up)
+  | "STS_MOTO_AUTH_SECRET_KEY"
   | "KMS_LOCAL_ENDPOINT" // http://127.0.0.1:<port> (local-kms, region us-east-1)
   | "GCS_ENDPOINT" // http://127.0.0.1:<port> (fake-gcs-server)
   | "GCP_KMS_ENDPOINT" // 127.0.0.1:<port>: test/fakes/gcp-kms-fake.ts (the real emulators cannot be installed here)

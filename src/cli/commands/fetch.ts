@@ -3,8 +3,10 @@ import type { Format } from "../../envelope/sops/codecs/codec.ts";
 import { FORMATS } from "../../envelope/sops/codecs/codec.ts";
 import { BootsealError } from "../../errors.ts";
 import { DEFAULT_MARKER, DEFAULT_SENTINEL, runFetch } from "../../fetcher/fetch-run.ts";
+import type { LoginSettings } from "../../fetcher/identity/login.ts";
 import { DEFAULT_ALLOWED_ROOTS, parseAllowedRoots } from "../../fetcher/paths.ts";
 import { defaultLabeler } from "../../fetcher/selinux.ts";
+import { CLOUD_AUTH_METHODS, isCloudAuthMethod } from "../../machine/identity-login.ts";
 import type { Command } from "../command.ts";
 import { CA_FILE_FLAG, DECRYPTION_ORDER_FLAG, INPUT_TYPE_FLAG } from "../flag-groups.ts";
 import { type CommandSpec, parseFlags } from "../flags.ts";
@@ -29,6 +31,34 @@ const spec = {
       env: "BOOTSEAL_TOKEN_FILE",
       value: "FILE",
       help: "the bootstrap token, sent as Authorization: Bearer (file not readable by group or others)",
+    },
+    // Machine identity login (docs/api.md "Machine login"): one block of rows.
+    {
+      name: "auth",
+      type: "string",
+      env: "BOOTSEAL_AUTH",
+      value: "METHOD",
+      default: "token",
+      help: "token (--token-file), or log in once per boot with the machine's cloud identity: aws-iam, gcp, azure",
+    },
+    {
+      name: "server-id",
+      type: "string",
+      env: "BOOTSEAL_SERVER_ID",
+      value: "ID",
+      help: "the service's identity in a cloud login, its machineAuth.audience (default: the origin of --from)",
+    },
+    {
+      name: "aws-sts-region",
+      type: "string",
+      value: "REGION",
+      help: "aws-iam: the region the STS request is signed for (default AWS_REGION, AWS_DEFAULT_REGION, us-east-1)",
+    },
+    {
+      name: "aws-sts-endpoint",
+      type: "string",
+      value: "URL",
+      help: "aws-iam: the STS endpoint, the service's machineAuth.aws.stsEndpoint (default AWS_ENDPOINT_URL_STS, https://sts.REGION.amazonaws.com)",
     },
     {
       name: "machine",
@@ -141,6 +171,7 @@ export const fetchCommand: Command = {
       throw new BootsealError("USAGE", "--report wants the http(s) URL of a status route");
     }
     const order = parseDecryptionOrder(values["decryption-order"]);
+    const login = loginSettings(values);
     return runFetch(
       {
         from: values.from as string,
@@ -160,6 +191,7 @@ export const fetchCommand: Command = {
         reportTimeoutMs: parseDuration(values["report-timeout"], "report-timeout"),
         machine: values.machine,
         tokenFile: values["token-file"],
+        login,
         out: values.out,
         exec: values.exec,
         execTimeoutMs:
@@ -175,3 +207,26 @@ export const fetchCommand: Command = {
     );
   },
 };
+
+/** --auth and its settings; undefined for a bootstrap token (the default). */
+function loginSettings(values: {
+  readonly auth: string;
+  readonly "token-file"?: string | undefined;
+  readonly "server-id"?: string | undefined;
+  readonly "aws-sts-region"?: string | undefined;
+  readonly "aws-sts-endpoint"?: string | undefined;
+}): LoginSettings | undefined {
+  const method = values.auth;
+  if (method === "token" || method === "") return undefined;
+  if (!isCloudAuthMethod(method)) {
+    throw new BootsealError("USAGE", `--auth must be one of token, ${CLOUD_AUTH_METHODS.join(", ")}`);
+  }
+  if (values["token-file"] !== undefined) {
+    throw new BootsealError("USAGE", `--auth ${method} logs in for its token: leave out --token-file`);
+  }
+  return {
+    method,
+    serverId: values["server-id"],
+    aws: { region: values["aws-sts-region"], endpoint: values["aws-sts-endpoint"] },
+  };
+}

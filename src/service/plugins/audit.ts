@@ -87,6 +87,7 @@ export function auditPlugin(app: FastifyInstance, audit: AuditLogger): void {
       outcome: outcomeOf(status, state.errorCode),
       status,
       who: who(state.principal),
+      identity: state.identity ?? undefined,
       ...(machineOf(request) ? { machine: machineOf(request) } : {}),
       ...(state.errorCode ? { code: state.errorCode } : {}),
       reqId: request.id,

@@ -1,0 +1,125 @@
+/**
+ * `machineAuth` of the service configuration, resolved: the machine-identity logins
+ * (docs/api.md "Machine login", docs/security.md "Machine identity"). The schema
+ * (service-config-schema.ts) checks the shapes; this checks what it cannot say: the match
+ * keys each method knows, the machine patterns, and that bindings come with an audience.
+ * Matching itself lives with the service (src/service/identity/bindings.ts).
+ */
+import { parseDuration } from "../duration.ts";
+import { BootsealError } from "../errors.ts";
+import { type CloudAuthMethod, isCloudAuthMethod } from "../machine/identity-login.ts";
+import { isDnsLabel } from "../machine/machine-id.ts";
+
+/**
+ * What a binding may match on, per method (the attributes each verifier proves,
+ * src/service/identity/verifier.ts). A typo in a key is refused instead of matching nothing.
+ */
+export const MATCH_KEYS: Readonly<Record<CloudAuthMethod, readonly string[]>> = {
+  "aws-iam": ["arn", "account", "userId", "role", "session"],
+  gcp: ["project", "projectNumber", "zone", "instanceName", "instanceId"],
+  azure: ["tenant", "subscription", "resourceGroup", "vmName", "vmResourceId", "vmId"],
+};
+
+/** `ns/name`, or `ns/*` (name null): every machine of the namespace. */
+export interface MachinePattern {
+  readonly namespace: string;
+  readonly name: string | null;
+}
+
+export interface MachineBinding {
+  readonly method: CloudAuthMethod;
+  /** Attribute -> exact value or a `*` glob (an IAM role ARN also matches its sessions). */
+  readonly match: Readonly<Record<string, string>>;
+  readonly machines: readonly MachinePattern[];
+  /**
+   * AWS: the caller must be an assumed role whose session name is an EC2 instance id (what
+   * an instance profile's credentials carry), and the machine's name must be that id.
+   */
+  readonly instanceIdFromSession: boolean;
+}
+
+export interface MachineAuthConfig {
+  /**
+   * This service's identity for logins (the AWS server-ID header's value, the JWT audience):
+   * `machineAuth.audience`, else the origin of `publicUrl`; undefined: logins are off.
+   */
+  readonly audience?: string;
+  /** Lifetime of the bootstrap token a login mints (one boot). */
+  readonly tokenTtlMs: number;
+  readonly aws: { readonly stsEndpoint: string; readonly region: string };
+  readonly bindings: readonly MachineBinding[];
+}
+
+/** As the schema left it (defaults filled). */
+export interface RawMachineAuth {
+  audience?: string;
+  tokenTtl: string | number;
+  aws: { stsEndpoint?: string; region: string };
+  bindings: {
+    method: string;
+    match?: Record<string, unknown>;
+    machines: string | string[];
+    instanceIdFromSession?: boolean;
+  }[];
+}
+
+function usage(where: string, message: string): BootsealError {
+  return new BootsealError("USAGE", `${where}: ${message}`);
+}
+
+function parsePattern(text: string, where: string): MachinePattern {
+  const [namespace, name, ...rest] = text.split("/");
+  if (namespace === undefined || name === undefined || rest.length > 0 || !isDnsLabel(namespace)) {
+    throw usage(where, `wants "ns/name" or "ns/*", got ${JSON.stringify(text)}`);
+  }
+  if (name === "*") return { namespace, name: null };
+  if (!isDnsLabel(name)) throw usage(where, `wants "ns/name" or "ns/*", got ${JSON.stringify(text)}`);
+  return { namespace, name };
+}
+
+function parseBinding(b: RawMachineAuth["bindings"][number], i: number): MachineBinding {
+  const where = `machineAuth.bindings[${i}]`;
+  if (!isCloudAuthMethod(b.method))
+    throw usage(`${where}.method`, `unknown method ${JSON.stringify(b.method)}`);
+  const allowed = MATCH_KEYS[b.method];
+  const match: Record<string, string> = {};
+  for (const [key, value] of Object.entries(b.match ?? {})) {
+    if (!allowed.includes(key)) {
+      throw usage(
+        `${where}.match.${key}`,
+        `is not an attribute of ${b.method} (one of ${allowed.join(", ")})`,
+      );
+    }
+    if (typeof value !== "string" || value === "") {
+      throw usage(`${where}.match.${key}`, "must be a non-empty string");
+    }
+    match[key] = value;
+  }
+  // A binding that matched every caller of a method would let any cloud account in.
+  if (Object.keys(match).length === 0) throw usage(`${where}.match`, "needs at least one attribute");
+  const list = typeof b.machines === "string" ? [b.machines] : b.machines;
+  if (list.length === 0) throw usage(`${where}.machines`, "needs at least one machine");
+  const machines = list.map((m, j) => parsePattern(String(m), `${where}.machines[${j}]`));
+  const instanceIdFromSession = b.instanceIdFromSession === true;
+  if (instanceIdFromSession && b.method !== "aws-iam") {
+    throw usage(`${where}.instanceIdFromSession`, "applies to aws-iam bindings only");
+  }
+  return { method: b.method, match, machines, instanceIdFromSession };
+}
+
+export function parseMachineAuth(raw: RawMachineAuth, publicUrl: string | undefined): MachineAuthConfig {
+  const bindings = raw.bindings.map(parseBinding);
+  const audience = raw.audience ?? (publicUrl === undefined ? undefined : new URL(publicUrl).origin);
+  if (bindings.length > 0 && audience === undefined) {
+    throw usage("machineAuth.audience", "is required with bindings when publicUrl is not set");
+  }
+  const region = raw.aws.region;
+  const stsEndpoint = (raw.aws.stsEndpoint ?? `https://sts.${region}.amazonaws.com`).replace(/\/+$/, "");
+  const config: MachineAuthConfig = {
+    tokenTtlMs: parseDuration(raw.tokenTtl, "machineAuth.tokenTtl", { min: 1000 }),
+    aws: { stsEndpoint, region },
+    bindings,
+  };
+  if (audience === undefined) return config;
+  return { ...config, audience };
+}

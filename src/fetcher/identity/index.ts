@@ -1,0 +1,26 @@
+/**
+ * The cloud identities `bootseal fetch --auth` can log in with: method -> provider
+ * (provider.ts is the seam). One line per method.
+ */
+import { BootsealError } from "../../errors.ts";
+import type { CloudAuthMethod } from "../../machine/identity-login.ts";
+import { type AwsIamProviderOptions, awsIamProvider } from "./aws-iam.ts";
+import type { IdentityProvider } from "./provider.ts";
+
+/** Per-method settings from the fetch flags. */
+export interface ProviderSettings {
+  readonly aws?: AwsIamProviderOptions;
+}
+
+type Factory = (settings: ProviderSettings) => IdentityProvider;
+
+const PROVIDERS: Partial<Record<CloudAuthMethod, Factory>> = {
+  "aws-iam": (settings) => awsIamProvider(settings.aws),
+  // Package E2 adds gcp and azure here at merge, one line each (gcp.ts, azure.ts).
+};
+
+export function identityProvider(method: CloudAuthMethod, settings: ProviderSettings = {}): IdentityProvider {
+  const factory = PROVIDERS[method];
+  if (!factory) throw new BootsealError("UNSUPPORTED", `--auth ${method} is not supported by this fetcher`);
+  return factory(settings);
+}

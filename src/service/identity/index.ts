@@ -1,0 +1,47 @@
+/**
+ * The cloud identity methods the login route knows: method -> verifier (verifier.ts is the
+ * seam). One line per method; a method without a line here is answered 501.
+ */
+import type { MachineAuthConfig } from "../../config/machine-auth.ts";
+import type { CloudAuthMethod } from "../../machine/identity-login.ts";
+import { type AwsIamOptions, awsIamVerifier } from "./aws-iam.ts";
+import type { IdentityVerifier } from "./verifier.ts";
+
+export interface VerifierOptions {
+  /** For tests: the STS call's attempt settings. */
+  readonly aws?: Pick<AwsIamOptions, "sts">;
+}
+
+type Factory = (config: MachineAuthConfig, options: VerifierOptions) => IdentityVerifier;
+
+const VERIFIERS: Partial<Record<CloudAuthMethod, Factory>> = {
+  "aws-iam": (config, options) => awsIamVerifier({ ...config.aws, ...options.aws }),
+  // Package E2 adds gcp and azure here at merge, one line each (gcp.ts, azure.ts).
+};
+
+/** The verifiers for this configuration, by method. */
+export function identityVerifiers(
+  config: MachineAuthConfig,
+  options: VerifierOptions = {},
+): ReadonlyMap<CloudAuthMethod, IdentityVerifier> {
+  const out = new Map<CloudAuthMethod, IdentityVerifier>();
+  for (const [method, factory] of Object.entries(VERIFIERS) as [CloudAuthMethod, Factory][]) {
+    out.set(method, factory(config, options));
+  }
+  return out;
+}
+
+/**
+ * The `bootseal fetch` flags a user-data stub passes for a machine that logs in with `method`
+ * (machineAuthFor in bindings.ts): the service's audience and, for AWS, the region and STS
+ * endpoint it checks, so that the machine signs for exactly what the service expects (an
+ * instance has no AWS_REGION of its own to guess from). No secret among them.
+ */
+export function loginFlags(config: MachineAuthConfig, method: CloudAuthMethod): string[] {
+  const flags = ["--auth", method];
+  if (config.audience !== undefined) flags.push("--server-id", config.audience);
+  if (method === "aws-iam") {
+    flags.push("--aws-sts-region", config.aws.region, "--aws-sts-endpoint", config.aws.stsEndpoint);
+  }
+  return flags;
+}

@@ -1,0 +1,48 @@
+/** Schemas of the machine login route (docs/api.md "Machine login"). */
+import { CLOUD_AUTH_METHODS } from "../../machine/identity-login.ts";
+import { errorResponses, machineParams } from "./common.ts";
+
+/** Largest credential: a signed STS request with a session token is about 3 KiB of base64. */
+export const CREDENTIAL_MAX_CHARS = 16 * 1024;
+export const LOGIN_BODY_LIMIT = CREDENTIAL_MAX_CHARS + 1024;
+
+export const loginBody = {
+  type: "object",
+  properties: {
+    method: { type: "string", enum: CLOUD_AUTH_METHODS, description: "the cloud identity" },
+    credential: {
+      type: "string",
+      minLength: 1,
+      maxLength: CREDENTIAL_MAX_CHARS,
+      description:
+        "aws-iam: base64 of the JSON {method, url, headers, body} of a signed sts:GetCallerIdentity request; " +
+        "gcp, azure: the identity token (a JWT)",
+    },
+  },
+  required: ["method", "credential"],
+  additionalProperties: false,
+} as const;
+
+export const loginResponse = {
+  type: "object",
+  properties: {
+    token: { type: "string", description: "a bootstrap token for this machine and this boot" },
+    expiresAt: { type: "string", format: "date-time" },
+  },
+  required: ["token", "expiresAt"],
+} as const;
+
+export const loginSchema = {
+  summary: "A machine logs in with its cloud identity",
+  description:
+    "No bearer token: the body's credential proves the caller's cloud identity, and machineAuth.bindings " +
+    "must let that identity act for this machine (else 403). Answers a fresh bootstrap token for this " +
+    "machine (machineAuth.tokenTtl, bootstrapToken.uses); the previous one stops working. " +
+    "401 for a credential that does not verify, 503 KEY_UNAVAILABLE when the issuer (STS) cannot be reached.",
+  tags: ["machines"],
+  // No bearer token: the body's credential is the authentication.
+  security: [],
+  params: machineParams,
+  body: loginBody,
+  response: { 200: loginResponse, ...errorResponses },
+} as const;
