@@ -4,6 +4,7 @@ import { FORMATS } from "../../envelope/sops/codecs/codec.ts";
 import { BootsealError } from "../../errors.ts";
 import { DEFAULT_MARKER, DEFAULT_SENTINEL, runFetch } from "../../fetcher/fetch-run.ts";
 import { DEFAULT_ALLOWED_ROOTS, parseAllowedRoots } from "../../fetcher/paths.ts";
+import { PAYLOAD_CHOICES, type PayloadChoice } from "../../fetcher/payloads/kind.ts";
 import { defaultLabeler } from "../../fetcher/selinux.ts";
 import type { Command } from "../command.ts";
 import { CA_FILE_FLAG, DECRYPTION_ORDER_FLAG, INPUT_TYPE_FLAG } from "../flag-groups.ts";
@@ -13,7 +14,7 @@ import { parseDecryptionOrder } from "../sops-file.ts";
 const spec = {
   name: "fetch",
   summary: "first boot: fetch this machine's config, decrypt it with its own keys, write files, run, report",
-  tail: "(--apply | --out FILE)",
+  tail: "[--apply | --out FILE]",
   flags: [
     {
       name: "from",
@@ -36,8 +37,37 @@ const spec = {
       value: "NS/NAME",
       help: "the machine id, for store sources whose key does not end in configs/NS/NAME",
     },
-    { name: "out", type: "string", value: "FILE", help: "write the payload bytes to this file (mode 0600)" },
-    { name: "apply", type: "boolean", help: "the payload is a manifest of files: write them" },
+    {
+      name: "out",
+      type: "string",
+      value: "FILE",
+      help: "write the payload bytes to this file (mode 0600); the payload is raw",
+    },
+    {
+      name: "apply",
+      type: "boolean",
+      help: "apply the payload (the default without --out): its kind from --payload",
+    },
+    {
+      name: "payload",
+      type: "string",
+      env: "BOOTSEAL_PAYLOAD",
+      value: "KIND",
+      default: "auto",
+      help: `the payload's kind: ${PAYLOAD_CHOICES.join(", ")} (auto: detected; --out means raw)`,
+    },
+    {
+      name: "allow-unknown-modules",
+      type: "boolean",
+      help: "a cloud-config module bootseal does not apply is a warning, not an error (never silently)",
+    },
+    {
+      name: "systemctl",
+      type: "string",
+      value: "PATH",
+      default: "systemctl",
+      help: "the systemctl an Ignition config's units are reloaded, enabled and started with",
+    },
     {
       name: "root",
       type: "string",
@@ -57,7 +87,7 @@ const spec = {
       name: "exec",
       type: "string",
       value: "CMD",
-      help: "run /bin/sh -c CMD after writing (its environment gains BOOTSEAL_ROOT)",
+      help: "run /bin/sh -c CMD after writing and after a cloud-config's runcmd (env gains BOOTSEAL_ROOT)",
     },
     {
       name: "exec-timeout",
@@ -83,7 +113,7 @@ const spec = {
       type: "string",
       value: "PATH",
       default: DEFAULT_SENTINEL,
-      help: 'the Cluster API bootstrap sentinel, written on success ("" disables it)',
+      help: 'the Cluster API bootstrap sentinel, written after a bootstrap command succeeded ("" disables it)',
     },
     {
       name: "allow-unsafe-modes",
@@ -130,8 +160,18 @@ export const fetchCommand: Command = {
   spec,
   async run(args, io) {
     const { values } = parseFlags(spec, args, io.env);
-    if ((values.out === undefined) === (values.apply !== true)) {
-      throw new BootsealError("USAGE", "fetch needs exactly one of --out FILE and --apply");
+    if (values.out !== undefined && values.apply === true) {
+      throw new BootsealError("USAGE", "fetch takes one of --out FILE and --apply");
+    }
+    const payload = values.payload;
+    if (!(PAYLOAD_CHOICES as readonly string[]).includes(payload)) {
+      throw new BootsealError("USAGE", `--payload must be one of ${PAYLOAD_CHOICES.join(", ")}`);
+    }
+    if (values.out !== undefined ? payload !== "raw" && payload !== "auto" : payload === "raw") {
+      throw new BootsealError(
+        "USAGE",
+        "--out FILE writes the raw payload: it goes with --payload raw or auto only",
+      );
     }
     const inputType = values["input-type"];
     if (inputType !== undefined && !(FORMATS as readonly string[]).includes(inputType)) {
@@ -144,7 +184,9 @@ export const fetchCommand: Command = {
     return runFetch(
       {
         from: values.from as string,
-        apply: values.apply === true,
+        payload: payload as PayloadChoice,
+        allowUnknownModules: values["allow-unknown-modules"] === true,
+        systemctl: values.systemctl,
         root: values.root,
         // An empty list (flag or variable) means the default, as it always has.
         allowedRoots: values["allowed-roots"]
