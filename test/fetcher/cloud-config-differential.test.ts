@@ -1,0 +1,319 @@
+/**
+ * Differential test of the cloud-config applier against cloud-init 22.4.2 itself: the same
+ * config goes through cloud-init's own write_files and write_files_deferred modules
+ * (test/fixtures/cloud-config/write_files_oracle.py, paths moved under a temporary root) and
+ * through bootseal's applier into another root; bytes, modes and owners of everything in the
+ * two roots must agree, and a config cloud-init's module fails on must be refused by bootseal.
+ * Cloud-init's output is the oracle: no expected bytes are written down here.
+ *
+ * The corpus: the kubeadm provider's shapes (test/fixtures/cloud-config/) and generated
+ * configs (fast-check, a bounded count) over encodings, permissions in every spelling YAML 1.1
+ * and Python accept, owners (root, a user of the root's own etc/passwd, user alone, group
+ * alone), append onto existing files, defer, two entries for one path, odd path spellings.
+ */
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { chown, lstat, mkdir, readdir, readFile, realpath, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { test } from "node:test";
+import { gzipSync } from "node:zlib";
+import fc from "fast-check";
+import { isBootsealError } from "../../src/errors.ts";
+import { resolveTarget } from "../../src/fetcher/paths.ts";
+import { applyCloudConfig } from "../../src/fetcher/payloads/cloud-config.ts";
+import { peer } from "../helpers/peers.ts";
+import { REPO, tempDir } from "./helpers.ts";
+
+const ORACLE = join(REPO, "test/fixtures/cloud-config/write_files_oracle.py");
+const FIXTURES = join(REPO, "test/fixtures/cloud-config");
+
+/** cloud-init's own interpreter: the one its executable names. */
+async function cloudInitPython(): Promise<string> {
+  const first = (await readFile(peer("CLOUD_INIT_BIN"), "utf8")).split("\n")[0] as string;
+  const m = /^#!\s*(\S+)/.exec(first);
+  assert.ok(m, "cloud-init's executable starts with a #! line");
+  return m[1] as string;
+}
+
+const USER = { name: "kubeadm-user", uid: 1234, gid: 2345 };
+const GROUP = { name: "kubegrp", gid: 3456 };
+
+/** A root with its own users and the files some cases append to or replace. */
+async function seedRoot(root: string): Promise<void> {
+  await mkdir(join(root, "etc"), { recursive: true });
+  await writeFile(
+    join(root, "etc/passwd"),
+    `root:x:0:0:root:/root:/bin/sh\n${USER.name}:x:${USER.uid}:${USER.gid}::/home/u:/bin/sh\n`,
+  );
+  await writeFile(join(root, "etc/group"), `root:x:0:\n${GROUP.name}:x:${GROUP.gid}:\nugrp:x:${USER.gid}:\n`);
+  for (const [path, mode] of [
+    ["etc/environment", 0o600],
+    ["etc/existing.conf", 0o640],
+  ] as const) {
+    await writeFile(join(root, path), `old ${path}\n`, { mode });
+    await chown(join(root, path), USER.uid, USER.gid);
+  }
+}
+
+interface Entry {
+  readonly path: string;
+  readonly mode: number;
+  readonly uid: number;
+  readonly gid: number;
+  readonly bytes?: string;
+}
+
+/** Everything under the root (files: bytes in hex), sorted. */
+async function snapshot(root: string): Promise<Entry[]> {
+  const out: Entry[] = [];
+  const walk = async (dir: string): Promise<void> => {
+    for (const name of (await readdir(join(root, dir))).sort()) {
+      const rel = dir === "" ? name : `${dir}/${name}`;
+      const info = await lstat(join(root, rel));
+      const entry = { path: rel, mode: info.mode, uid: info.uid, gid: info.gid };
+      if (info.isDirectory()) {
+        out.push(entry);
+        await walk(rel);
+      } else {
+        out.push({ ...entry, bytes: (await readFile(join(root, rel))).toString("hex") });
+      }
+    }
+  };
+  await walk("");
+  return out;
+}
+
+type Outcome = { ok: true; files: Entry[] } | { ok: false; error: string };
+
+async function runOracle(python: string, configs: readonly string[], dir: string): Promise<Outcome[]> {
+  const cases = [];
+  for (const [i, text] of configs.entries()) {
+    const root = join(dir, `ci-${i}`);
+    await seedRoot(root);
+    await writeFile(join(dir, `case-${i}.yaml`), text);
+    cases.push({ root, config: join(dir, `case-${i}.yaml`) });
+  }
+  await writeFile(join(dir, "cases.json"), JSON.stringify(cases));
+  const child = spawn(python, [ORACLE, join(dir, "cases.json")], { stdio: ["ignore", "pipe", "pipe"] });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (c: Buffer) => {
+    stdout += c.toString();
+  });
+  child.stderr.on("data", (c: Buffer) => {
+    stderr += c.toString();
+  });
+  const code = await new Promise<number | null>((resolve) => child.on("close", resolve));
+  assert.equal(code, 0, `the oracle ran: ${stderr.slice(-2000)}`);
+  const lines = stdout
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l) as { ok: boolean; error?: string });
+  assert.equal(lines.length, configs.length);
+  const out: Outcome[] = [];
+  for (const [i, line] of lines.entries()) {
+    out.push(
+      line.ok
+        ? { ok: true, files: await snapshot(join(dir, `ci-${i}`)) }
+        : { ok: false, error: String(line.error) },
+    );
+  }
+  return out;
+}
+
+async function runBootseal(text: string, root: string): Promise<Outcome> {
+  await seedRoot(root);
+  const real = await realpath(root);
+  const policy = { root: real, allowedRoots: ["/"] };
+  try {
+    await applyCloudConfig(new TextEncoder().encode(text), {
+      policy,
+      marker: { what: "the marker", target: await resolveTarget("/var/lib/bootseal/bootstrap.done", policy) },
+      sentinel: null,
+      // cloud-init writes any mode; bootseal's default refusal of set-id modes is not compared here.
+      allowUnsafeModes: true,
+      allowUnknownModules: false,
+      labeler: null,
+      log: () => {},
+      run: async () => [],
+    });
+  } catch (err) {
+    if (isBootsealError(err)) return { ok: false, error: err.code };
+    throw err;
+  }
+  return { ok: true, files: await snapshot(root) };
+}
+
+/** Compares every config; returns how many cloud-init wrote and how many it failed on. */
+async function differential(configs: readonly string[]): Promise<{ written: number; failed: number }> {
+  const dir = await tempDir("cc-diff");
+  try {
+    const expected = await runOracle(await cloudInitPython(), configs, dir.path);
+    const counts = { written: 0, failed: 0 };
+    for (const [i, text] of configs.entries()) {
+      const got = await runBootseal(text, join(dir.path, `bs-${i}`));
+      const want = expected[i] as Outcome;
+      if (!want.ok) {
+        assert.equal(
+          got.ok,
+          false,
+          `case ${i}: cloud-init's module failed (${want.error}); bootseal must refuse\n${text}`,
+        );
+        counts.failed++;
+        continue;
+      }
+      assert.ok(
+        got.ok,
+        `case ${i}: cloud-init wrote it; bootseal refused (${got.ok ? "" : got.error})\n${text}`,
+      );
+      assert.deepEqual(got.files, want.files, `case ${i}\n${text}`);
+      counts.written++;
+    }
+    return counts;
+  } finally {
+    await dir.remove();
+  }
+}
+
+test("the kubeadm provider's shapes: files, modes and owners as cloud-init 22.4.2 writes them", {
+  timeout: 120_000,
+}, async () => {
+  const configs = await Promise.all(
+    ["kubeadm-join.yaml", "kubeadm-control-plane.yaml"].map((f) => readFile(join(FIXTURES, f), "utf8")),
+  );
+  assert.deepEqual(await differential(configs), { written: 2, failed: 0 });
+});
+
+/** A YAML double-quoted scalar: every character PyYAML would not accept raw is escaped. */
+function quote(text: string): string {
+  let out = '"';
+  for (const ch of text) {
+    const cp = ch.codePointAt(0) as number;
+    if (ch === '"' || ch === "\\") out += `\\${ch}`;
+    else if (cp >= 0x20 && cp <= 0x7e) out += ch;
+    else if (cp >= 0xa0 && cp <= 0xd7ff) out += ch;
+    else if (cp >= 0x10000) out += ch;
+    else
+      out +=
+        cp <= 0xffff ? `\\u${cp.toString(16).padStart(4, "0")}` : `\\U${cp.toString(16).padStart(8, "0")}`;
+  }
+  return `${out}"`;
+}
+
+const PATHS = [
+  "/etc/kubernetes/pki/ca.crt",
+  "/etc/environment",
+  "/etc/existing.conf",
+  "/run/kubeadm/kubeadm-join-config.yaml",
+  "/opt/a/b/c.txt",
+  "etc/relative.conf",
+  "//etc//doubled//slashes.conf/",
+  "/etc/kubernetes/../dotdot.conf",
+];
+
+const content = fc.oneof(
+  fc.string({ unit: "binary", maxLength: 80 }).map((s) => ({ text: s })),
+  fc.uint8Array({ maxLength: 120 }).map((b) => ({ bytes: b })),
+);
+
+const arbEntry = fc.record({
+  path: fc.constantFrom(...PATHS),
+  content,
+  encoding: fc.constantFrom(
+    "none",
+    "b64",
+    "base64",
+    " B64 ",
+    "gz+b64",
+    "gzip+base64",
+    "gz+base64",
+    "gzip",
+    "gz",
+    "text/plain",
+    "x-unknown",
+  ),
+  binaryTag: fc.boolean(),
+  permissions: fc.constantFrom(
+    "",
+    "'0640'",
+    "'0600'",
+    "0640",
+    "0755",
+    "644",
+    "420",
+    "'644'",
+    "'0o600'",
+    "' 0644 '",
+    "'6_4_4'",
+    "'bogus'",
+    "0",
+    "'0'",
+    "416.9",
+    "true",
+    "0x1a4",
+    "~",
+  ),
+  owner: fc.constantFrom(
+    "",
+    "root:root",
+    `${USER.name}`,
+    `${USER.name}:${GROUP.name}`,
+    `:${GROUP.name}`,
+    "root",
+    `none:${GROUP.name}`,
+    "~",
+    "'-1:-1'",
+  ),
+  append: fc.constantFrom("", "true", "yes", "'on'", "1", "false", "no", "'nope'"),
+  defer: fc.constantFrom("", "true", "'true'", "false"),
+  // Mostly well formed; sometimes what cloud-init's module fails on.
+  broken: fc.constantFrom(
+    ...Array<string>(12).fill(""),
+    "bad-b64",
+    "bad-gzip",
+    "unknown-user",
+    "int-content",
+    "no-path",
+  ),
+});
+
+/** One write_files entry as YAML; the content encoded as the entry's encoding says. */
+type GenEntry = typeof arbEntry extends fc.Arbitrary<infer T> ? T : never;
+
+function entryYaml(e: GenEntry): string {
+  const raw = "text" in e.content ? Buffer.from(e.content.text) : Buffer.from(e.content.bytes);
+  const enc = e.encoding.trim().toLowerCase();
+  let body: string;
+  if (enc === "b64" || enc === "base64") body = quote(raw.toString("base64"));
+  else if (enc.startsWith("gz") && enc.includes("+")) body = quote(gzipSync(raw).toString("base64"));
+  else if (enc === "gzip" || enc === "gz") body = `!!binary ${quote(gzipSync(raw).toString("base64"))}`;
+  else if ("bytes" in e.content || e.binaryTag) body = `!!binary ${quote(raw.toString("base64"))}`;
+  else body = quote(e.content.text);
+  if (e.broken === "bad-b64") return `- path: ${quote(e.path)}\n  encoding: b64\n  content: "YWJj="`;
+  if (e.broken === "bad-gzip") return `- path: ${quote(e.path)}\n  encoding: gz+b64\n  content: "aGVsbG8="`;
+  if (e.broken === "unknown-user") return `- path: ${quote(e.path)}\n  owner: nobody-here:root\n  content: x`;
+  if (e.broken === "int-content") return `- path: ${quote(e.path)}\n  content: 42`;
+  if (e.broken === "no-path") return `- content: ${body}`;
+  const lines = [`- path: ${quote(e.path)}`, `  content: ${body}`];
+  if (e.encoding !== "none") lines.push(`  encoding: ${quote(e.encoding)}`);
+  if (e.permissions !== "") lines.push(`  permissions: ${e.permissions}`);
+  if (e.owner !== "")
+    lines.push(`  owner: ${e.owner.startsWith("'") || e.owner === "~" ? e.owner : quote(e.owner)}`);
+  if (e.append !== "") lines.push(`  append: ${e.append}`);
+  if (e.defer !== "") lines.push(`  defer: ${e.defer}`);
+  return lines.join("\n");
+}
+
+test("generated cloud-configs: bootseal writes what cloud-init writes, and refuses what it fails on", {
+  timeout: 300_000,
+}, async () => {
+  const configs = fc.sample(
+    fc
+      .array(arbEntry, { minLength: 1, maxLength: 5 })
+      .map((entries) => `#cloud-config\nwrite_files:\n${entries.map(entryYaml).join("\n")}\n`),
+    { numRuns: 60, seed: 20261202 },
+  );
+  const counts = await differential(configs);
+  // The corpus reaches both sides: configs cloud-init writes, and configs its module fails on.
+  assert.ok(counts.written >= 20 && counts.failed >= 3, JSON.stringify(counts));
+});
