@@ -167,11 +167,14 @@ export const fetchCommand: Command = {
     if (!(PAYLOAD_CHOICES as readonly string[]).includes(payload)) {
       throw new BootsealError("USAGE", `--payload must be one of ${PAYLOAD_CHOICES.join(", ")}`);
     }
-    if (values.out !== undefined ? payload !== "raw" && payload !== "auto" : payload === "raw") {
+    if (values.out !== undefined && payload !== "raw" && payload !== "auto") {
       throw new BootsealError(
         "USAGE",
         "--out FILE writes the raw payload: it goes with --payload raw or auto only",
       );
+    }
+    if (values.out === undefined && payload === "raw") {
+      throw new BootsealError("USAGE", "--payload raw needs --out FILE");
     }
     const inputType = values["input-type"];
     if (inputType !== undefined && !(FORMATS as readonly string[]).includes(inputType)) {
