@@ -12,6 +12,7 @@
  * alone), append onto existing files, defer, two entries for one path, odd path spellings.
  */
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
 import { readFile, realpath } from "node:fs/promises";
 import { join } from "node:path";
 import { test } from "node:test";
@@ -20,6 +21,12 @@ import fc from "fast-check";
 import { isBootsealError } from "../../src/errors.ts";
 import { resolveTarget } from "../../src/fetcher/paths.ts";
 import { applyCloudConfig } from "../../src/fetcher/payloads/cloud-config.ts";
+import {
+  decodePerms,
+  pyB64decode,
+  pyFloat,
+  translateBool,
+} from "../../src/fetcher/payloads/cloud-init-values.ts";
 import {
   cloudInitPython,
   GROUP,
@@ -228,4 +235,103 @@ test("generated cloud-configs: bootseal writes what cloud-init writes, and refus
   const counts = await differential(configs);
   // The corpus reaches both sides: configs cloud-init writes, and configs its module fails on.
   assert.ok(counts.written >= 20 && counts.failed >= 3, JSON.stringify(counts));
+});
+
+/** Python's own answers for a list of probes (cloud-init's helpers, Python's base64 and repr). */
+function python(py: string, script: string, probes: unknown[]): unknown[] {
+  const r = spawnSync(py, ["-c", script], {
+    input: JSON.stringify(probes),
+    encoding: "utf8",
+    timeout: 60_000,
+  });
+  assert.equal(r.status, 0, r.stderr);
+  return JSON.parse(r.stdout) as unknown[];
+}
+
+test("value rules against Python: base64's lenient decoder, decode_perms, translate_bool, float repr", {
+  timeout: 120_000,
+}, async () => {
+  const py = await cloudInitPython();
+  const b64 = fc.sample(fc.string({ unit: fc.constantFrom(..."AQgw+/=!\n a"), maxLength: 14 }), {
+    numRuns: 300,
+    seed: 7,
+  });
+  const pyB64 = python(
+    py,
+    "import sys,json,base64\nout=[]\nfor s in json.load(sys.stdin):\n  try: out.append(base64.b64decode(s).hex())\n  except Exception: out.append(None)\nprint(json.dumps(out))",
+    b64,
+  );
+  b64.forEach((s, i) => {
+    let got: string | null;
+    try {
+      got = Buffer.from(pyB64decode(new TextEncoder().encode(s))).toString("hex");
+    } catch {
+      got = null;
+    }
+    assert.equal(got, pyB64[i], JSON.stringify(s));
+  });
+
+  const perms = [
+    "0640",
+    "640",
+    "0o640",
+    "0O7",
+    " 0644 ",
+    "6_4_4",
+    "0o_7",
+    "_7",
+    "7_",
+    "+0644",
+    "-1",
+    "0x1a4",
+    "",
+    "bogus",
+    "08",
+    "7777",
+    "17777",
+  ];
+  const pyPerms = python(
+    py,
+    "import sys,json\nfrom cloudinit.config.cc_write_files import decode_perms\nprint(json.dumps([decode_perms(p, 0o644) & 0o7777 for p in json.load(sys.stdin)]))",
+    perms,
+  );
+  for (const [i, p] of perms.entries()) {
+    assert.equal(
+      decodePerms(p, 0o644, () => {}),
+      pyPerms[i],
+      JSON.stringify(p),
+    );
+  }
+
+  const bools = ["true", "True", " yes ", "on", "1", "0", "no", "off", "y", "", "TRUE", "nope"];
+  const pyBools = python(
+    py,
+    "import sys,json\nfrom cloudinit.util import translate_bool\nprint(json.dumps([translate_bool(b) for b in json.load(sys.stdin)]))",
+    bools,
+  );
+  for (const [i, b] of bools.entries()) assert.equal(translateBool(b), pyBools[i], JSON.stringify(b));
+
+  const floats = [
+    // -0 is left out: JSON carries it to Python as 0.
+    ...fc
+      .sample(fc.double({ noNaN: true, noDefaultInfinity: true }), { numRuns: 200, seed: 11 })
+      .filter((f) => !Object.is(f, -0)),
+    0.1,
+    1,
+    1.5,
+    1e16,
+    1e15,
+    123456789012345680000,
+    1e-4,
+    1e-5,
+    0.0001234,
+    -2.5,
+    5e-324,
+  ];
+  const pyFloats = python(
+    py,
+    "import sys,json\nprint(json.dumps([repr(float(f)) for f in json.load(sys.stdin)]))",
+    floats,
+  );
+  for (const [i, f] of floats.entries()) assert.equal(pyFloat(f), pyFloats[i], String(f));
 });
