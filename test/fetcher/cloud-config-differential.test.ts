@@ -21,6 +21,7 @@ import fc from "fast-check";
 import { isBootsealError } from "../../src/errors.ts";
 import { resolveTarget } from "../../src/fetcher/paths.ts";
 import { applyCloudConfig } from "../../src/fetcher/payloads/cloud-config.ts";
+import { parseCloudConfig } from "../../src/fetcher/payloads/cloud-config-parse.ts";
 import {
   decodePerms,
   pyB64decode,
@@ -334,4 +335,66 @@ test("value rules against Python: base64's lenient decoder, decode_perms, transl
     floats,
   );
   for (const [i, f] of floats.entries()) assert.equal(pyFloat(f), pyFloats[i], String(f));
+});
+
+test("YAML 1.1 as PyYAML reads it: plain scalars as runcmd arguments equal Python's str() of cloud-init's load", {
+  timeout: 120_000,
+}, async () => {
+  const py = await cloudInitPython();
+  const fixed = [
+    "y",
+    "N",
+    "yes",
+    "Off",
+    "~",
+    "NULL",
+    "0b101",
+    "0o17",
+    "017",
+    "09",
+    "0x1F",
+    "1_000",
+    "1:30",
+    "-1:30",
+    "1.5",
+    ".5",
+    "1.",
+    "1e3",
+    "1.0e3",
+    "1.0e+3",
+    ".inf",
+    "-.Inf",
+    ".NaN",
+    "+12",
+    "_1",
+    "0x_1F",
+    "190:20:30.15",
+    "685.230_15e+03",
+  ];
+  // A lone `-` would be a nested list, not a scalar.
+  const generated = fc
+    .sample(fc.string({ unit: fc.constantFrom(..."0123456789_.eE+-xobyYnN"), minLength: 1, maxLength: 7 }), {
+      numRuns: 300,
+      seed: 5,
+    })
+    .filter((v) => v !== "-");
+  const probes = [...fixed, ...generated].map((v) => `runcmd:\n  - - x\n    - ${v}\n`);
+  const want = python(
+    py,
+    "import sys,json\nfrom cloudinit import util\nout=[]\nfor t in json.load(sys.stdin):\n  try: out.append(str(util.load_yaml(t)['runcmd'][0][1]))\n  except Exception: out.append(None)\nprint(json.dumps(out))",
+    probes,
+  );
+  for (const [i, text] of probes.entries()) {
+    let got: string | null;
+    try {
+      const command = parseCloudConfig(new TextEncoder().encode(text), {
+        allowUnknownModules: false,
+        warn: () => {},
+      }).runcmd[0];
+      got = command && "argv" in command ? (command.argv[1] ?? null) : null;
+    } catch {
+      got = null;
+    }
+    assert.equal(got, want[i], JSON.stringify(text));
+  }
 });

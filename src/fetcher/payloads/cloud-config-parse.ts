@@ -11,7 +11,7 @@
  * when the text has nothing for Jinja to render (no `{{`, `{%`, `{#`): bootseal has no
  * instance data to render it with. Messages never quote content or commands.
  */
-import { LineCounter, parseDocument } from "yaml";
+import { LineCounter, parseDocument, type Tags } from "yaml";
 import { boundedTokens, tooDeep, tooDeepAt } from "../../envelope/sops/codecs/yaml-limits.ts";
 import { BootsealError } from "../../errors.ts";
 import {
@@ -62,6 +62,39 @@ export interface CloudConfigParseOptions {
   readonly allowUnknownModules: boolean;
   /** Warnings: unknown modules (when allowed), unknown encodings, undecodable permissions. */
   readonly warn: (line: string) => void;
+}
+
+/**
+ * PyYAML's implicit types where the yaml library's YAML 1.1 schema reads more: `y`/`n` are
+ * strings, a float needs a dot and a signed exponent (`1e3` is a string), a decimal integer
+ * has no leading zero (`09` is a string), a base-60 integer starts with 1-9.
+ */
+const PYYAML_TESTS: readonly {
+  readonly tag: string;
+  readonly format?: string;
+  readonly was: string;
+  readonly test: RegExp;
+}[] = [
+  { tag: "bool", was: "Y|y", test: /^(?:yes|Yes|YES|true|True|TRUE|on|On|ON)$/ },
+  { tag: "bool", was: "N|n", test: /^(?:no|No|NO|false|False|FALSE|off|Off|OFF)$/ },
+  { tag: "int", was: "[0-9][0-9_]*$", test: /^[-+]?(?:0|[1-9][0-9_]*)$/ },
+  { tag: "int", format: "TIME", was: "", test: /^[-+]?[1-9][0-9_]*(?::[0-5]?[0-9])+$/ },
+  { tag: "float", format: "EXP", was: "", test: /^(?:[-+]?[0-9][0-9_]*\.[0-9_]*|\.[0-9_]+)[eE][-+][0-9]+$/ },
+  { tag: "float", was: "\\.[0-9_]*$", test: /^(?:[-+]?[0-9][0-9_]*\.[0-9_]*|\.[0-9_]+)$/ },
+];
+
+function pyyamlTags(tags: Tags): Tags {
+  return tags.map((t) => {
+    if (typeof t !== "object" || !("test" in t) || !(t.test instanceof RegExp)) return t;
+    const source = t.test.source;
+    const fix = PYYAML_TESTS.find(
+      (f) =>
+        t.tag === `tag:yaml.org,2002:${f.tag}` &&
+        t.format === f.format &&
+        (f.was === "" || source.includes(f.was)),
+    );
+    return fix ? { ...t, test: fix.test } : t;
+  }) as Tags;
 }
 
 function bad(message: string): BootsealError {
@@ -152,6 +185,7 @@ export function parseCloudConfig(bytes: Uint8Array, options: CloudConfigParseOpt
   // PyYAML: YAML 1.1, later duplicate keys win, integers exact.
   const doc = parseDocument(text, {
     version: "1.1",
+    customTags: pyyamlTags,
     uniqueKeys: false,
     intAsBigInt: true,
     prettyErrors: false,
