@@ -136,7 +136,10 @@ export const EXIT_CLASSES: Readonly<Record<ErrorCode, ExitClass>> = {
     meaning:
       "`fetch`: a file path lies outside the allowed roots or a symlink leads out; nothing was written",
   },
-  EXEC_FAILED: { exit: 60, meaning: "`fetch --exec`: the bootstrap command exited non-zero or was killed" },
+  EXEC_FAILED: {
+    exit: 60,
+    meaning: "`fetch`: a bootstrap command (bootcmd, runcmd, `--exec`) exited non-zero or was killed",
+  },
   INTERNAL: { exit: 70, meaning: "a bug: please report it" },
   KEY_ACCESS_DENIED: {
     exit: 129,

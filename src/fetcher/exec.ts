@@ -6,6 +6,7 @@
  * SIGTERM and, 10 s later, SIGKILL to the command's whole process group.
  */
 import { spawn } from "node:child_process";
+import { BootsealError } from "../errors.ts";
 
 export const OUTPUT_TAIL_BYTES = 16 * 1024;
 
@@ -56,9 +57,17 @@ export class TailBuffer {
   }
 }
 
+/** `/bin/sh -c COMMAND` (--exec, a cloud-config's string commands). */
 export function runCommand(command: string, options: ExecOptions): Promise<ExecResult> {
+  return runArgv([options.shell ?? "/bin/sh", "-c", command], options);
+}
+
+/** ARGV exec'd as it is, no shell (a cloud-config's list commands); PATH is searched for ARGV[0]. */
+export function runArgv(argv: readonly string[], options: ExecOptions): Promise<ExecResult> {
+  const [file, ...args] = argv;
+  if (file === undefined) throw new Error("runArgv needs a program");
   return new Promise((resolve, reject) => {
-    const child = spawn(options.shell ?? "/bin/sh", ["-c", command], {
+    const child = spawn(file, args, {
       env: options.env as NodeJS.ProcessEnv,
       stdio: ["ignore", "pipe", "pipe"],
       detached: true, // own process group, so a timeout reaches what the shell started
@@ -94,6 +103,23 @@ export function runCommand(command: string, options: ExecOptions): Promise<ExecR
       resolve({ exitCode: code, signal, timedOut, outputTail: tail.text() });
     });
   });
+}
+
+/** A bootstrap command that did not exit 0, with what the status report needs. */
+export class ExecFailedError extends BootsealError {
+  readonly result: ExecResult;
+
+  /** `what`: the command as messages name it ("the bootstrap command", "runcmd entry 2 of 3"). */
+  constructor(result: ExecResult, what = "the bootstrap command") {
+    const how = result.timedOut
+      ? "timed out and was killed"
+      : result.exitCode !== null
+        ? `exited with code ${result.exitCode}`
+        : `was killed by ${result.signal}`;
+    super("EXEC_FAILED", `${what} ${how}`);
+    this.name = "ExecFailedError";
+    this.result = result;
+  }
 }
 
 function signalGroup(pid: number | undefined, signal: NodeJS.Signals): void {

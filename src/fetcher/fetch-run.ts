@@ -4,12 +4,15 @@
  *   marker present and no --force -> nothing to do (a reboot after a successful bootstrap)
  *   fetching  download with retries under --deadline
  *   decrypted the machine's own keys opened the data key and the MAC verified
- *   written   every path checked and resolved first, the entries against each other too
- *             (nothing is written if one is refused), then each file written atomically;
- *             a failed write undoes the files and directories the run wrote (write-plan.ts)
- *   running   --exec, its output streamed through and its tail kept
- *   succeeded marker and Cluster API sentinel written; one-time mode deletes the config
- *   failed    with the reason code (an ErrorCode), its message, and for --exec the exit
+ *   written   the payload applied by its kind's applier (payloads/: manifest, cloud-config,
+ *             Ignition, raw --out): every path checked and resolved first, then each file
+ *             written atomically; a failed write undoes what the run wrote (write-plan.ts)
+ *   running   the bootstrap command: a cloud-config's runcmd, then --exec; output streamed
+ *             through and its tail kept
+ *   succeeded marker written; the Cluster API sentinel only when a bootstrap command ran
+ *             and succeeded and the payload does not write it itself; one-time mode
+ *             deletes the config
+ *   failed    with the reason code (an ErrorCode), its message, and for a command the exit
  *             code and output tail
  *
  * Reports go out in the background (report.ts) and are flushed, boundedly, at the end.
@@ -18,29 +21,25 @@ import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import type { KeyKind } from "../../providers/keys/index.ts";
 import type { Format } from "../envelope/sops/codecs/codec.ts";
-import { BootsealError, isBootsealError } from "../errors.ts";
+import { isBootsealError } from "../errors.ts";
 import { writeResolved } from "../files/atomic-write.ts";
 import { readTokenFile } from "../files/token-file.ts";
 import { sendOk } from "../http/client.ts";
 import { formatMachineId } from "../machine/machine-id.ts";
 import { type BackoffPolicy, withRetry } from "../retry.ts";
-import { parseManifest } from "./apply-manifest.ts";
 import { decryptPayload } from "./decrypt-payload.ts";
-import { type ExecResult, runCommand } from "./exec.ts";
+import { ExecFailedError, type ExecResult, runCommand } from "./exec.ts";
 import { type LoginSettings, loginForToken } from "./identity/login.ts";
-import { loadAccounts } from "./owners.ts";
 import { type PathPolicy, resolveTarget, rootDirectory } from "./paths.ts";
+import { type AppliedPayload, applyPayload } from "./payloads/apply.ts";
+import { runCommands } from "./payloads/commands.ts";
+import type { SystemdControl } from "./payloads/ignition.ts";
+import { type PayloadChoice, payloadKind } from "./payloads/kind.ts";
+import { systemctlControl } from "./payloads/systemctl.ts";
 import { createReporter, type StatusReport } from "./report.ts";
 import type { SelinuxLabeler } from "./selinux.ts";
 import { download, parseSource, type Source, statusUrlFor } from "./source.ts";
-import {
-  applyPlan,
-  checkReserved,
-  type FileWriter,
-  type PlannedFile,
-  planFiles,
-  type Reserved,
-} from "./write-plan.ts";
+import type { FileWriter } from "./write-plan.ts";
 
 export const DEFAULT_MARKER = "/var/lib/bootseal/bootstrap.done";
 export const DEFAULT_SENTINEL = "/run/cluster-api/bootstrap-success.complete";
@@ -51,9 +50,12 @@ export interface FetchOptions {
   readonly tokenFile?: string;
   /** --auth aws-iam|gcp|azure: log in with the cloud identity for this boot's token instead. */
   readonly login?: LoginSettings;
-  /** Exactly one of out / apply. */
+  /** The raw payload's file; with it the payload is `raw`. */
   readonly out?: string;
-  readonly apply: boolean;
+  /** --apply: apply the payload (the same as leaving out --out). */
+  readonly apply?: boolean;
+  /** --payload: the kind to apply, or auto (detected; the default). */
+  readonly payload?: PayloadChoice;
   readonly root: string;
   readonly allowedRoots: readonly string[];
   readonly exec?: string;
@@ -72,6 +74,10 @@ export interface FetchOptions {
   readonly order?: readonly KeyKind[];
   /** Accept set-id, sticky and world-writable manifest modes (--allow-unsafe-modes). */
   readonly allowUnsafeModes?: boolean;
+  /** A cloud-config's unsupported modules are a warning instead of BAD_INPUT. */
+  readonly allowUnknownModules?: boolean;
+  /** The systemctl an Ignition config's units are enabled with (default `systemctl`). */
+  readonly systemctl?: string;
 }
 
 /**
@@ -90,41 +96,8 @@ export interface FetchDeps {
   readonly backoff?: BackoffPolicy;
   /** Writes one payload file (default: atomic-write.ts); a seam for failure tests. */
   readonly write?: FileWriter;
-}
-
-/** The outcome of --exec as a failure that carries what the status report needs. */
-export class ExecFailedError extends BootsealError {
-  readonly result: ExecResult;
-
-  constructor(result: ExecResult) {
-    const how = result.timedOut
-      ? "timed out and was killed"
-      : result.exitCode !== null
-        ? `exited with code ${result.exitCode}`
-        : `was killed by ${result.signal}`;
-    super("EXEC_FAILED", `the bootstrap command ${how}`);
-    this.name = "ExecFailedError";
-    this.result = result;
-  }
-}
-
-async function plan(
-  payload: Uint8Array,
-  options: FetchOptions,
-  policy: PathPolicy,
-  reserved: readonly Reserved[],
-): Promise<PlannedFile[]> {
-  if (options.out !== undefined) {
-    const out = [{ target: await resolveTarget(options.out, policy), content: payload, mode: 0o600 }];
-    checkReserved(out, reserved);
-    return out;
-  }
-  const specs = parseManifest(payload);
-  const accounts = await loadAccounts(policy.root);
-  return planFiles(specs, policy, accounts, {
-    allowUnsafeModes: options.allowUnsafeModes === true,
-    reserved,
-  });
+  /** systemd for Ignition configs (default: `systemctl` from --systemctl); a seam for tests. */
+  readonly systemd?: SystemdControl;
 }
 
 function describe(err: unknown): { code: string; message: string } {
@@ -167,10 +140,16 @@ export async function runFetch(options: FetchOptions, deps: FetchDeps): Promise<
     log,
   });
   const machine = source.machine;
-  const exec: { result?: ExecResult } = {};
+  let last: ExecResult | undefined;
   let attempts = 0;
   let payload: Uint8Array | undefined;
-  let planned: PlannedFile[] = [];
+  let applied: AppliedPayload | undefined;
+  const commandIo = { env: io.env, stdout: io.stdout, stderr: io.stderr, root };
+  const timeout = options.execTimeoutMs ? { timeoutMs: options.execTimeoutMs } : {};
+  const onStart = (label: string): void => {
+    reporter.report({ phase: "running", message: label });
+    log(`running ${label}`);
+  };
   try {
     reporter.report({ phase: "fetching" });
     const doc = await download(source, {
@@ -195,22 +174,43 @@ export async function runFetch(options: FetchOptions, deps: FetchDeps): Promise<
     });
     reporter.report({ phase: "decrypted", attempt: attempts });
 
-    const reserved: Reserved[] = [{ what: "the marker", target: marker }];
-    if (sentinel !== null) reserved.push({ what: "the sentinel", target: sentinel });
-    planned = await plan(payload, options, policy, reserved);
-    await applyPlan(planned, { labeler: deps.labeler, log, ...(deps.write ? { write: deps.write } : {}) });
-    const written = planned.map((f) => f.target.requested);
-    reporter.report({ phase: "written", message: `${written.length} file(s): ${written.join(", ")}` });
+    const kind = options.out !== undefined ? "raw" : payloadKind(options.payload ?? "auto", payload);
+    applied = await applyPayload(kind, payload, {
+      policy,
+      marker: { what: "the marker", target: marker },
+      sentinel:
+        sentinel && options.sentinel !== null
+          ? { what: "the sentinel", target: sentinel, path: options.sentinel }
+          : null,
+      ...(options.out !== undefined ? { out: options.out } : {}),
+      allowUnsafeModes: options.allowUnsafeModes === true,
+      allowUnknownModules: options.allowUnknownModules === true,
+      labeler: deps.labeler,
+      log,
+      ...(deps.write ? { write: deps.write } : {}),
+      systemd: deps.systemd ?? systemctlControl(options.systemctl ?? "systemctl", io),
+      env: io.env,
+      run: (module, commands) => runCommands(module, commands, { ...commandIo, ...timeout, onStart }),
+    });
+    const written = applied.written;
+    reporter.report({
+      phase: "written",
+      message: `${kind}: ${written.length} file(s): ${written.join(", ")}`,
+    });
 
+    // The bootstrap command: the payload's own (runcmd), then --exec; both must succeed.
+    if (applied.commands.length > 0) {
+      last = (await runCommands("runcmd", applied.commands, { ...commandIo, ...timeout, onStart })).at(-1);
+    }
     if (options.exec !== undefined) {
       reporter.report({ phase: "running", message: options.exec });
-      exec.result = await runCommand(options.exec, {
+      last = await runCommand(options.exec, {
         env: { ...io.env, BOOTSEAL_ROOT: root },
         stdout: io.stdout,
         stderr: io.stderr,
-        ...(options.execTimeoutMs ? { timeoutMs: options.execTimeoutMs } : {}),
+        ...timeout,
       });
-      if (exec.result.exitCode !== 0) throw new ExecFailedError(exec.result);
+      if (last.exitCode !== 0) throw new ExecFailedError(last);
     }
 
     const record = {
@@ -219,23 +219,33 @@ export async function runFetch(options: FetchOptions, deps: FetchDeps): Promise<
       machine: machine ? formatMachineId(machine) : null,
       sha256: createHash("sha256").update(doc.bytes).digest("hex"),
       ...(doc.etag ? { etag: doc.etag } : {}),
+      kind,
       files: written,
     };
     await writeResolved(marker, new TextEncoder().encode(`${JSON.stringify(record, null, 2)}\n`), {
       mode: 0o600,
       labeler: deps.labeler,
     });
-    if (sentinel !== null) {
+    // Success is Cluster API's to hear only once a bootstrap command ran and exited 0, and
+    // only from us when the payload does not write the sentinel itself.
+    const ranCommand = last !== undefined;
+    let note = "";
+    if (sentinel !== null && ranCommand && !applied.writesSentinel) {
       await writeResolved(sentinel, new TextEncoder().encode("success\n"), {
         mode: 0o644,
         labeler: deps.labeler,
       });
+    } else if (sentinel !== null) {
+      note = ranCommand
+        ? "; the payload writes the Cluster API sentinel itself"
+        : "; no bootstrap command, so no Cluster API sentinel";
+      log(note.slice(2));
     }
     const done: StatusReport = {
       phase: "succeeded",
       attempt: attempts,
-      message: `bootstrap done in ${((Date.now() - started) / 1000).toFixed(1)}s`,
-      ...(exec.result ? { exitCode: exec.result.exitCode ?? -1, output: exec.result.outputTail } : {}),
+      message: `bootstrap done in ${((Date.now() - started) / 1000).toFixed(1)}s${note}`,
+      ...(last ? { exitCode: last.exitCode ?? -1, output: last.outputTail } : {}),
     };
     reporter.report(done);
   } catch (err) {
@@ -252,7 +262,7 @@ export async function runFetch(options: FetchOptions, deps: FetchDeps): Promise<
     throw err;
   } finally {
     payload?.fill(0);
-    for (const f of planned) f.content.fill(0);
+    applied?.wipe();
   }
   await reporter.flush(options.reportTimeoutMs);
   if (options.oneTime && source.kind === "service") await deleteConfig(source, token, ca, log);

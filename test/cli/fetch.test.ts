@@ -67,7 +67,7 @@ function phases(from: number): string[] {
   return status.posts.slice(from).map((p) => String(p.phase));
 }
 
-test("apply: files, modes, owners, marker, sentinel, phases; a second run is a no-op; --force reruns", async () => {
+test("apply: files, modes, owners, marker, no sentinel without a bootstrap command, phases; a second run is a no-op; --force reruns", async () => {
   const root = await newRoot();
   const before = status.posts.length;
   const r = await run(fetchArgs(root, manifestDoc), machineEnv({ SOPS_AGE_KEY_FILE: key.file }));
@@ -75,14 +75,13 @@ test("apply: files, modes, owners, marker, sentinel, phases; a second run is a n
   assert.deepEqual(await listAll(root), [
     "/etc/kubernetes/bootstrap-kubelet.conf",
     "/etc/kubernetes/pki/ca.crt",
-    "/run/cluster-api/bootstrap-success.complete",
     "/var/lib/bootseal/bootstrap.done",
     "/var/lib/kubelet/token",
   ]);
   await assertManifestWritten(root);
   const mode = async (p: string) => (await stat(join(root, p))).mode & 0o777;
   assert.equal(await mode("var/lib/bootseal/bootstrap.done"), 0o600);
-  assert.equal(await readFile(join(root, "run/cluster-api/bootstrap-success.complete"), "utf8"), "success\n");
+  assert.match(r.stderr, /no bootstrap command, so no Cluster API sentinel/);
   const marker = JSON.parse(await readFile(join(root, "var/lib/bootseal/bootstrap.done"), "utf8"));
   assert.equal(marker.files.length, 3);
   assert.match(marker.sha256, /^[0-9a-f]{64}$/);
@@ -248,9 +247,12 @@ test("token file readable by others is refused before anything happens", async (
 
 test("usage errors", async () => {
   const root = await newRoot();
-  const r1 = await run(["fetch", "--from", `file://${manifestDoc}`, "--root", root], machineEnv());
+  const r1 = await run(
+    ["fetch", "--from", `file://${manifestDoc}`, "--apply", "--out", "/etc/x", "--root", root],
+    machineEnv(),
+  );
   assert.equal(r1.code, EXIT_CODES.USAGE);
-  assert.match(r1.stderr, /exactly one of --out FILE and --apply/);
+  assert.match(r1.stderr, /one of --out FILE and --apply/);
   const r2 = await run(
     ["fetch", "--from", "https://h/v1/machines/x", "--apply", "--root", root],
     machineEnv(),

@@ -4,7 +4,7 @@
  * process with a temporary --root, the machine's KMS access from its own AWS variables.
  *
  * Happy path: publish for default/m1, fetch with the bootstrap token, check bytes, modes,
- * marker, sentinel and the phase history ending in succeeded. Failure paths, each with its
+ * marker, sentinel (after --exec) and the phase history ending in succeeded. Failure paths, each with its
  * reported phase and code and nothing written: wrong key, machine B's encryption context,
  * tampered document, expired token, another machine's token, the store down for the first
  * attempts (succeeds after retries), the service down past the deadline, --exec exiting 1,
@@ -13,7 +13,7 @@
  */
 import assert from "node:assert/strict";
 import { createHash, randomBytes } from "node:crypto";
-import { mkdir, readdir, readFile, writeFile } from "node:fs/promises";
+import { mkdir, readdir, readFile, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { CreateKeyCommand, KMSClient } from "@aws-sdk/client-kms";
@@ -235,9 +235,12 @@ async function fetchAs(
   return { r, root };
 }
 
-async function checkHappy(root: string): Promise<void> {
+/** `ran`: the run had a bootstrap command (--exec); without one there is no sentinel. */
+async function checkHappy(root: string, ran = false): Promise<void> {
   await assertManifestWritten(root);
-  assert.equal(await readFile(join(root, "run/cluster-api/bootstrap-success.complete"), "utf8"), "success\n");
+  const sentinel = join(root, "run/cluster-api/bootstrap-success.complete");
+  if (ran) assert.equal(await readFile(sentinel, "utf8"), "success\n");
+  else await assert.rejects(stat(sentinel), { code: "ENOENT" });
   const marker = JSON.parse(await readFile(join(root, "var/lib/bootseal/bootstrap.done"), "utf8"));
   assert.match(String(marker.etag), /^"/);
 }
@@ -252,7 +255,7 @@ test("default/m1: publish, fetch with the bootstrap token and the machine's KMS 
 
   const { r, root } = await fetchAs("default/m1", token, ["--exec", "echo kubeadm join ok"]);
   assert.equal(r.code, 0, r.stderr);
-  await checkHappy(root);
+  await checkHappy(root, true);
   assert.match(r.stdout, /kubeadm join ok/);
   assert.match(r.stderr, /attempt 1 GET http:\/\/127\.0\.0\.1:\d+\/v1\/machines\/default\/m1\/config: ok/);
   const token2 = (await readFile(token, "utf8")).trim();

@@ -102,7 +102,7 @@ test("gs:// --out: the binary payload byte for byte (0600), marker with source, 
   const root = await newRoot();
   const from = `gs://${bucket.name}/${KEY}`;
   const r = await run(
-    ["fetch", "--from", from, "--out", "/etc/bootstrap/user-data", "--root", root],
+    ["fetch", "--from", from, "--out", "/etc/bootstrap/user-data", "--root", root, "--exec", "true"],
     gsEnv(),
   );
   assert.equal(r.code, 0, r.stderr);
@@ -127,7 +127,7 @@ test("gs:// --out: the binary payload byte for byte (0600), marker with source, 
 test("gs:// --apply (STORAGE_EMULATOR_HOST as host:port): the manifest's files and modes, marker, sentinel; the next run is a no-op", async () => {
   await put(KEY, manifestDoc);
   const root = await newRoot();
-  const args = ["fetch", "--from", `gs://${bucket.name}/${KEY}`, "--apply", "--root", root];
+  const args = ["fetch", "--from", `gs://${bucket.name}/${KEY}`, "--apply", "--root", root, "--exec", "true"];
   // the form the Google tools document: host:port, no scheme
   const hostPort = new URL(endpoint).host;
   const r = await run(args, gsEnv(hostPort));

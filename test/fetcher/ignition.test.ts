@@ -8,10 +8,16 @@
 import assert from "node:assert/strict";
 import { chmodSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { PassThrough } from "node:stream";
 import { describe, test } from "node:test";
 import { BootsealError } from "../../src/errors.ts";
-import { isIgnitionConfig, systemctl } from "../../src/fetcher/payloads/ignition.ts";
+import { isIgnitionConfig } from "../../src/fetcher/payloads/ignition.ts";
 import { systemctlCalls } from "../../src/fetcher/payloads/ignition-systemd.ts";
+import { systemctlControl } from "../../src/fetcher/payloads/systemctl.ts";
+
+/** systemctl's own output is not what these tests look at. */
+const QUIET = { env: process.env, stdout: new PassThrough(), stderr: new PassThrough() };
+
 import { atomicWriter, type FileWriter } from "../../src/fetcher/write-plan.ts";
 import { dataUrl, makeRoot, ours, snapshot, tempDir } from "./ignition-fixture.ts";
 
@@ -279,7 +285,7 @@ describe("Ignition payload: systemctl", () => {
           { name: "b.timer", enabled: false },
         ];
         const cfg = { ignition: { version: "3.3.0" }, systemd: { units } };
-        const r = await ours(root, JSON.stringify(cfg), { systemd: systemctl(script) });
+        const r = await ours(root, JSON.stringify(cfg), { systemd: systemctlControl(script, QUIET) });
         assert.ok(r.ok, JSON.stringify(r));
         const host = realpathSync(root);
         assert.equal(
@@ -290,7 +296,7 @@ describe("Ignition payload: systemctl", () => {
           ignition: { version: "3.3.0" },
           systemd: { units: [{ name: "fail.service", enabled: true, contents: unit }] },
         };
-        const f = await ours(root, JSON.stringify(failing), { systemd: systemctl(script) });
+        const f = await ours(root, JSON.stringify(failing), { systemd: systemctlControl(script, QUIET) });
         assert.equal((f as { code: string }).code, "EXEC_FAILED");
         assert.match((f as { message: string }).message, /exit code 5: no such unit/);
         assert.equal(readFileSync(join(root, "etc/systemd/system/fail.service"), "utf8"), unit);

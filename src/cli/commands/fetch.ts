@@ -5,6 +5,7 @@ import { BootsealError } from "../../errors.ts";
 import { DEFAULT_MARKER, DEFAULT_SENTINEL, runFetch } from "../../fetcher/fetch-run.ts";
 import type { LoginSettings } from "../../fetcher/identity/login.ts";
 import { DEFAULT_ALLOWED_ROOTS, parseAllowedRoots } from "../../fetcher/paths.ts";
+import { PAYLOAD_CHOICES, type PayloadChoice } from "../../fetcher/payloads/kind.ts";
 import { defaultLabeler } from "../../fetcher/selinux.ts";
 import { CLOUD_AUTH_METHODS, isCloudAuthMethod } from "../../machine/identity-login.ts";
 import type { Command } from "../command.ts";
@@ -15,7 +16,7 @@ import { parseDecryptionOrder } from "../sops-file.ts";
 const spec = {
   name: "fetch",
   summary: "first boot: fetch this machine's config, decrypt it with its own keys, write files, run, report",
-  tail: "(--apply | --out FILE)",
+  tail: "[--apply | --out FILE]",
   flags: [
     {
       name: "from",
@@ -66,8 +67,37 @@ const spec = {
       value: "NS/NAME",
       help: "the machine id, for store sources whose key does not end in configs/NS/NAME",
     },
-    { name: "out", type: "string", value: "FILE", help: "write the payload bytes to this file (mode 0600)" },
-    { name: "apply", type: "boolean", help: "the payload is a manifest of files: write them" },
+    {
+      name: "out",
+      type: "string",
+      value: "FILE",
+      help: "write the payload bytes to this file (mode 0600); the payload is raw",
+    },
+    {
+      name: "apply",
+      type: "boolean",
+      help: "apply the payload (the default without --out): its kind from --payload",
+    },
+    {
+      name: "payload",
+      type: "string",
+      env: "BOOTSEAL_PAYLOAD",
+      value: "KIND",
+      default: "auto",
+      help: `the payload's kind: ${PAYLOAD_CHOICES.join(", ")} (auto: detected; --out means raw)`,
+    },
+    {
+      name: "allow-unknown-modules",
+      type: "boolean",
+      help: "a cloud-config module bootseal does not apply is a warning, not an error (never silently)",
+    },
+    {
+      name: "systemctl",
+      type: "string",
+      value: "PATH",
+      default: "systemctl",
+      help: "the systemctl an Ignition config's units are reloaded, enabled and started with",
+    },
     {
       name: "root",
       type: "string",
@@ -87,7 +117,7 @@ const spec = {
       name: "exec",
       type: "string",
       value: "CMD",
-      help: "run /bin/sh -c CMD after writing (its environment gains BOOTSEAL_ROOT)",
+      help: "run /bin/sh -c CMD after writing and after a cloud-config's runcmd (env gains BOOTSEAL_ROOT)",
     },
     {
       name: "exec-timeout",
@@ -113,7 +143,7 @@ const spec = {
       type: "string",
       value: "PATH",
       default: DEFAULT_SENTINEL,
-      help: 'the Cluster API bootstrap sentinel, written on success ("" disables it)',
+      help: 'the Cluster API bootstrap sentinel, written after a bootstrap command succeeded ("" disables it)',
     },
     {
       name: "allow-unsafe-modes",
@@ -160,8 +190,21 @@ export const fetchCommand: Command = {
   spec,
   async run(args, io) {
     const { values } = parseFlags(spec, args, io.env);
-    if ((values.out === undefined) === (values.apply !== true)) {
-      throw new BootsealError("USAGE", "fetch needs exactly one of --out FILE and --apply");
+    if (values.out !== undefined && values.apply === true) {
+      throw new BootsealError("USAGE", "fetch takes one of --out FILE and --apply");
+    }
+    const payload = values.payload;
+    if (!(PAYLOAD_CHOICES as readonly string[]).includes(payload)) {
+      throw new BootsealError("USAGE", `--payload must be one of ${PAYLOAD_CHOICES.join(", ")}`);
+    }
+    if (values.out !== undefined && payload !== "raw" && payload !== "auto") {
+      throw new BootsealError(
+        "USAGE",
+        "--out FILE writes the raw payload: it goes with --payload raw or auto only",
+      );
+    }
+    if (values.out === undefined && payload === "raw") {
+      throw new BootsealError("USAGE", "--payload raw needs --out FILE");
     }
     const inputType = values["input-type"];
     if (inputType !== undefined && !(FORMATS as readonly string[]).includes(inputType)) {
@@ -175,7 +218,9 @@ export const fetchCommand: Command = {
     return runFetch(
       {
         from: values.from as string,
-        apply: values.apply === true,
+        payload: payload as PayloadChoice,
+        allowUnknownModules: values["allow-unknown-modules"] === true,
+        systemctl: values.systemctl,
         root: values.root,
         // An empty list (flag or variable) means the default, as it always has.
         allowedRoots: values["allowed-roots"]

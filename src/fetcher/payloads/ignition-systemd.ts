@@ -7,33 +7,11 @@
  * --no-block because a unit ordered after the fetcher's own would wait for it). Under another
  * --root (an image) only `systemctl --root DIR enable|disable`: that system is not running.
  */
-import { execFile } from "node:child_process";
-import { BootsealError } from "../../errors.ts";
 import type { Unit } from "./ignition-config.ts";
 
 export interface SystemdControl {
   /** Runs `systemctl ARGS`; rejects when it fails. */
   run(args: readonly string[]): Promise<void>;
-}
-
-/** The real systemctl (30 s per call); failures are EXEC_FAILED with the exit code. */
-export function systemctl(program = "systemctl"): SystemdControl {
-  return {
-    run: (args) =>
-      new Promise((resolve, reject) => {
-        execFile(program, [...args], { timeout: 30_000, encoding: "utf8" }, (err, _out, stderr) => {
-          if (err === null) return resolve();
-          const code = typeof err.code === "number" ? `exit code ${err.code}` : String(err.code ?? "killed");
-          const tail = stderr.trim().split("\n").slice(-1)[0]?.slice(0, 300) ?? "";
-          reject(
-            new BootsealError(
-              "EXEC_FAILED",
-              `systemctl ${args.join(" ")}: ${code}${tail ? `: ${tail}` : ""}`,
-            ),
-          );
-        });
-      }),
-  };
 }
 
 /** The systemctl calls for these units, in order (none when the config has no units). */

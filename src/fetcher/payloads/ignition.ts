@@ -29,7 +29,6 @@ import { type IgnitionPlan, planIgnition } from "./ignition-plan.ts";
 import { type SystemdControl, systemctlCalls } from "./ignition-systemd.ts";
 
 export type { SystemdControl } from "./ignition-systemd.ts";
-export { systemctl } from "./ignition-systemd.ts";
 
 export interface IgnitionApplyContext {
   readonly policy: PathPolicy;

@@ -1,0 +1,216 @@
+/**
+ * A `#cloud-config` payload read the way cloud-init 22.4.2 reads it (YAML 1.1, values through
+ * cloud-init-values.ts), down to the three modules bootseal applies:
+ *
+ *   bootcmd      run first (cloud-init's init stage, before write_files)
+ *   write_files  path, content, encoding, permissions, owner, append, defer
+ *   runcmd       the bootstrap command, after every file is written
+ *
+ * Any other top-level key is a module bootseal does not run: BAD_INPUT naming it, or with
+ * --allow-unknown-modules one warning line per key. A `## template: jinja` header is accepted
+ * when the text has nothing for Jinja to render (no `{{`, `{%`, `{#`): bootseal has no
+ * instance data to render it with. Messages never quote content or commands.
+ */
+import { LineCounter, parseDocument, type Tags } from "yaml";
+import { boundedTokens, tooDeep, tooDeepAt } from "../../envelope/sops/codecs/yaml-limits.ts";
+import { BootsealError } from "../../errors.ts";
+import {
+  decodePerms,
+  extractContents,
+  extractions,
+  extractUserGroup,
+  isPyMap,
+  type PyValue,
+  pyStr,
+  toPy,
+  translateBool,
+} from "./cloud-init-values.ts";
+import { afterJinjaHeader } from "./kind.ts";
+
+/** cloud-init's default mode for write_files (cc_write_files.DEFAULT_PERMS). */
+export const CLOUD_INIT_DEFAULT_MODE = 0o644;
+/** cloud.distro.default_owner. */
+const DEFAULT_OWNER = "root:root";
+
+export const CLOUD_CONFIG_MODULES = ["bootcmd", "write_files", "runcmd"] as const;
+
+export interface WriteFileEntry {
+  /** 1-based position in write_files, for messages. */
+  readonly index: number;
+  /** As written (cloud-init takes os.path.abspath of it). */
+  readonly path: string;
+  readonly content: Uint8Array;
+  /** 0: cloud-init does not chmod (the file keeps its mode, or a new one gets 0666 & ~umask). */
+  readonly mode: number;
+  /** null: unchanged. */
+  readonly user: string | null;
+  readonly group: string | null;
+  readonly append: boolean;
+  readonly defer: boolean;
+}
+
+/** A runcmd or bootcmd entry: a string for `sh -c`, or a list exec'd as its argv. */
+export type CloudCommand = { readonly shell: string } | { readonly argv: readonly string[] };
+
+export interface CloudConfig {
+  readonly writeFiles: readonly WriteFileEntry[];
+  readonly bootcmd: readonly CloudCommand[];
+  readonly runcmd: readonly CloudCommand[];
+}
+
+export interface CloudConfigParseOptions {
+  readonly allowUnknownModules: boolean;
+  /** Warnings: unknown modules (when allowed), unknown encodings, undecodable permissions. */
+  readonly warn: (line: string) => void;
+}
+
+/**
+ * PyYAML's implicit types where the yaml library's YAML 1.1 schema reads more: `y`/`n` are
+ * strings, a float needs a dot and a signed exponent (`1e3` is a string), a decimal integer
+ * has no leading zero (`09` is a string), a base-60 integer starts with 1-9.
+ */
+const PYYAML_TESTS: readonly {
+  readonly tag: string;
+  readonly format?: string;
+  readonly was: string;
+  readonly test: RegExp;
+}[] = [
+  { tag: "bool", was: "Y|y", test: /^(?:yes|Yes|YES|true|True|TRUE|on|On|ON)$/ },
+  { tag: "bool", was: "N|n", test: /^(?:no|No|NO|false|False|FALSE|off|Off|OFF)$/ },
+  { tag: "int", was: "[0-9][0-9_]*$", test: /^[-+]?(?:0|[1-9][0-9_]*)$/ },
+  { tag: "int", format: "TIME", was: "", test: /^[-+]?[1-9][0-9_]*(?::[0-5]?[0-9])+$/ },
+  { tag: "float", format: "EXP", was: "", test: /^(?:[-+]?[0-9][0-9_]*\.[0-9_]*|\.[0-9_]+)[eE][-+][0-9]+$/ },
+  { tag: "float", was: "\\.[0-9_]*$", test: /^(?:[-+]?[0-9][0-9_]*\.[0-9_]*|\.[0-9_]+)$/ },
+];
+
+function pyyamlTags(tags: Tags): Tags {
+  return tags.map((t) => {
+    if (typeof t !== "object" || !("test" in t) || !(t.test instanceof RegExp)) return t;
+    const source = t.test.source;
+    const fix = PYYAML_TESTS.find(
+      (f) =>
+        t.tag === `tag:yaml.org,2002:${f.tag}` &&
+        t.format === f.format &&
+        (f.was === "" || source.includes(f.was)),
+    );
+    return fix ? { ...t, test: fix.test } : t;
+  }) as Tags;
+}
+
+function bad(message: string): BootsealError {
+  return new BootsealError("BAD_INPUT", `cloud-config: ${message}`);
+}
+
+/** A key for a message: quoted, at most 64 characters. */
+function shown(key: unknown): string {
+  const text = typeof key === "string" ? key : String(key);
+  return JSON.stringify(text.length > 64 ? `${text.slice(0, 64)}…` : text);
+}
+
+function commands(value: PyValue, module: string): CloudCommand[] {
+  if (value === null) return [];
+  // shellify takes a list; a string would be iterated character by character (a TypeError).
+  if (!Array.isArray(value)) throw bad(`${module} must be a list of commands`);
+  const out: CloudCommand[] = [];
+  (value as readonly PyValue[]).forEach((entry, i) => {
+    const where = `${module} entry ${i + 1}`;
+    if (entry === null) return; // a YAML comment line in the list: shellify skips it
+    if (typeof entry === "string") {
+      out.push({ shell: entry });
+      return;
+    }
+    if (!Array.isArray(entry)) throw bad(`${where} must be a string or a list of arguments`);
+    const argv = (entry as readonly PyValue[]).map((arg, k) => {
+      const text = pyStr(arg);
+      if (text === null) throw bad(`${where}: argument ${k + 1} must be a scalar`);
+      return text;
+    });
+    if (argv.length === 0) throw bad(`${where} is an empty list`);
+    out.push({ argv });
+  });
+  return out;
+}
+
+function writeFiles(value: PyValue, warn: (line: string) => void): WriteFileEntry[] {
+  if (value === null) return [];
+  if (!Array.isArray(value)) throw bad("write_files must be a list");
+  const out: WriteFileEntry[] = [];
+  (value as readonly PyValue[]).forEach((entry, i) => {
+    const where = `write_files entry ${i + 1}`;
+    if (!isPyMap(entry)) throw bad(`${where} must be a mapping`);
+    const get = (key: string): PyValue | undefined => entry.get(key);
+    const path = get("path");
+    if (path === undefined || path === null || path === "" || path === false || path === 0n) {
+      warn(`${where} has no path; skipped (as cloud-init does)`);
+      return;
+    }
+    if (typeof path !== "string") throw bad(`${where}: path must be a string`);
+    const content = extractContents(
+      get("content") ?? "",
+      extractions(get("encoding"), (l) => warn(`${where}: ${l}`)),
+    );
+    const { user, group } = extractUserGroup(entry.has("owner") ? (get("owner") as PyValue) : DEFAULT_OWNER);
+    out.push({
+      index: i + 1,
+      path,
+      content,
+      mode: decodePerms(get("permissions"), CLOUD_INIT_DEFAULT_MODE, (l) => warn(`${where}: ${l}`)),
+      user,
+      group,
+      append: translateBool(get("append")),
+      defer: translateBool(get("defer")),
+    });
+  });
+  return out;
+}
+
+/** Parses the payload; throws BAD_INPUT for anything bootseal would not apply as cloud-init does. */
+export function parseCloudConfig(bytes: Uint8Array, options: CloudConfigParseOptions): CloudConfig {
+  let text: string;
+  try {
+    text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+  } catch {
+    throw bad("not UTF-8 text");
+  }
+  const body = afterJinjaHeader(text);
+  if (body !== null) {
+    if (/\{[{%#]/.test(body)) {
+      throw bad("a Jinja template with expressions ({{ }}, {% %}, {# #}): bootseal does not render them");
+    }
+    text = body;
+  }
+  const lines = new LineCounter();
+  const deep = tooDeepAt(boundedTokens(text, lines));
+  if (deep !== undefined) throw tooDeep(lines.linePos(deep).line);
+  // PyYAML: YAML 1.1, later duplicate keys win, integers exact.
+  const doc = parseDocument(text, {
+    version: "1.1",
+    customTags: pyyamlTags,
+    uniqueKeys: false,
+    intAsBigInt: true,
+    prettyErrors: false,
+  });
+  const first = doc.errors[0];
+  // yaml's own messages quote the source, which is secret here: code and position only.
+  if (first) throw bad(`YAML error ${first.code} at offset ${first.pos[0]}`);
+  const root = toPy(doc);
+  if (root === null) return { writeFiles: [], bootcmd: [], runcmd: [] };
+  if (!isPyMap(root)) throw bad("must be a mapping of modules");
+  for (const key of root.keys()) {
+    if ((CLOUD_CONFIG_MODULES as readonly unknown[]).includes(key)) continue;
+    if (!options.allowUnknownModules) {
+      throw bad(
+        `the module ${shown(key)} is not supported (bootseal applies ${CLOUD_CONFIG_MODULES.join(", ")}; ` +
+          "--allow-unknown-modules skips others with a warning)",
+      );
+    }
+    options.warn(
+      `cloud-config: the module ${shown(key)} is not supported; skipped (--allow-unknown-modules)`,
+    );
+  }
+  return {
+    bootcmd: commands(root.get("bootcmd") ?? null, "bootcmd"),
+    writeFiles: writeFiles(root.get("write_files") ?? null, options.warn),
+    runcmd: commands(root.get("runcmd") ?? null, "runcmd"),
+  };
+}

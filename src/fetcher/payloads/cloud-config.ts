@@ -1,0 +1,188 @@
+/**
+ * Applying a cloud-config as cloud-init 22.4.2 would, in its order: bootcmd, then write_files
+ * (entries without `defer` first, then the deferred ones: cloud-init writes those in its final
+ * stage, which still comes before the runcmd script runs), then runcmd, which fetch-run runs
+ * as the bootstrap command.
+ *
+ * The files go through the write plan (paths, rollback, atomic writes, the root's own users),
+ * with cloud-init's results: the mode from `permissions` (default 0644; 0 leaves the mode as
+ * it is), owner `user:group` (default root:root; a missing part leaves it as it is, so a bare
+ * `user` keeps the group), `append` added to what is there, and two entries for one path
+ * folded in order as cloud-init's two writes would leave the file.
+ */
+import { constants } from "node:fs";
+import { open } from "node:fs/promises";
+import { posix } from "node:path";
+import { BootsealError } from "../../errors.ts";
+import { describeBytes, MAX_DOCUMENT_BYTES } from "../../limits.ts";
+import type { FileSpec } from "../apply-manifest.ts";
+import { type Accounts, loadAccounts } from "../owners.ts";
+import { displayPath, type PathPolicy, type ResolvedTarget } from "../paths.ts";
+import type { SelinuxLabeler } from "../selinux.ts";
+import { applyPlan, type FileWriter, type PlannedFile, planFiles, type Reserved } from "../write-plan.ts";
+import { type CloudCommand, parseCloudConfig, type WriteFileEntry } from "./cloud-config-parse.ts";
+import type { CommandRunner } from "./commands.ts";
+
+export interface CloudConfigContext {
+  readonly policy: PathPolicy;
+  /** The marker: no payload file may take its place. */
+  readonly marker: Reserved;
+  /** The Cluster API sentinel (its --sentinel path), null when disabled. */
+  readonly sentinel: (Reserved & { readonly path: string }) | null;
+  readonly allowUnsafeModes: boolean;
+  readonly allowUnknownModules: boolean;
+  readonly labeler: SelinuxLabeler | null;
+  readonly log: (line: string) => void;
+  readonly write?: FileWriter;
+  /** Runs bootcmd (before the files are planned: it may create users or directories). */
+  readonly run: CommandRunner;
+}
+
+export interface CloudConfigApplied {
+  readonly written: readonly string[];
+  /** The bootstrap command, run by fetch-run after the files. */
+  readonly runcmd: readonly CloudCommand[];
+  /** write_files or runcmd writes the sentinel itself. */
+  readonly writesSentinel: boolean;
+  readonly wipe: () => void;
+}
+
+/** os.path.abspath, with cloud-init's working directory `/`. */
+function absolute(path: string): string {
+  return posix.resolve("/", path);
+}
+
+function mentions(command: CloudCommand, path: string): boolean {
+  return "shell" in command ? command.shell.includes(path) : command.argv.some((a) => a.includes(path));
+}
+
+function lookup(table: Accounts["users"], name: string, what: string, entry: WriteFileEntry): number {
+  const account = table.get(name);
+  if (account !== undefined) return account.id;
+  if (/^\d+$/.test(name) && Number(name) <= 0xfffffffe) return Number(name);
+  throw new BootsealError(
+    "BAD_INPUT",
+    `cloud-config: write_files entry ${entry.index} (${displayPath(entry.path)}): unknown ${what} ${JSON.stringify(name.slice(0, 64))}`,
+  );
+}
+
+/** The bytes of the file being appended to (not through a link, at most the document cap). */
+async function existingBytes(target: ResolvedTarget): Promise<Uint8Array> {
+  const handle = await open(
+    target.hostPath,
+    constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK,
+  );
+  try {
+    const info = await handle.stat();
+    if (!info.isFile())
+      throw new BootsealError("PATH_NOT_ALLOWED", `${displayPath(target.requested)} is not a regular file`);
+    if (info.size > MAX_DOCUMENT_BYTES) {
+      throw new BootsealError(
+        "TOO_LARGE",
+        `${displayPath(target.requested)}: cannot append to a file larger than ${describeBytes(MAX_DOCUMENT_BYTES)}`,
+      );
+    }
+    return new Uint8Array(await handle.readFile());
+  } finally {
+    await handle.close();
+  }
+}
+
+function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
+  const out = new Uint8Array(a.length + b.length);
+  out.set(a);
+  out.set(b, a.length);
+  return out;
+}
+
+/** The mode a file opened by Python's open() gets when cloud-init does not chmod it. */
+function creationMode(): number {
+  return 0o666 & ~process.umask();
+}
+
+/** What the entries for one path leave behind, applied in order to what is there. */
+async function fold(
+  entries: readonly WriteFileEntry[],
+  target: ResolvedTarget,
+  accounts: Accounts,
+): Promise<Omit<PlannedFile, "target">> {
+  const existing = target.existing;
+  let content: Uint8Array | null = null;
+  let mode = existing ? existing.mode & 0o7777 : creationMode();
+  let uid = existing?.uid;
+  let gid = existing?.gid;
+  for (const entry of entries) {
+    if (entry.append)
+      content = concat(content ?? (existing ? await existingBytes(target) : new Uint8Array()), entry.content);
+    else content = entry.content;
+    if (entry.mode !== 0) mode = entry.mode;
+    if (entry.user !== null) uid = lookup(accounts.users, entry.user, "user", entry);
+    if (entry.group !== null) gid = lookup(accounts.groups, entry.group, "group", entry);
+  }
+  return {
+    content: content ?? new Uint8Array(),
+    mode,
+    ...(uid !== undefined ? { uid } : {}),
+    ...(gid !== undefined ? { gid } : {}),
+  };
+}
+
+export async function applyCloudConfig(
+  payload: Uint8Array,
+  ctx: CloudConfigContext,
+): Promise<CloudConfigApplied> {
+  const config = parseCloudConfig(payload, { allowUnknownModules: ctx.allowUnknownModules, warn: ctx.log });
+  const ordered = [...config.writeFiles.filter((f) => !f.defer), ...config.writeFiles.filter((f) => f.defer)];
+  const sentinelPath = ctx.sentinel ? absolute(ctx.sentinel.path) : null;
+  const writesSentinel =
+    sentinelPath !== null &&
+    (ordered.some((f) => absolute(f.path) === sentinelPath) ||
+      config.runcmd.some((c) => mentions(c, sentinelPath)));
+  if (config.bootcmd.length > 0) await ctx.run("bootcmd", config.bootcmd);
+
+  const byPath = new Map<string, WriteFileEntry[]>();
+  for (const entry of ordered) {
+    const path = absolute(entry.path);
+    const list = byPath.get(path);
+    if (list) list.push(entry);
+    else byPath.set(path, [entry]);
+  }
+  // planFiles checks paths, the entries against each other and the final mode; owners are
+  // resolved here, since cloud-init's `user` alone keeps the group (not the primary group).
+  const specs: FileSpec[] = [...byPath].map(([path, entries]) => ({
+    document: (entries[0] as WriteFileEntry).index,
+    path,
+    content: new Uint8Array(),
+    mode: entries.reduce((m, e) => (e.mode !== 0 ? e.mode : m), 0),
+  }));
+  const reserved = [ctx.marker];
+  if (ctx.sentinel && !writesSentinel) reserved.push(ctx.sentinel);
+  const accounts = await loadAccounts(ctx.policy.root);
+  const targets = await planFiles(specs, ctx.policy, accounts, {
+    allowUnsafeModes: ctx.allowUnsafeModes,
+    reserved,
+  });
+  const planned: PlannedFile[] = [];
+  const entryLists = [...byPath.values()];
+  for (const [i, file] of targets.entries()) {
+    planned.push({
+      target: file.target,
+      ...(await fold(entryLists[i] as WriteFileEntry[], file.target, accounts)),
+    });
+  }
+  const wipe = (): void => {
+    for (const f of planned) f.content.fill(0);
+    for (const f of config.writeFiles) f.content.fill(0);
+  };
+  try {
+    await applyPlan(planned, {
+      labeler: ctx.labeler,
+      log: ctx.log,
+      ...(ctx.write ? { write: ctx.write } : {}),
+    });
+  } catch (err) {
+    wipe();
+    throw err;
+  }
+  return { written: planned.map((f) => f.target.requested), runcmd: config.runcmd, writesSentinel, wipe };
+}
