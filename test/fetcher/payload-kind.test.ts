@@ -27,15 +27,12 @@ test("detection: cloud-config (as cloud-init tells it), Ignition 3.x, otherwise 
   ]) {
     assert.equal(payloadKind("auto", bytes(text)), "cloud-config", JSON.stringify(text));
   }
-  for (const version of ["3.0.0", "3.4.0", "3.5.0-experimental"]) {
+  // Every Ignition version is the Ignition kind: the applier names the ones it refuses (2.x).
+  for (const version of ["3.0.0", "3.4.0", "3.5.0-experimental", "2.3.0"]) {
     const text = JSON.stringify({ ignition: { version }, storage: {} });
     assert.equal(payloadKind("auto", bytes(text)), "ignition", version);
   }
-  for (const text of [
-    JSON.stringify({ ignition: { version: "2.3.0" } }),
-    "path: /etc/a\ncontent: x\n",
-    "#cloud-configuration-is-not-a-header\n",
-  ]) {
+  for (const text of ["path: /etc/a\ncontent: x\n", "#cloud-configuration-is-not-a-header\n"]) {
     assert.equal(
       payloadKind("auto", bytes(text)),
       text.startsWith("#cloud-config") ? "cloud-config" : "manifest",
@@ -82,8 +79,15 @@ async function doc(text: string, name: string): Promise<string> {
   return file;
 }
 
-test("an Ignition config goes to the Ignition applier (the placeholder refuses: UNSUPPORTED), nothing written", async () => {
-  const file = await doc(JSON.stringify({ ignition: { version: "3.0.0" } }), "ign.json");
+test("an Ignition config goes to the Ignition applier (passwd users: UNSUPPORTED), nothing written", async () => {
+  const file = await doc(
+    JSON.stringify({
+      ignition: { version: "3.0.0" },
+      storage: { files: [{ path: "/etc/x", contents: { source: "data:,x" } }] },
+      passwd: { users: [{ name: "core" }] },
+    }),
+    "ign.json",
+  );
   const root = join(dir.path, "root-ign");
   await mkdir(root);
   await assert.rejects(
@@ -107,7 +111,7 @@ test("an Ignition config goes to the Ignition applier (the placeholder refuses: 
           env: machineEnv({ SOPS_AGE_KEY_FILE: key.file }),
         },
         labeler: null,
-        // A fake systemd: the placeholder never gets as far as units.
+        // A fake systemd: a refused config never gets as far as units.
         systemd: { run: async () => {} },
       },
     ),
