@@ -1,0 +1,54 @@
+# A Kubernetes API server (kube-apiserver) with its etcd, for the controllers' TokenReview path
+# (docs/security.md, "Controllers"). Both are Go, built from the Go module proxy in one wrapper
+# module: `go install` of either is refused (their go.mod files carry replace directives), so the
+# wrapper requires k8s.io/kubernetes and replaces every staging module with its published copy.
+# Sourced by scripts/peers.sh.
+KUBE_VER=v1.34.4
+KUBE_STAGING_VER=v0.34.4
+KUBE_ETCD_VER=v3.6.4
+KUBE_STAGING=(api apiextensions-apiserver apimachinery apiserver cli-runtime client-go cloud-provider
+  cluster-bootstrap code-generator component-base component-helpers controller-manager cri-api cri-client
+  csi-translation-lib dynamic-resource-allocation endpointslice externaljwt kms kube-aggregator
+  kube-controller-manager kube-proxy kube-scheduler kubectl kubelet metrics mount-utils
+  pod-security-admission sample-apiserver sample-cli-plugin sample-controller)
+# The static admin token the tests use to create ServiceAccounts, bindings and TokenRequests
+# (a test-only credential: the peer listens on 127.0.0.1 only).
+KUBE_ADMIN_TOKEN=bootseal-test-kube-admin
+kube_version() { echo "k8s.io/kubernetes $KUBE_VER (kube-apiserver), go.etcd.io/etcd/server/v3 $KUBE_ETCD_VER (etcd)"; }
+# kube_dep BINARY MODULE VERSION : BINARY was built with MODULE at VERSION (the wrapper module is
+# the main module, so the pinned modules show as `dep` lines of its build information).
+kube_dep() {
+  [[ -x "$C/bin/$1" ]] && go version -m "$C/bin/$1" 2>/dev/null | grep -Eq "^[[:space:]]+dep[[:space:]]+$2[[:space:]]+$3([[:space:]]|$)"
+}
+kube_installed() {
+  kube_dep kube-apiserver k8s.io/kubernetes "$KUBE_VER" && kube_dep etcd go.etcd.io/etcd/server/v3 "$KUBE_ETCD_VER"
+}
+# Like go_install: a private GOPATH/module/build cache, removed afterwards; only the binaries stay.
+kube_install() {
+  mkdir -p "$C/go" "$C/bin"
+  local tmp rc=0 m
+  tmp="$(mktemp -d "$C/go/build.XXXXXX")"
+  (
+    set -e
+    export GOPATH="$tmp" GOMODCACHE="$tmp/pkg/mod" GOCACHE="$tmp/cache" GOFLAGS="-modcacherw -buildvcs=false"
+    mkdir -p "$tmp/wrap"
+    cd "$tmp/wrap"
+    {
+      printf 'module bootseal.test/kube-peer\n\ngo 1.24.0\n\n'
+      printf 'require (\n\tk8s.io/kubernetes %s\n\tgo.etcd.io/etcd/server/v3 %s\n)\n\n' "$KUBE_VER" "$KUBE_ETCD_VER"
+      printf 'replace (\n'
+      for m in "${KUBE_STAGING[@]}"; do printf '\tk8s.io/%s => k8s.io/%s %s\n' "$m" "$m" "$KUBE_STAGING_VER"; done
+      printf ')\n'
+    } >go.mod
+    printf '//go:build tools\n\npackage tools\n\nimport (\n\t_ "go.etcd.io/etcd/server/v3"\n\t_ "k8s.io/kubernetes/cmd/kube-apiserver"\n)\n' >tools.go
+    go mod tidy
+    # The version the binary reports (`kube-apiserver --version`, /version) is set by the
+    # Kubernetes release scripts through ldflags; a module build gets it the same way.
+    go build -ldflags "-X k8s.io/component-base/version.gitVersion=$KUBE_VER -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=34" \
+      -o "$tmp/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
+    go build -o "$tmp/etcd" go.etcd.io/etcd/server/v3
+    mv "$tmp/kube-apiserver" "$tmp/etcd" "$C/bin/"
+  ) || rc=$?
+  rm -rf "$tmp"
+  return "$rc"
+}
