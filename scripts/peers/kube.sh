@@ -52,3 +52,42 @@ kube_install() {
   rm -rf "$tmp"
   return "$rc"
 }
+# $KUBE_ETCD_PORT (etcd clients), $KUBE_ETCD_PEER_PORT (etcd peers), $KUBE_API_PORT (the API server).
+kube_port_keys() { echo KUBE_ETCD KUBE_ETCD_PEER KUBE_API; }
+# A self-signed serving certificate for 127.0.0.1, the ServiceAccount signing key pair, and the
+# static admin token (tokens.csv) the tests use; RBAC on, so the reviewer needs its binding.
+kube_start() {
+  local d="$DATA/kube"
+  mkdir -p "$d/etcd" "$d/certs"
+  openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=127.0.0.1" \
+    -addext "subjectAltName=IP:127.0.0.1,DNS:localhost" -keyout "$d/serving.key" -out "$d/serving.crt" \
+    >/dev/null 2>&1 || return 1
+  openssl genrsa -out "$d/sa.key" 2048 >/dev/null 2>&1 || return 1
+  openssl rsa -in "$d/sa.key" -pubout -out "$d/sa.pub" >/dev/null 2>&1 || return 1
+  printf '%s,admin,admin,system:masters\n' "$KUBE_ADMIN_TOKEN" >"$d/tokens.csv"
+  chmod 600 "$d/tokens.csv" "$d/sa.key" "$d/serving.key"
+  start_daemon kube-etcd "$C/bin/etcd" --name kube-peer --data-dir "$d/etcd" \
+    --listen-client-urls "http://127.0.0.1:$KUBE_ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$KUBE_ETCD_PORT" \
+    --listen-peer-urls "http://127.0.0.1:$KUBE_ETCD_PEER_PORT" --initial-advertise-peer-urls "http://127.0.0.1:$KUBE_ETCD_PEER_PORT" \
+    --initial-cluster "kube-peer=http://127.0.0.1:$KUBE_ETCD_PEER_PORT" --log-level warn
+  # The API server retries etcd until it answers, so both start at once.
+  start_daemon kube "$C/bin/kube-apiserver" --etcd-servers "http://127.0.0.1:$KUBE_ETCD_PORT" \
+    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$KUBE_API_PORT" \
+    --tls-cert-file "$d/serving.crt" --tls-private-key-file "$d/serving.key" --cert-dir "$d/certs" \
+    --token-auth-file "$d/tokens.csv" --authorization-mode RBAC \
+    --service-account-issuer https://kubernetes.default.svc --service-account-key-file "$d/sa.pub" \
+    --service-account-signing-key-file "$d/sa.key" --service-cluster-ip-range 10.96.0.0/16 \
+    --profiling=false --v=0
+}
+kube_ready() {
+  [[ "$(http_code "https://127.0.0.1:$KUBE_API_PORT/readyz" --cacert "$DATA/kube/serving.crt" \
+    -H "Authorization: Bearer $KUBE_ADMIN_TOKEN")" == 200 ]]
+}
+kube_env() {
+  printf 'export BOOTSEAL_TEST_KUBE_SERVER=%q\n' "https://127.0.0.1:$KUBE_API_PORT"
+  printf 'export BOOTSEAL_TEST_KUBE_CA_FILE=%q\n' "$DATA/kube/serving.crt"
+  printf 'export BOOTSEAL_TEST_KUBE_ADMIN_TOKEN=%q\n' "$KUBE_ADMIN_TOKEN"
+  # The ServiceAccount signing key: a test signs an expired token with it, to see it refused.
+  printf 'export BOOTSEAL_TEST_KUBE_SA_KEY_FILE=%q\n' "$DATA/kube/sa.key"
+  printf 'export BOOTSEAL_TEST_KUBE_ISSUER=%q\n' "https://kubernetes.default.svc"
+}

@@ -28,7 +28,12 @@ export type PeerName =
   | "ZSH_BIN" // path of zsh (Debian package), for the completion script
   | "FISH_BIN" // path of fish (Debian package), for the completion script
   | "CLOUD_INIT_BIN" // path of cloud-init 22.4.2 (Debian package): `cloud-init schema -c FILE`
-  | "IGNITION_VALIDATE_BIN"; // path of Ignition's validator (github.com/coreos/ignition/v2/validate v2.27.0)
+  | "IGNITION_VALIDATE_BIN" // path of Ignition's validator (github.com/coreos/ignition/v2/validate v2.27.0)
+  | "KUBE_SERVER" // https://127.0.0.1:<port>: kube-apiserver v1.34.4 on etcd 3.6 (RBAC on)
+  | "KUBE_CA_FILE" // its self-signed serving certificate
+  | "KUBE_ADMIN_TOKEN" // a static token in system:masters (creates ServiceAccounts, bindings, tokens)
+  | "KUBE_SA_KEY_FILE" // the ServiceAccount signing key (to sign an expired token)
+  | "KUBE_ISSUER"; // the ServiceAccount token issuer
 
 export function peer(name: PeerName): string {
   if (env.BOOTSEAL_LANE === "unit") {
