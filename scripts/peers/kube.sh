@@ -15,13 +15,10 @@ KUBE_STAGING=(api apiextensions-apiserver apimachinery apiserver cli-runtime cli
 # (a test-only credential: the peer listens on 127.0.0.1 only).
 KUBE_ADMIN_TOKEN=bootseal-test-kube-admin
 kube_version() { echo "k8s.io/kubernetes $KUBE_VER (kube-apiserver), go.etcd.io/etcd/server/v3 $KUBE_ETCD_VER (etcd)"; }
-# kube_dep BINARY MODULE VERSION : BINARY was built with MODULE at VERSION (the wrapper module is
-# the main module, so the pinned modules show as `dep` lines of its build information).
-kube_dep() {
-  [[ -x "$C/bin/$1" ]] && go version -m "$C/bin/$1" 2>/dev/null | grep -Eq "^[[:space:]]+dep[[:space:]]+$2[[:space:]]+$3([[:space:]]|$)"
-}
+# A binary built from a module's main package names that module as its `mod` (go_has), even
+# when a wrapper module drove the build.
 kube_installed() {
-  kube_dep kube-apiserver k8s.io/kubernetes "$KUBE_VER" && kube_dep etcd go.etcd.io/etcd/server/v3 "$KUBE_ETCD_VER"
+  go_has kube-apiserver k8s.io/kubernetes "$KUBE_VER" && go_has etcd go.etcd.io/etcd/server/v3 "$KUBE_ETCD_VER"
 }
 # Like go_install: a private GOPATH/module/build cache, removed afterwards; only the binaries stay.
 kube_install() {
