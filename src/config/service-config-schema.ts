@@ -15,7 +15,7 @@
 import { MAX_DOCUMENT_BYTES } from "../limits.ts";
 import { CLOUD_AUTH_METHODS } from "../machine/identity-login.ts";
 
-export const SCOPES = ["configs:write", "configs:read", "status:read", "admin"] as const;
+export const SCOPES = ["configs:write", "configs:read", "status:read", "tokens:mint", "admin"] as const;
 export const ONE_TIME_MODES = ["off", "after-success", "after-first-fetch"] as const;
 export const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
 
@@ -63,6 +63,36 @@ const duration = (description: string, dflt: string): SchemaNode => ({
 });
 
 const HTTP_URL = "^https?://\\S+$";
+
+function scopeList(): SchemaNode {
+  return {
+    type: "array",
+    minItems: 1,
+    description: `scopes granted in \`namespaces\`: ${SCOPES.join(", ")} (\`admin\` implies all)`,
+    "x-message": `must list at least one of ${SCOPES.join(", ")}`,
+    items: {
+      type: "string",
+      enum: SCOPES,
+      "x-message": `unknown scope {value} (one of ${SCOPES.join(", ")})`,
+    },
+  };
+}
+
+/** Namespace names, or globs where `*` stands for any run of label characters. */
+function namespaceList(): SchemaNode {
+  return {
+    type: "array",
+    minItems: 1,
+    default: ["*"],
+    description: "the namespaces the scopes apply in: names or globs (`team-*`; `*` is every namespace)",
+    "x-message": "must list at least one namespace or glob",
+    items: {
+      type: "string",
+      pattern: "^[-a-z0-9*]{1,63}$",
+      "x-message": "{value} is not a namespace or glob (lower-case letters, digits, '-', '*')",
+    },
+  };
+}
 const SHA256 = "^[0-9a-fA-F]{64}$";
 
 /** `fetcherArtifact` and `fetcherArtifactWindows` have the same fields; `os` words the docs. */
@@ -100,7 +130,7 @@ function artifact(os: "Linux" | "Windows"): SchemaNode {
 export const SERVICE_CONFIG_SCHEMA: SchemaNode = {
   type: "object",
   additionalProperties: false,
-  required: ["store", "creation_rules", "controllers"],
+  required: ["store", "creation_rules"],
   properties: {
     listen: text("`HOST:PORT` (`[::1]:7480` for IPv6; port 0 picks a free one)", {
       default: "127.0.0.1:7480",
@@ -161,8 +191,10 @@ export const SERVICE_CONFIG_SCHEMA: SchemaNode = {
     },
     controllers: {
       type: "array",
-      minItems: 1,
-      description: "list of `{name, tokenSha256, scopes}`",
+      default: [],
+      "x-doc-default": "— (required unless `kubernetesBindings` has entries)",
+      description:
+        'list of `{name, tokenSha256, scopes, namespaces}` (docs/security.md, "Controllers"); may be empty when `kubernetesBindings` has entries. Reloaded live (SIGHUP, file change)',
       "x-message": "needs at least one controller ({name, tokenSha256, scopes})",
       items: {
         type: "object",
@@ -174,15 +206,60 @@ export const SERVICE_CONFIG_SCHEMA: SchemaNode = {
             pattern: SHA256,
             "x-message": "must be 64 hex digits (sha256sum of the token)",
           }),
-          scopes: {
-            type: "array",
-            minItems: 1,
-            "x-message": `must list at least one of ${SCOPES.join(", ")}`,
-            items: {
-              type: "string",
-              enum: SCOPES,
-              "x-message": `unknown scope {value} (one of ${SCOPES.join(", ")})`,
+          scopes: scopeList(),
+          namespaces: namespaceList(),
+        },
+      },
+    },
+    kubernetesBindings: {
+      type: "array",
+      description:
+        'list of `{serviceAccount: "ns/name" | "ns/*", scopes, namespaces}`: what a Kubernetes ServiceAccount token (checked by `controllerAuth.kubernetes`) may do; every binding that matches adds its grant. Reloaded live',
+      default: [],
+      "x-doc-default": "none",
+      items: {
+        type: "object",
+        additionalProperties: false,
+        required: ["serviceAccount", "scopes"],
+        properties: {
+          serviceAccount: text("`NAMESPACE/NAME`, or `NAMESPACE/*` for every ServiceAccount of a namespace", {
+            pattern: "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?/(\\*|[a-z0-9]([-.a-z0-9]{0,251}[a-z0-9])?)$",
+            "x-message": "must be NAMESPACE/NAME or NAMESPACE/* (got {value})",
+          }),
+          scopes: scopeList(),
+          namespaces: namespaceList(),
+        },
+      },
+    },
+    controllerAuth: {
+      type: "object",
+      additionalProperties: false,
+      default: {},
+      properties: {
+        kubernetes: {
+          type: "object",
+          additionalProperties: false,
+          required: ["server", "tokenFile"],
+          properties: {
+            server: text("the Kubernetes API server that reviews ServiceAccount tokens (TokenReview)", {
+              pattern: "^https://\\S+$",
+              "x-message": "must be an https URL",
+            }),
+            caFile: text("PEM CA of the API server", { "x-doc-default": "the system's CAs" }),
+            tokenFile: text(
+              "the reviewer's own bearer token (re-read on every review, so a projected token rotates); needs `system:auth-delegator`",
+            ),
+            audiences: {
+              type: "array",
+              minItems: 1,
+              description:
+                "audiences a controller's token must be bound to (`TokenRequest` audiences); absent: the API server's own",
+              items: text("an audience"),
             },
+            cacheTtl: duration(
+              "how long a positive review is reused for the same token (at most `5m`; never past the token's `exp`)",
+              "10s",
+            ),
           },
         },
       },

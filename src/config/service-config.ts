@@ -28,11 +28,36 @@ export type Scope = (typeof SCOPES)[number];
 export type OneTimeFetch = (typeof ONE_TIME_MODES)[number];
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
-export interface ControllerConfig {
+/**
+ * What one credential may do: these scopes, in the namespaces matching one of these names or
+ * globs (`*` is any run of label characters). A credential's grants add up.
+ */
+export interface Grant {
+  readonly scopes: readonly Scope[];
+  /** Names or globs; absent (only in code-built configurations): every namespace. */
+  readonly namespaces?: readonly string[];
+}
+
+export interface ControllerConfig extends Grant {
   readonly name: string;
   /** SHA-256 of the bearer token, lower-case hex; absent for a certificate-only controller. */
   readonly tokenSha256?: string;
-  readonly scopes: readonly Scope[];
+}
+
+/** A grant for Kubernetes ServiceAccounts: `ns/name`, or `ns/*` for a whole namespace. */
+export interface KubernetesBinding extends Grant {
+  readonly serviceAccount: string;
+}
+
+/** Where ServiceAccount tokens are reviewed (TokenReview). */
+export interface KubernetesReview {
+  readonly server: string;
+  /** The API server's CA, PEM (read at validation, so a reload picks a new one up). */
+  readonly caPem?: string;
+  /** The reviewer's own token: re-read on every review (projected tokens rotate). */
+  readonly tokenFile: string;
+  readonly audiences?: readonly string[];
+  readonly cacheTtlMs: number;
 }
 
 export interface FetcherArtifact {
@@ -64,6 +89,8 @@ export interface ServiceConfig {
   /** `.sops.yaml`-shaped rules, matched against `<ns>/<name>`. */
   readonly creationRules: SopsConfig;
   readonly controllers: readonly ControllerConfig[];
+  readonly kubernetesBindings: readonly KubernetesBinding[];
+  readonly controllerAuth: { readonly kubernetes?: KubernetesReview };
   readonly bootstrapToken: { readonly ttlMs: number; readonly uses: number };
   readonly oneTimeFetch: OneTimeFetch;
   readonly limits: {
@@ -181,7 +208,17 @@ interface Checked {
   store: string;
   s3: ServiceConfig["s3"];
   creation_rules: unknown[];
-  controllers: { name: string; tokenSha256?: string; scopes: Scope[] }[];
+  controllers: { name: string; tokenSha256?: string; scopes: Scope[]; namespaces: string[] }[];
+  kubernetesBindings: KubernetesBinding[];
+  controllerAuth: {
+    kubernetes?: {
+      server: string;
+      caFile?: string;
+      tokenFile: string;
+      audiences?: string[];
+      cacheTtl: string | number;
+    };
+  };
   bootstrapToken: { ttl: string | number; uses: number };
   oneTimeFetch: OneTimeFetch;
   limits: {
@@ -220,9 +257,42 @@ function parseControllers(value: Checked["controllers"], mtls: boolean): Control
     if (c.tokenSha256 === undefined && !mtls) {
       throw usage(`${where}.tokenSha256`, "is required unless tls.clientCa is set (certificate controllers)");
     }
-    if (c.tokenSha256 === undefined) return { name: c.name, scopes: c.scopes };
-    return { name: c.name, tokenSha256: c.tokenSha256.toLowerCase(), scopes: c.scopes };
+    const grant = { scopes: c.scopes, namespaces: c.namespaces };
+    if (c.tokenSha256 === undefined) return { name: c.name, ...grant };
+    return { name: c.name, tokenSha256: c.tokenSha256.toLowerCase(), ...grant };
   });
+}
+
+/** Longest reuse of a positive TokenReview: a revoked ServiceAccount keeps working this long. */
+const MAX_REVIEW_CACHE_MS = 5 * 60_000;
+
+function parseControllerAuth(c: Checked, cwd: string): ServiceConfig["controllerAuth"] {
+  const k = c.controllerAuth.kubernetes;
+  if (k === undefined) {
+    if (c.kubernetesBindings.length > 0)
+      throw usage(
+        "kubernetesBindings",
+        "needs controllerAuth.kubernetes (the API server that reviews the tokens)",
+      );
+    return {};
+  }
+  const tokenFile = resolve(cwd, k.tokenFile);
+  readFileText(tokenFile, "controllerAuth.kubernetes.tokenFile");
+  const kubernetes: { -readonly [K in keyof KubernetesReview]: KubernetesReview[K] } = {
+    server: k.server.replace(/\/+$/, ""),
+    tokenFile,
+    cacheTtlMs: parseDuration(k.cacheTtl, "controllerAuth.kubernetes.cacheTtl", { min: 0 }),
+  };
+  if (kubernetes.cacheTtlMs > MAX_REVIEW_CACHE_MS)
+    throw usage("controllerAuth.kubernetes.cacheTtl", "must be at most 5m");
+  if (k.caFile !== undefined) {
+    const caPem = readFileText(resolve(cwd, k.caFile), "controllerAuth.kubernetes.caFile");
+    if (!caPem.includes("-----BEGIN CERTIFICATE-----"))
+      throw usage("controllerAuth.kubernetes.caFile", "must be a PEM certificate");
+    kubernetes.caPem = caPem;
+  }
+  if (k.audiences !== undefined) kubernetes.audiences = k.audiences;
+  return { kubernetes };
 }
 
 function parseCreationRules(value: unknown[]): SopsConfig {
@@ -320,6 +390,8 @@ export function validateServiceConfig(rawInput: Raw, cwd: string = process.cwd()
       "is the same as fetcherArtifact.sha256 (the Windows bootseal.exe is a different file)",
     );
   }
+  if (c.controllers.length === 0 && c.kubernetesBindings.length === 0)
+    throw usage("controllers", "needs at least one controller ({name, tokenSha256, scopes})");
   const config: ServiceConfig = {
     listen: parseListenAddress(c.listen),
     trustProxy: parseTrustProxy(c.trustProxy),
@@ -327,6 +399,8 @@ export function validateServiceConfig(rawInput: Raw, cwd: string = process.cwd()
     s3: c.s3,
     creationRules: parseCreationRules(c.creation_rules),
     controllers: parseControllers(c.controllers, tls?.clientCa !== undefined),
+    kubernetesBindings: c.kubernetesBindings,
+    controllerAuth: parseControllerAuth(c, cwd),
     bootstrapToken: {
       ttlMs: parseDuration(c.bootstrapToken.ttl, "bootstrapToken.ttl", { min: 1000 }),
       uses: c.bootstrapToken.uses,

@@ -14,6 +14,7 @@ import type { ServiceConfig } from "../config/service-config.ts";
 import { isBootsealError } from "../errors.ts";
 import { formatMachineId } from "../machine/machine-id.ts";
 import type { ServiceContext } from "./context.ts";
+import { ControllerCredentials } from "./controllers/credentials.ts";
 import { eventsBus } from "./events-bus.ts";
 import { machineStore } from "./machine-store.ts";
 import { accessLogPlugin } from "./plugins/access-log.ts";
@@ -47,6 +48,8 @@ export type AppConfig = Pick<
   ServiceConfig,
   | "creationRules"
   | "controllers"
+  | "kubernetesBindings"
+  | "controllerAuth"
   | "bootstrapToken"
   | "oneTimeFetch"
   | "limits"
@@ -78,6 +81,8 @@ export interface AppDeps {
   /** TLS material (read from config.tls); `ca` verifies optional controller client certificates. */
   readonly https?: { readonly cert: Buffer; readonly key: Buffer; readonly ca?: Buffer };
   readonly now?: () => Date;
+  /** The live controller credentials (server.ts reloads them); default: fixed, from config. */
+  readonly controllers?: ControllerCredentials;
 }
 
 /** Paths pino blanks in every access-log line, should a serializer ever include headers. */
@@ -171,7 +176,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   void app.register(async (api) => {
     const now = deps.now ?? (() => new Date());
     authPlugin(api, {
-      controllers: config.controllers,
+      controllers: deps.controllers ?? new ControllerCredentials(config, { now: () => now().getTime() }),
       mutualTls: deps.https?.ca !== undefined,
       authFailuresPerMinute: config.rateLimit.authFailuresPerMinute,
       machines,

@@ -8,11 +8,12 @@ import type { FastifyRequest } from "fastify";
 import type { Scope } from "../config/service-config.ts";
 import { BootsealError } from "../errors.ts";
 import type { MachineId } from "../machine/machine-id.ts";
+import type { Policies } from "./controllers/policies.ts";
 import type { StatusRecord, Versioned } from "./machine-store.ts";
 import type { TokenRecord } from "./tokens.ts";
 
 export type Principal =
-  | { readonly kind: "controller"; readonly name: string; readonly scopes: readonly Scope[] }
+  | { readonly kind: "controller"; readonly name: string; readonly policies: Policies }
   /** The token is kept to check against the store; it is never logged or returned. */
   | { readonly kind: "machine"; readonly machine: MachineId; readonly token: string };
 
@@ -27,6 +28,11 @@ export interface RequestState {
   /** A machine login's proven cloud identity (`aws-iam:<arn>`), for the audit line. */
   identity: string | null;
   errorCode: string | null;
+  /**
+   * On a route that names no namespace (list, events): the namespaces in which the calling
+   * controller holds the route's scopes. null: no limit (a namespace was named and checked).
+   */
+  namespaces: ((namespace: string) => boolean) | null;
 }
 
 /**
@@ -66,6 +72,7 @@ export function stateOf(request: FastifyRequest): RequestState {
     storedStatus: null,
     identity: null,
     errorCode: null,
+    namespaces: null,
   };
   return request.bootsealState;
 }
@@ -83,4 +90,16 @@ export function machineTokenOf(request: FastifyRequest): TokenRecord | null {
   if (state.principal?.kind !== "machine") return null;
   if (!state.machineToken) throw new BootsealError("INTERNAL", "a machine route ran without its token check");
   return state.machineToken;
+}
+
+/** Whether the caller of a list route may see machines of `namespace` (its policies). */
+export function mayList(request: FastifyRequest, namespace: string): boolean {
+  const test = stateOf(request).namespaces;
+  return test === null || test(namespace);
+}
+
+/** Whether the calling controller may be handed a machine token for `namespace` (tokens:mint). */
+export function mayMintTokens(request: FastifyRequest, namespace: string): boolean {
+  const principal = stateOf(request).principal;
+  return principal?.kind === "controller" && principal.policies.allows("tokens:mint", namespace);
 }

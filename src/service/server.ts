@@ -1,7 +1,8 @@
 /**
  * Turns a validated ServiceConfig into a listening server: opens the store, builds the app,
  * binds it, and closes it gracefully: on SIGINT/SIGTERM Fastify stops accepting connections,
- * the event streams are ended, and in-flight requests finish before the process exits.
+ * the event streams are ended, and in-flight requests finish before the process exits. SIGHUP
+ * and changes of the config file reload the controller credentials (controllers/reload.ts).
  */
 import { readFile } from "node:fs/promises";
 import { isIPv4 } from "node:net";
@@ -11,6 +12,8 @@ import { openStore } from "../../providers/stores/index.ts";
 import type { ServiceConfig } from "../config/service-config.ts";
 import { BootsealError } from "../errors.ts";
 import { buildApp } from "./app.ts";
+import { ControllerCredentials } from "./controllers/credentials.ts";
+import { watchControllerConfig } from "./controllers/reload.ts";
 import { createAuditLogger } from "./plugins/audit.ts";
 
 export interface RunningServer {
@@ -48,18 +51,34 @@ async function readTls(config: ServiceConfig) {
   };
 }
 
-export async function startServer(config: ServiceConfig): Promise<RunningServer> {
+/** How to read the configuration again for a live reload of the controller credentials. */
+export interface ReloadSource {
+  /** Watched for changes; undefined: SIGHUP only. */
+  readonly file: string | undefined;
+  readonly load: () => ServiceConfig;
+}
+
+export async function startServer(
+  config: ServiceConfig,
+  options: { readonly reload?: ReloadSource } = {},
+): Promise<RunningServer> {
   const store = openStore(config.store, { s3: config.s3 });
   const audit = createAuditLogger(config.audit.path, config.audit.mode);
   const https = await readTls(config);
+  const controllers = new ControllerCredentials(config);
   const app = buildApp({
     config,
     store,
     keyDeps: { env: process.env },
     audit: audit.logger,
     https,
+    controllers,
   });
   app.addHook("onClose", async () => audit.close());
+  if (options.reload) {
+    const reloader = watchControllerConfig({ ...options.reload, running: config, controllers, log: app.log });
+    app.addHook("onClose", async () => reloader.close());
+  }
   if (store instanceof FileStore) sweepFileStore(app, store);
   const { host, port } = config.listen;
   try {

@@ -80,7 +80,7 @@ export function serviceConfig(opts: {
     "controllers:",
     "  - name: faults",
     `    tokenSha256: ${opts.tokenSha256}`,
-    "    scopes: [configs:write, configs:read, status:read]",
+    "    scopes: [configs:write, tokens:mint, configs:read, status:read]",
     "bootstrapToken:",
     "  ttl: 1h",
     `  uses: ${opts.uses ?? 1000}`,

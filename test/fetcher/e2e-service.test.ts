@@ -73,7 +73,7 @@ function writeConfig(path: string, prefix: string, ttl: string): Promise<void> {
     "controllers:",
     "  - name: e2e",
     `    tokenSha256: ${createHash("sha256").update(controllerToken).digest("hex")}`,
-    "    scopes: [configs:write, configs:read, status:read]",
+    "    scopes: [configs:write, tokens:mint, configs:read, status:read]",
     "bootstrapToken:",
     `  ttl: ${ttl}`,
     "  uses: 20",

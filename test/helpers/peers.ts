@@ -35,7 +35,12 @@ export type PeerName =
   | "QEMU_AARCH64_BIN" // path of qemu-aarch64-static (Debian qemu-user-static 7.2): runs the linux-arm64 executable
   | "QEMU_AARCH64_SYSROOT" // the arm64 C/C++ runtimes for qemu's -L (Debian libc6-arm64-cross, libstdc++6-arm64-cross)
   | "WINE_BIN" // path of wine64 (Debian wine64 8.0): runs the windows-x64 executable
-  | "IGNITION_APPLY_BIN"; // Ignition v2.27.0 itself as ignition-apply (github.com/coreos/ignition/v2/internal): the files stage on a directory
+  | "IGNITION_APPLY_BIN" // Ignition v2.27.0 itself as ignition-apply (github.com/coreos/ignition/v2/internal): the files stage on a directory
+  | "KUBE_SERVER" // https://127.0.0.1:<port>: kube-apiserver v1.34.4 on etcd 3.6 (RBAC on)
+  | "KUBE_CA_FILE" // its self-signed serving certificate
+  | "KUBE_ADMIN_TOKEN" // a static token in system:masters (creates ServiceAccounts, bindings, tokens)
+  | "KUBE_SA_KEY_FILE" // the ServiceAccount signing key (to sign an expired token)
+  | "KUBE_ISSUER"; // the ServiceAccount token issuer
 
 export function peer(name: PeerName): string {
   if (env.BOOTSEAL_LANE === "unit") {

@@ -27,7 +27,7 @@ const sha = (s: string | Uint8Array) => createHash("sha256").update(s).digest("h
 const controllers = [
   { name: "admin", tokenSha256: sha(ADMIN), scopes: ["admin"] },
   { name: "reader", tokenSha256: sha(READER), scopes: ["status:read", "configs:read"] },
-  { name: "writer", tokenSha256: sha(WRITER), scopes: ["configs:write"] },
+  { name: "writer", tokenSha256: sha(WRITER), scopes: ["configs:write", "tokens:mint"] },
 ];
 
 let dir: string;

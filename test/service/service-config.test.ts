@@ -81,7 +81,7 @@ test("every key can come from a BOOTSEAL_* variable, over the file", () => {
   assert.equal(c.oneTimeFetch, "after-first-fetch");
   assert.equal(c.limits.bodyBytes, 2048);
   assert.equal(c.rateLimit.authFailuresPerMinute, 7);
-  assert.deepEqual(c.controllers, [{ name: "a", tokenSha256: HASH, scopes: ["admin"] }]);
+  assert.deepEqual(c.controllers, [{ name: "a", tokenSha256: HASH, scopes: ["admin"], namespaces: ["*"] }]);
   assert.equal(c.creationRules.creationRules?.[0]?.pathRegex, "^prod/");
   assert.equal(c.audit.path, join(dir, "audit.log"));
   assert.equal(c.audit.mode, 0o640);
@@ -342,7 +342,13 @@ test("one rule names every variable; the names documented before are all still t
   }
   assert.deepEqual(
     ENV_KEYS.filter((k) => k.yaml).map((k) => k.env),
-    ["BOOTSEAL_CREATION_RULES", "BOOTSEAL_CONTROLLERS", "BOOTSEAL_MACHINE_AUTH_BINDINGS"],
+    [
+      "BOOTSEAL_CREATION_RULES",
+      "BOOTSEAL_CONTROLLERS",
+      "BOOTSEAL_KUBERNETES_BINDINGS",
+      "BOOTSEAL_CONTROLLER_AUTH_KUBERNETES_AUDIENCES",
+      "BOOTSEAL_MACHINE_AUTH_BINDINGS",
+    ],
   );
   // Every variable lands on the key it names: set each one alone and find it in the raw config.
   for (const { env, path } of configLeaves()) {
@@ -402,7 +408,7 @@ test("the schema's defaults fill a minimal configuration, file values and variab
     [{ ...minimal(), trustProxy: 5 }, "trustProxy: must be true, false, or a list of IP addresses or CIDRs"],
     [
       { ...minimal(), controllers: [{ name: "a", tokenSha256: HASH, scopes: ["admin"], extra: 1 }] },
-      "controllers[0].extra: unknown key (allowed: name, tokenSha256, scopes)",
+      "controllers[0].extra: unknown key (allowed: name, tokenSha256, scopes, namespaces)",
     ],
     [
       {

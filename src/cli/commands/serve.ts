@@ -68,14 +68,18 @@ export const serveCommand: Command = {
   async run(args, io) {
     const { values } = parseFlags(spec, args, io.env);
     const configFile = values.config;
-    const raw = applyEnv(configFile ? readServiceConfigFile(resolve(io.cwd, configFile)) : {}, io.env);
-    if (values.listen !== undefined) {
-      parseListen(values.listen);
-      setConfigPath(raw, ["listen"], values.listen);
-    }
-    if (values.store !== undefined) setConfigPath(raw, ["store"], values.store);
-    if (values["data-dir"] !== undefined) setConfigPath(raw, ["dataDir"], values["data-dir"]);
-    if (values["log-level"] !== undefined) setConfigPath(raw, ["logLevel"], values["log-level"]);
+    const merged = () => {
+      const raw = applyEnv(configFile ? readServiceConfigFile(resolve(io.cwd, configFile)) : {}, io.env);
+      if (values.listen !== undefined) {
+        parseListen(values.listen);
+        setConfigPath(raw, ["listen"], values.listen);
+      }
+      if (values.store !== undefined) setConfigPath(raw, ["store"], values.store);
+      if (values["data-dir"] !== undefined) setConfigPath(raw, ["dataDir"], values["data-dir"]);
+      if (values["log-level"] !== undefined) setConfigPath(raw, ["logLevel"], values["log-level"]);
+      return raw;
+    };
+    const raw = merged();
 
     let embedded: EmbeddedDefault | undefined;
     if (!configFile) {
@@ -90,7 +94,11 @@ export const serveCommand: Command = {
       raw.audit = { ...audit, path: audit.path ?? join(dataDir, "audit.log") };
     }
     const config = validateServiceConfig(raw, io.cwd);
-    const server = await startServer(config);
+    // The controller credentials reload from the same sources (SIGHUP, file changes).
+    const reload = configFile
+      ? { file: resolve(io.cwd, configFile), load: () => validateServiceConfig(merged(), io.cwd) }
+      : undefined;
+    const server = await startServer(config, reload ? { reload } : {});
     closeOnSignals(server);
     const lines = [
       `bootseal listening on ${server.url}`,

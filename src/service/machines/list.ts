@@ -15,6 +15,8 @@ export interface ListQuery {
   readonly phase?: Phase | undefined;
   readonly limit: number;
   readonly after?: string | undefined;
+  /** The namespaces the caller may see (its policies); absent: all. */
+  readonly visible?: (namespace: string) => boolean;
 }
 
 export interface MachineSummary {
@@ -69,6 +71,7 @@ export async function listMachines(
       more = true;
       break;
     }
+    if (q.visible && !q.visible(m.namespace)) continue;
     batch.push(m);
     if (batch.length >= READ_CONCURRENCY) await flush();
   }

@@ -4,9 +4,14 @@
  * checks: handlers never call it, and unauthenticated bodies are never parsed.
  *
  * - Controllers: `Authorization: Bearer <token>`, compared by SHA-256 with
- *   crypto.timingSafeEqual against every configured hash; or, with `tls.clientCa`, a verified
- *   client certificate whose subject CN is a controller's name. Each route names the scopes
- *   it needs; `admin` implies every scope. Missing scope: 403 FORBIDDEN.
+ *   crypto.timingSafeEqual against every configured hash; else, with
+ *   `controllerAuth.kubernetes`, a JWT reviewed by the Kubernetes API server (TokenReview) and
+ *   mapped through `kubernetesBindings`; or, with `tls.clientCa`, a verified client
+ *   certificate whose subject CN is a controller's name (controllers/credentials.ts, swapped
+ *   whole on a reload). Each route names the scopes it needs, checked in the namespace of the
+ *   machine it names (or of its `?namespace=`); a route that names none (list, events) gets
+ *   the namespaces the caller may see on the request state. `admin` implies every scope in
+ *   its namespaces. Missing scope: 403 FORBIDDEN.
  * - Machines: a bootstrap token `bst.<ns>.<name>.<secret>` (tokens.ts), on routes with
  *   `machine: "params"`. A token naming another machine is refused onRequest (403) without a
  *   store read; the hash and expiry are checked against the store in a preHandler, after the
@@ -27,21 +32,21 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from
 import type { ControllerConfig } from "../../config/service-config.ts";
 import { BootsealError } from "../../errors.ts";
 import { type MachineId, sameMachine } from "../../machine/machine-id.ts";
+import { ControllerCredentials, type ControllerIdentity } from "../controllers/credentials.ts";
 import type { MachineStore } from "../machine-store.ts";
 import { checkToken, tokenFromMirror } from "../machine-store.ts";
 import { type Principal, type RouteAuth, stateOf } from "../request-state.ts";
 import {
   DEFAULT_TOKEN_WORK,
-  digestsEqual,
   looksLikeBootstrapToken,
   parseBootstrapToken,
-  sha256Hex,
   type TokenRecord,
   type TokenWork,
 } from "../tokens.ts";
 
 export interface AuthOptions {
-  readonly controllers: readonly ControllerConfig[];
+  /** The live set (reloadable); a plain list is fixed (tests). */
+  readonly controllers: ControllerCredentials | readonly ControllerConfig[];
   readonly mutualTls: boolean;
   /** Failures per bucket (credential, machine named, address) per minute before 429. */
   readonly authFailuresPerMinute: number;
@@ -130,26 +135,25 @@ interface Presented {
 
 const AUTH_FAILURE_CODES = new Set(["UNAUTHORIZED", "TOKEN_EXPIRED", "TOKEN_EXHAUSTED"]);
 
-function findController(
-  controllers: readonly ControllerConfig[],
-  token: string,
-): ControllerConfig | undefined {
-  const digest = sha256Hex(token);
-  let found: ControllerConfig | undefined;
-  // Compare with every hash, not until the first match, so timing says nothing about the list.
-  for (const c of controllers) {
-    if (c.tokenSha256 && digestsEqual(c.tokenSha256, digest) && !found) found = c;
-  }
-  return found;
-}
-
-function certificateController(request: FastifyRequest, controllers: readonly ControllerConfig[]) {
+function certificateController(request: FastifyRequest, controllers: ControllerCredentials) {
   const socket = request.raw.socket as Partial<TLSSocket>;
   if (!socket.encrypted || !socket.authorized || typeof socket.getPeerCertificate !== "function")
     return undefined;
   const cn = socket.getPeerCertificate().subject?.CN;
   const name = Array.isArray(cn) ? cn[0] : cn;
-  return name ? controllers.find((c) => c.name === name) : undefined;
+  return name ? controllers.byCertificateName(name) : undefined;
+}
+
+function controllerPrincipal(c: ControllerIdentity): Principal {
+  return { kind: "controller", name: c.name, policies: c.policies };
+}
+
+/** `?namespace=` of a route that names no machine; a repeated one is refused. */
+function queryNamespace(request: FastifyRequest): string | undefined {
+  const ns = (request.query as { namespace?: unknown } | undefined)?.namespace;
+  if (ns === undefined || ns === "") return undefined;
+  if (typeof ns !== "string") throw new BootsealError("BAD_INPUT", "namespace may be given once");
+  return ns;
 }
 
 function routeMachine(request: FastifyRequest): MachineId | null {
@@ -171,6 +175,14 @@ function withHook(existing: unknown, hook: Hook): Hook[] {
 
 export function authPlugin(app: FastifyInstance, options: AuthOptions): void {
   const work = options.tokenWork ?? DEFAULT_TOKEN_WORK;
+  const controllers =
+    options.controllers instanceof ControllerCredentials
+      ? options.controllers
+      : new ControllerCredentials({
+          controllers: options.controllers,
+          kubernetesBindings: [],
+          controllerAuth: {},
+        });
   const failures = new FailureCounter(
     options.authFailuresPerMinute,
     options.maxFailureBuckets ?? FAILURE_BUCKETS_MAX,
@@ -226,16 +238,23 @@ export function authPlugin(app: FastifyInstance, options: AuthOptions): void {
           });
         return { kind: "machine", machine, token };
       }
-      const controller = findController(options.controllers, token);
-      if (!controller)
-        return fail(request, reply, new BootsealError("UNAUTHORIZED", "unknown bearer token"), {
-          credential: work.hash(token),
-        });
-      return { kind: "controller", name: controller.name, scopes: controller.scopes };
+      const controller = controllers.byToken(token);
+      if (controller) return controllerPrincipal(controller);
+      if (controllers.reviews(token)) {
+        try {
+          return controllerPrincipal(await controllers.byServiceAccountToken(token));
+        } catch (err) {
+          if (!isAuthFailure(err)) throw err; // FORBIDDEN (no binding), KEY_UNAVAILABLE (503)
+          return fail(request, reply, err, { credential: work.hash(token) });
+        }
+      }
+      return fail(request, reply, new BootsealError("UNAUTHORIZED", "unknown bearer token"), {
+        credential: work.hash(token),
+      });
     }
     if (options.mutualTls) {
-      const controller = certificateController(request, options.controllers);
-      if (controller) return { kind: "controller", name: controller.name, scopes: controller.scopes };
+      const controller = certificateController(request, controllers);
+      if (controller) return controllerPrincipal(controller);
     }
     await refuseFlood(request, reply);
     return fail(
@@ -272,11 +291,19 @@ export function authPlugin(app: FastifyInstance, options: AuthOptions): void {
     }
     if (auth.scopes === undefined)
       throw new BootsealError("FORBIDDEN", "only the machine itself can call this route");
-    const missing = principal.scopes.includes("admin")
-      ? undefined
-      : auth.scopes.find((scope) => !principal.scopes.includes(scope));
-    if (missing)
-      throw new BootsealError("FORBIDDEN", `controller ${principal.name} lacks the ${missing} scope`);
+    const { policies, name } = principal;
+    const namespace = routeMachine(request)?.namespace ?? queryNamespace(request);
+    if (namespace === undefined) {
+      const missing = policies.missingEverywhere(auth.scopes);
+      if (missing) throw new BootsealError("FORBIDDEN", `controller ${name} lacks the ${missing} scope`);
+      stateOf(request).namespaces = policies.namespaceFilter(auth.scopes);
+      return;
+    }
+    const missing = policies.missing(auth.scopes, namespace);
+    if (missing) {
+      const where = policies.missingEverywhere([missing]) ? "" : ` in namespace ${JSON.stringify(namespace)}`;
+      throw new BootsealError("FORBIDDEN", `controller ${name} lacks the ${missing} scope${where}`);
+    }
   }
 
   /**

@@ -8,6 +8,7 @@ import type { ServerResponse } from "node:http";
 import type { FastifyInstance } from "fastify";
 import type { ServiceContext } from "../context.ts";
 import type { StatusEvent } from "../events-bus.ts";
+import { mayList } from "../request-state.ts";
 import { eventsSchema } from "../schemas/status.ts";
 import type { RequestTypeProvider } from "../schemas/type-provider.ts";
 
@@ -31,7 +32,8 @@ export function eventsRoutes(parent: FastifyInstance, ctx: ServiceContext): void
       const { namespace } = request.query;
       const lastHeader = request.headers["last-event-id"];
       const lastId = Number(Array.isArray(lastHeader) ? lastHeader[0] : lastHeader);
-      const wanted = (e: StatusEvent) => !namespace || e.namespace === namespace;
+      const wanted = (e: StatusEvent) =>
+        (!namespace || e.namespace === namespace) && mayList(request, e.namespace);
       reply.hijack();
       const res = reply.raw;
       res.writeHead(200, {

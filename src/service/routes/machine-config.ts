@@ -14,7 +14,7 @@ import { deleteConfig } from "../machines/delete.ts";
 import { fetchConfig } from "../machines/fetch.ts";
 import { publishConfig } from "../machines/publish.ts";
 import { signalFor } from "../plugins/auth.ts";
-import { machineTokenOf, stateOf, who } from "../request-state.ts";
+import { machineTokenOf, mayMintTokens, stateOf, who } from "../request-state.ts";
 import { deleteSchema, fetchSchema, publishSchema } from "../schemas/config.ts";
 import type { RequestTypeProvider } from "../schemas/type-provider.ts";
 
@@ -81,7 +81,11 @@ export function machineConfigRoutes(parent: FastifyInstance, ctx: ServiceContext
           signal: signalFor(reply),
         },
       );
-      const { created, ...body } = result;
+      // The machine's token only to a controller that may mint tokens here (docs/security.md).
+      const { created, bootstrapToken, tokenExpiresAt, ...rest } = result;
+      const body = mayMintTokens(request, request.params.ns)
+        ? { ...rest, bootstrapToken, tokenExpiresAt }
+        : rest;
       return reply
         .code(created ? 201 : 200)
         .header("etag", result.etag)

@@ -4,6 +4,7 @@ import { BootsealError } from "../../errors.ts";
 import type { ServiceContext } from "../context.ts";
 import { listMachines } from "../machines/list.ts";
 import { signalFor } from "../plugins/auth.ts";
+import { mayList } from "../request-state.ts";
 import { listSchema } from "../schemas/status.ts";
 import type { RequestTypeProvider } from "../schemas/type-provider.ts";
 
@@ -19,7 +20,8 @@ export function machinesRoutes(parent: FastifyInstance, ctx: ServiceContext): vo
       if (!Number.isSafeInteger(limit) || limit < 1 || limit > 1000) {
         throw new BootsealError("BAD_INPUT", "limit must be an integer from 1 to 1000");
       }
-      const page = await listMachines(ctx, request.query, signalFor(reply));
+      const query = { ...request.query, visible: (ns: string) => mayList(request, ns) };
+      const page = await listMachines(ctx, query, signalFor(reply));
       return page.next ? { items: page.items, next: page.next } : { items: page.items };
     },
   );

@@ -19,10 +19,13 @@ export const publishResponse = {
     version: { type: "integer", description: "per-machine publish counter (1, 2, ...)" },
     etag: { type: "string", description: "ETag of the stored document, for If-Match" },
     sha256: { type: "string", description: "SHA-256 (hex) of the stored ENCRYPTED document" },
-    bootstrapToken: { type: "string", description: "the machine's bootstrap token; shown only here" },
+    bootstrapToken: {
+      type: "string",
+      description: "the machine's bootstrap token; shown only here, and only to a caller with tokens:mint",
+    },
     tokenExpiresAt: { type: "string", format: "date-time" },
   },
-  required: ["version", "etag", "sha256", "bootstrapToken", "tokenExpiresAt"],
+  required: ["version", "etag", "sha256"],
 } as const;
 
 export const publishSchema = {
