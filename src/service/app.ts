@@ -11,6 +11,7 @@ import { pino } from "pino";
 import type { ProviderDeps } from "../../providers/keys/index.ts";
 import type { ObjectStore } from "../../providers/stores/object-store.ts";
 import type { ServiceConfig } from "../config/service-config.ts";
+import { artifactCatalog } from "./artifacts.ts";
 import type { ServiceContext } from "./context.ts";
 import { eventsBus } from "./events-bus.ts";
 import { machineStore } from "./machine-store.ts";
@@ -27,6 +28,7 @@ import {
 } from "./plugins/http-edge.ts";
 import { createMetrics, metricsPlugin } from "./plugins/metrics.ts";
 import { RecordCache } from "./record-cache.ts";
+import { artifactsRoutes } from "./routes/artifacts.ts";
 import { docsRoutes } from "./routes/docs.ts";
 import { eventsRoutes } from "./routes/events.ts";
 import { healthRoutes, type ReadinessProbe } from "./routes/health.ts";
@@ -41,6 +43,8 @@ export type AppConfig = Pick<
   | "creationRules"
   | "controllers"
   | "bootstrapToken"
+  | "bootstrapCommands"
+  | "artifacts"
   | "oneTimeFetch"
   | "limits"
   | "rateLimit"
@@ -173,6 +177,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
       rules: config.creationRules,
       keyDeps: deps.keyDeps ?? {},
       bootstrapToken: config.bootstrapToken,
+      bootstrapCommands: config.bootstrapCommands,
+      artifacts: artifactCatalog(config.artifacts),
       oneTimeFetch: config.oneTimeFetch,
       bodyLimit,
       fetcherArtifact: config.fetcherArtifact,
@@ -188,6 +194,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     machineStatusRoutes(api, ctx);
     machinesRoutes(api, ctx);
     userdataRoutes(api, ctx);
+    artifactsRoutes(api, ctx);
     eventsRoutes(api, ctx);
     // Own context: the config routes swap the body parsers for one raw-bytes parser.
     await api.register(async (raw) => machineConfigRoutes(raw, ctx));
