@@ -30,6 +30,7 @@ export type ErrorCode =
   | "TOKEN_EXPIRED" // a bootstrap token past its TTL
   | "TOKEN_EXHAUSTED" // a bootstrap token with no fetches left
   | "ALREADY_FETCHED" // a one-time config was already fetched with this token (a second fetch)
+  | "MINT_REQUIRED" // GET …/userdata cannot re-derive the current token: mint one with POST
   | "TOO_LARGE"
   | "REQUEST_TIMEOUT" // the client sent its request too slowly (the service closed the connection)
   | "RATE_LIMITED"
@@ -73,6 +74,7 @@ export const ERROR_CODES: readonly ErrorCode[] = [
   "TOKEN_EXPIRED",
   "TOKEN_EXHAUSTED",
   "ALREADY_FETCHED",
+  "MINT_REQUIRED",
   "TOO_LARGE",
   "REQUEST_TIMEOUT",
   "RATE_LIMITED",

@@ -126,6 +126,11 @@ export const EXIT_CLASSES: Readonly<Record<ErrorCode, ExitClass>> = {
     exit: 36,
     meaning: "a one-time config was already fetched with this token (`oneTimeFetch: after-first-fetch`)",
   },
+  MINT_REQUIRED: {
+    exit: 38,
+    meaning:
+      "`userdata`: the stub cannot be rendered again (no derivation key, or the token was minted by POST): mint one with `POST …/userdata`",
+  },
   REQUEST_TIMEOUT: {
     exit: 37,
     meaning: "the service closed the connection: the request arrived too slowly",

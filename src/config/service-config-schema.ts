@@ -95,6 +95,14 @@ function namespaceList(): SchemaNode {
 }
 const SHA256 = "^[0-9a-fA-F]{64}$";
 
+const sha512 = text(
+  "its SHA-512, hex: Ignition stubs pin it (`verification.hash`); without it they answer 501",
+  {
+    pattern: "^[0-9a-fA-F]{128}$",
+    "x-message": "must be 128 hex digits",
+  },
+);
+
 /** `fetcherArtifact` and `fetcherArtifactWindows` have the same fields; `os` words the docs. */
 function artifact(os: "Linux" | "Windows"): SchemaNode {
   const linux = os === "Linux";
@@ -113,6 +121,8 @@ function artifact(os: "Linux" | "Windows"): SchemaNode {
         linux ? "its SHA-256, hex" : "its SHA-256, hex; must differ from `fetcherArtifact.sha256`",
         { pattern: SHA256, "x-message": "must be 64 hex digits" },
       ),
+      // Only Ignition (Linux) pins a SHA-512 (verification.hash).
+      ...(linux ? { sha512 } : {}),
       signatureUrl: text("its detached signature", {
         pattern: HTTP_URL,
         "x-message": "must be an http(s) URL",
@@ -277,6 +287,44 @@ export const SERVICE_CONFIG_SCHEMA: SchemaNode = {
             "lifetime of a bootstrap token from its minting (publish or user data): `90m`, `1h30m`, `7d`, `30s`; a bare number is seconds; at least `1s`. Long enough for one boot; `24h` keeps the old default",
         },
         uses: int("configuration fetches one token allows (fetcher retries count)", 1, 1_000_000, 10),
+        derivationKeyFile: text(
+          "a file of at least 32 random bytes (a service secret, mode 0600, shared by every replica): a publish then DERIVES its token from it, so `GET …/userdata` gives the same stub every time and writes nothing. Without it `GET …/userdata` answers 409 and `POST …/userdata` mints",
+          {
+            "x-doc-default":
+              "— (embedded default: `<data-dir>/keys/bootstrap-token-derivation.key`, generated)",
+          },
+        ),
+      },
+    },
+    bootstrapCommands: {
+      type: "array",
+      default: [],
+      "x-doc-default": "none",
+      description:
+        "list of `{match, command}`: the bootstrap command the user-data stub passes to `bootseal fetch --exec` for machines whose `<ns>/<name>` matches (`match`: a regular expression as `creation_rules`' `path_regex`; the first match wins). A publish's `X-Bootseal-Bootstrap-Command` header takes precedence",
+      items: {
+        type: "object",
+        additionalProperties: false,
+        required: ["match", "command"],
+        properties: {
+          match: text("regular expression over `<ns>/<name>`"),
+          command: text("the command, run by `sh -c` (Linux) or `cmd /c` (Windows) after the files"),
+        },
+      },
+    },
+    artifacts: {
+      type: "object",
+      additionalProperties: false,
+      default: {},
+      properties: {
+        dir: text(
+          "where the service finds the fetcher executables it serves at `/v1/artifacts/` (`bootseal-linux-x64`, `bootseal-linux-arm64`, `bootseal-windows-x64.exe`, as `npm run build:sea` writes them); only those present are served",
+          { "x-doc-default": "the package's `sea/`" },
+        ),
+        signingKeyFile: text(
+          "the Ed25519 private key (PKCS#8 PEM) the service signs them with; generated (mode 0600) on first start when missing",
+          { "x-doc-default": "`<dataDir>/keys/artifact-signing.pem`" },
+        ),
       },
     },
     oneTimeFetch: {

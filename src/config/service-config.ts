@@ -8,9 +8,11 @@
  * a key file to read, rules across keys) is checked here, after the schema.
  */
 import { readFileSync } from "node:fs";
-import { isAbsolute, resolve } from "node:path";
+import { isAbsolute, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
 import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
 import { parseDuration } from "../duration.ts";
+import { compileRegex, type GoRegexp } from "../envelope/sops/walk.ts";
 import { BootsealError } from "../errors.ts";
 import { type MachineAuthConfig, parseMachineAuth, type RawMachineAuth } from "./machine-auth.ts";
 import { schemaChecker } from "./schema-check.ts";
@@ -63,8 +65,53 @@ export interface KubernetesReview {
 export interface FetcherArtifact {
   readonly url: string;
   readonly sha256: string;
+  /** Ignition stubs' verification.hash; optional (Ignition stubs are 501 without it). */
+  readonly sha512?: string;
   readonly signatureUrl: string;
   readonly publicKeyPem: string;
+}
+
+/** A `bootstrapCommands` entry: the first whose `match` finds `<ns>/<name>` gives the command. */
+export interface BootstrapCommandRule {
+  readonly match: GoRegexp;
+  readonly command: string;
+}
+
+/** The longest bootstrap command, UTF-8 bytes: it travels in user data, which clouds cap at 16 to 64 KiB. */
+export const MAX_BOOTSTRAP_COMMAND_BYTES = 4096;
+
+/**
+ * A bootstrap command as the stubs can carry it: 1 to 4096 bytes of printable text (no
+ * control, format or line-separator character, so it stays one line in every stub language).
+ * BAD_INPUT naming `where`; the message never echoes the command.
+ */
+export function checkBootstrapCommand(value: unknown, where: string): string {
+  if (typeof value !== "string" || value.trim() === "") {
+    throw new BootsealError("BAD_INPUT", `${where}: expected a non-empty command`);
+  }
+  if (Buffer.byteLength(value, "utf8") > MAX_BOOTSTRAP_COMMAND_BYTES) {
+    throw new BootsealError("BAD_INPUT", `${where}: longer than ${MAX_BOOTSTRAP_COMMAND_BYTES} bytes`);
+  }
+  if (/[\p{C}\u2028\u2029]/u.test(value)) {
+    throw new BootsealError(
+      "BAD_INPUT",
+      `${where}: only printable characters (no control character or line break)`,
+    );
+  }
+  return value;
+}
+
+/**
+ * The package's `sea/` directory, where `npm run build:sea` writes the executables: two levels
+ * up from this file in the source tree (src/config/) and in the bundle (dist/cli/). The
+ * CommonJS single-executable bundle has no import.meta.url: then `./sea` of the working directory.
+ */
+function packageSeaDir(cwd: string): string {
+  try {
+    return fileURLToPath(new URL("../../sea", import.meta.url));
+  } catch {
+    return resolve(cwd, "sea");
+  }
 }
 
 /**
@@ -91,7 +138,16 @@ export interface ServiceConfig {
   readonly controllers: readonly ControllerConfig[];
   readonly kubernetesBindings: readonly KubernetesBinding[];
   readonly controllerAuth: { readonly kubernetes?: KubernetesReview };
-  readonly bootstrapToken: { readonly ttlMs: number; readonly uses: number };
+  readonly bootstrapToken: {
+    readonly ttlMs: number;
+    readonly uses: number;
+    /** The secret publish derives tokens from (stable user-data stubs); absent: GET …/userdata is 409. */
+    readonly derivationKey?: Uint8Array;
+  };
+  /** Per-machine bootstrap commands (`--exec` of the stub), first match wins. */
+  readonly bootstrapCommands: readonly BootstrapCommandRule[];
+  /** The executables the service serves and signs (/v1/artifacts/). */
+  readonly artifacts: { readonly dir: string; readonly signingKeyFile: string };
   readonly oneTimeFetch: OneTimeFetch;
   readonly limits: {
     readonly bodyBytes: number;
@@ -219,7 +275,9 @@ interface Checked {
       cacheTtl: string | number;
     };
   };
-  bootstrapToken: { ttl: string | number; uses: number };
+  bootstrapToken: { ttl: string | number; uses: number; derivationKeyFile?: string };
+  bootstrapCommands: { match: string; command: string }[];
+  artifacts: { dir?: string; signingKeyFile?: string };
   oneTimeFetch: OneTimeFetch;
   limits: {
     bodyBytes: number;
@@ -243,6 +301,7 @@ interface Checked {
 interface RawArtifact {
   url: string;
   sha256: string;
+  sha512?: string;
   signatureUrl: string;
   publicKeyPem?: string;
   publicKeyFile?: string;
@@ -328,12 +387,43 @@ function parseFetcherArtifact(
   if (!publicKeyPem.includes("-----BEGIN PUBLIC KEY-----")) {
     throw usage(`${key}.publicKeyPem`, "must be a PEM public key (-----BEGIN PUBLIC KEY-----)");
   }
-  return {
+  const out: { -readonly [K in keyof FetcherArtifact]: FetcherArtifact[K] } = {
     url: f.url,
     sha256: f.sha256.toLowerCase(),
     signatureUrl: f.signatureUrl,
     publicKeyPem: publicKeyPem.trim(),
   };
+  if (f.sha512 !== undefined) out.sha512 = f.sha512.toLowerCase();
+  return out;
+}
+
+/** Bytes of a derivation key file, at least 32 (256 bits); never echoed. */
+function readDerivationKey(path: string | undefined, cwd: string): Uint8Array | undefined {
+  if (path === undefined) return undefined;
+  let bytes: Buffer;
+  try {
+    bytes = readFileSync(resolve(cwd, path));
+  } catch {
+    throw usage("bootstrapToken.derivationKeyFile", `cannot read ${path}`);
+  }
+  // A trailing line break (an editor's, a copy's) is not part of the key.
+  let end = bytes.length;
+  while (end > 0 && (bytes[end - 1] === 0x0a || bytes[end - 1] === 0x0d)) end--;
+  bytes = bytes.subarray(0, end);
+  if (bytes.length < 32) throw usage("bootstrapToken.derivationKeyFile", `${path} holds fewer than 32 bytes`);
+  return new Uint8Array(bytes);
+}
+
+function parseBootstrapCommands(rules: Checked["bootstrapCommands"]): BootstrapCommandRule[] {
+  return rules.map((r, i) => {
+    const where = `bootstrapCommands[${i}]`;
+    try {
+      return { match: compileRegex(r.match), command: checkBootstrapCommand(r.command, `${where}.command`) };
+    } catch (err) {
+      if (err instanceof BootsealError) throw usage(where, err.message);
+      throw err;
+    }
+  });
 }
 
 /** `trustProxy`: a boolean, or addresses/CIDRs as a list or a comma-separated string. */
@@ -405,6 +495,14 @@ export function validateServiceConfig(rawInput: Raw, cwd: string = process.cwd()
       ttlMs: parseDuration(c.bootstrapToken.ttl, "bootstrapToken.ttl", { min: 1000 }),
       uses: c.bootstrapToken.uses,
     },
+    bootstrapCommands: parseBootstrapCommands(c.bootstrapCommands),
+    artifacts: {
+      dir: c.artifacts.dir === undefined ? packageSeaDir(cwd) : resolve(cwd, c.artifacts.dir),
+      signingKeyFile: resolve(
+        cwd,
+        c.artifacts.signingKeyFile ?? join(c.dataDir, "keys", "artifact-signing.pem"),
+      ),
+    },
     oneTimeFetch: c.oneTimeFetch,
     limits: parseLimits(c.limits),
     rateLimit: c.rateLimit,
@@ -425,6 +523,8 @@ export function validateServiceConfig(rawInput: Raw, cwd: string = process.cwd()
   const out = config as { -readonly [K in keyof ServiceConfig]: ServiceConfig[K] };
   if (c.publicUrl !== undefined) out.publicUrl = c.publicUrl.replace(/\/+$/, "");
   if (tls) out.tls = tls;
+  const derivationKey = readDerivationKey(c.bootstrapToken.derivationKeyFile, cwd);
+  if (derivationKey) out.bootstrapToken = { ...out.bootstrapToken, derivationKey };
   if (fetcherArtifact) out.fetcherArtifact = fetcherArtifact;
   if (fetcherArtifactWindows) out.fetcherArtifactWindows = fetcherArtifactWindows;
   return config;

@@ -13,6 +13,7 @@ import type { ObjectStore } from "../../providers/stores/object-store.ts";
 import type { ServiceConfig } from "../config/service-config.ts";
 import { isBootsealError } from "../errors.ts";
 import { formatMachineId } from "../machine/machine-id.ts";
+import { artifactCatalog } from "./artifacts.ts";
 import type { ServiceContext } from "./context.ts";
 import { ControllerCredentials } from "./controllers/credentials.ts";
 import { eventsBus } from "./events-bus.ts";
@@ -30,6 +31,7 @@ import {
 } from "./plugins/http-edge.ts";
 import { createMetrics, metricsPlugin } from "./plugins/metrics.ts";
 import { RecordCache } from "./record-cache.ts";
+import { artifactsRoutes } from "./routes/artifacts.ts";
 import { docsRoutes } from "./routes/docs.ts";
 import { eventsRoutes } from "./routes/events.ts";
 import { healthRoutes, type ReadinessProbe } from "./routes/health.ts";
@@ -51,6 +53,8 @@ export type AppConfig = Pick<
   | "kubernetesBindings"
   | "controllerAuth"
   | "bootstrapToken"
+  | "bootstrapCommands"
+  | "artifacts"
   | "oneTimeFetch"
   | "limits"
   | "rateLimit"
@@ -209,12 +213,15 @@ export function buildApp(deps: AppDeps): FastifyInstance {
       rules: config.creationRules,
       keyDeps: deps.keyDeps ?? {},
       bootstrapToken: config.bootstrapToken,
+      bootstrapCommands: config.bootstrapCommands,
+      artifacts: artifactCatalog(config.artifacts),
       oneTimeFetch: config.oneTimeFetch,
       bodyLimit,
       fetcherArtifact: config.fetcherArtifact,
       fetcherArtifactWindows: config.fetcherArtifactWindows,
       publicUrl: config.publicUrl,
       events,
+      machineAuth: config.machineAuth,
       statusReports,
       metrics,
       heartbeatMs: config.events.heartbeatSeconds * 1000,
@@ -229,6 +236,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
       machineAuth: config.machineAuth,
       authFailuresPerMinute: config.rateLimit.authFailuresPerMinute,
     });
+    artifactsRoutes(api, ctx);
     eventsRoutes(api, ctx);
     // Own context: the config routes swap the body parsers for one raw-bytes parser.
     await api.register(async (raw) => machineConfigRoutes(raw, ctx));

@@ -1,7 +1,9 @@
 /** What the routes share: built once per app by buildApp, holding no per-machine state. */
 import type { ProviderDeps } from "../../providers/keys/index.ts";
-import type { FetcherArtifact, OneTimeFetch } from "../config/service-config.ts";
+import type { MachineAuthConfig } from "../config/machine-auth.ts";
+import type { BootstrapCommandRule, FetcherArtifact, OneTimeFetch } from "../config/service-config.ts";
 import type { SopsConfig } from "../config/sops-config.ts";
+import type { ArtifactCatalog } from "./artifacts.ts";
 import type { EventsBus } from "./events-bus.ts";
 import type { MachineStore } from "./machine-store.ts";
 import type { Metrics } from "./plugins/metrics.ts";
@@ -11,7 +13,16 @@ export interface ServiceContext {
   readonly machines: MachineStore;
   readonly rules: SopsConfig;
   readonly keyDeps: ProviderDeps;
-  readonly bootstrapToken: { readonly ttlMs: number; readonly uses: number };
+  readonly bootstrapToken: {
+    readonly ttlMs: number;
+    readonly uses: number;
+    /** Publishes derive their tokens from it (stable GET …/userdata); absent: random tokens. */
+    readonly derivationKey?: Uint8Array;
+  };
+  /** The bootstrap command per machine (`bootstrapCommands`), when a publish names none. */
+  readonly bootstrapCommands: readonly BootstrapCommandRule[];
+  /** The executables the service serves and signs itself (/v1/artifacts/). */
+  readonly artifacts: ArtifactCatalog;
   readonly oneTimeFetch: OneTimeFetch;
   readonly bodyLimit: number;
   /** Linux fetcher: cloud-init and Ignition stubs. */
@@ -21,6 +32,8 @@ export interface ServiceContext {
   /** `publicUrl` from the configuration; undefined: derived from the request's Host. */
   readonly publicUrl: string | undefined;
   readonly events: EventsBus;
+  /** Cloud-identity login: bindings (which machines log in how) and the flags stubs pass. */
+  readonly machineAuth: MachineAuthConfig;
   /** Machines' status reports: intermediate ones held, terminal ones written (status-coalescer.ts). */
   readonly statusReports: StatusCoalescer;
   readonly metrics: Metrics;

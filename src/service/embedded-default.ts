@@ -1,8 +1,9 @@
 /**
  * The embedded default (docs/configuration.md): with no config file the service keeps everything under
  * one data directory. On first start it generates an age identity (its recipient is the one
- * creation rule) and a controller token with every scope, both files mode 0600. Later starts
- * reuse them. The service keeps only the token's SHA-256 in memory.
+ * creation rule), a controller token with every scope and the bootstrap-token derivation key
+ * (stable user-data stubs: tokens.ts deriveToken), all files mode 0600. Later starts reuse
+ * them. The service keeps only the controller token's SHA-256 in memory.
  */
 import { createHash, randomBytes } from "node:crypto";
 import { constants } from "node:fs";
@@ -21,15 +22,17 @@ export interface EmbeddedDefault {
   readonly controllerTokenFile: string;
   /** SHA-256 of the controller token, hex; the token itself is not kept. */
   readonly controllerTokenSha256: string;
+  /** bootstrapToken.derivationKeyFile */
+  readonly derivationKeyFile: string;
 }
 
 /** Write a secret file, refusing to leave it readable by others even if it existed before. */
-async function writeSecretFile(path: string, content: string): Promise<void> {
+export async function writeSecretFile(path: string, content: string): Promise<void> {
   await writeFile(path, content, { mode: 0o600, flag: "wx" });
   await chmod(path, 0o600);
 }
 
-async function exists(path: string): Promise<boolean> {
+export async function exists(path: string): Promise<boolean> {
   try {
     await access(path, constants.F_OK);
     return true;
@@ -63,6 +66,12 @@ async function ensureControllerToken(path: string): Promise<string> {
   return createHash("sha256").update(token).digest("hex");
 }
 
+async function ensureDerivationKey(path: string): Promise<void> {
+  // 256 random bits as base64url text: copyable between replicas like the age identity.
+  if (!(await exists(path))) await writeSecretFile(path, `${randomBytes(32).toString("base64url")}\n`);
+  await chmod(path, 0o600);
+}
+
 /**
  * `file://` and the directory, percent-encoded as a file URL path (`/tmp/a%20b/data/store`):
  * a store URL has no spaces, and the file store decodes the escapes.
@@ -86,6 +95,8 @@ export async function prepareEmbeddedDefault(dataDirArg: string): Promise<Embedd
   const controllerTokenFile = join(keysDir, "controller-token");
   const ageRecipient = await ensureAgeIdentity(ageKeyFile);
   const controllerTokenSha256 = await ensureControllerToken(controllerTokenFile);
+  const derivationKeyFile = join(keysDir, "bootstrap-token-derivation.key");
+  await ensureDerivationKey(derivationKeyFile);
   return {
     dataDir,
     storeDir,
@@ -94,5 +105,6 @@ export async function prepareEmbeddedDefault(dataDirArg: string): Promise<Embedd
     ageRecipient,
     controllerTokenFile,
     controllerTokenSha256,
+    derivationKeyFile,
   };
 }

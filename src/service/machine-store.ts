@@ -80,6 +80,9 @@ export interface PublishedConfig {
 export interface TokenMirror {
   readonly sha256: string;
   readonly expiresAt: string;
+  /** A derived token's salt and the published bootstrap command: GET …/userdata renders from these. */
+  readonly salt?: string;
+  readonly command?: string;
 }
 
 export interface StatusRecord {
@@ -426,12 +429,20 @@ export interface PublishRecord {
   /** Who published (a controller's name), for the history. */
   readonly by: string;
   readonly now: Date;
-  /** The token the publish minted. */
-  readonly token: TokenRecord;
+  /** The token the publish minted; a function of the new version for a derived token. */
+  readonly token: TokenRecord | ((version: number) => TokenRecord);
   readonly seen?: Seen<StatusRecord>;
 }
 
-const mirrorOf = (token: TokenRecord): TokenMirror => ({ sha256: token.sha256, expiresAt: token.expiresAt });
+function mirrorOf(token: TokenRecord): TokenMirror {
+  const mirror: { -readonly [K in keyof TokenMirror]: TokenMirror[K] } = {
+    sha256: token.sha256,
+    expiresAt: token.expiresAt,
+  };
+  if (token.salt !== undefined) mirror.salt = token.salt;
+  if (token.command !== undefined) mirror.command = token.command;
+  return mirror;
+}
 
 /** The token record a mirror stands for, for checkToken (uses are not mirrored: status posts spend none). */
 export function tokenFromMirror(m: MachineId, mirror: TokenMirror): TokenRecord {
@@ -490,7 +501,7 @@ export function machineStore(store: ObjectStore, cache?: RecordCache): MachineSt
             updatedAt: at,
             config,
             history: appendHistory(current?.history ?? [], { phase: "published", at, by, version }),
-            token: mirrorOf(token),
+            token: mirrorOf(typeof token === "function" ? token(version) : token),
           };
         },
         options,

@@ -7,7 +7,7 @@
  * The service keeps only SHA-256(token) in `tokens/<ns>/<name>.json`, with its expiry and the
  * fetches left; the token itself is shown once, in the publish (or userdata) response.
  */
-import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import { BootsealError } from "../errors.ts";
 import { formatMachineId, isDnsLabel, type MachineId } from "../machine/machine-id.ts";
 
@@ -29,6 +29,15 @@ export interface TokenRecord {
   readonly firstFetch?: { readonly etag: string; readonly at: string };
   /** One-time fetch `after-success`: the config is gone; the token only lets the machine finish. */
   readonly retired?: "after-success";
+  /**
+   * A derived token (deriveToken): the publish's random salt, base64url. Not secret by itself:
+   * the token is an HMAC under the service's derivation key. Absent: a random token.
+   */
+  readonly salt?: string;
+  /** The publish version a derived token belongs to. */
+  readonly version?: number;
+  /** The bootstrap command the stub carries (`--exec`), stored with the published version. */
+  readonly command?: string;
 }
 
 /**
@@ -79,6 +88,52 @@ export function mintToken(
       issuedAt: now.toISOString(),
       expiresAt: new Date(now.getTime() + ttlMs).toISOString(),
       usesLeft: uses,
+    },
+  };
+}
+
+/** Domain separation of the derivation: this HMAC key derives nothing else. */
+const DERIVATION_LABEL = "bootseal-bootstrap-token";
+const SALT_BYTES = 16;
+
+export function newSalt(): string {
+  return randomBytes(SALT_BYTES).toString("base64url");
+}
+
+/**
+ * The token of one publish, derived instead of drawn: secret = base64url(HMAC-SHA256(key,
+ * "bootseal-bootstrap-token\0" + ns/name + "\0" + version + "\0" + salt)). The same inputs
+ * give the same token, so a user-data stub for a published version can be rendered again
+ * (byte-identical) without storing the token; the per-publish salt makes a republish of the
+ * same version number (after a delete) a different token. NUL cannot occur in any field.
+ */
+export function deriveToken(key: Uint8Array, machine: MachineId, version: number, salt: string): string {
+  const message = [DERIVATION_LABEL, formatMachineId(machine), String(version), salt].join("\0");
+  const secret = createHmac("sha256", key).update(message, "utf8").digest("base64url");
+  return `${PREFIX}.${machine.namespace}.${machine.name}.${secret}`;
+}
+
+/** A derived token and its record (the salt and version kept in it). */
+export function mintDerivedToken(
+  key: Uint8Array,
+  machine: MachineId,
+  version: number,
+  salt: string,
+  ttlMs: number,
+  uses: number,
+  now: Date,
+): { token: string; record: TokenRecord } {
+  const token = deriveToken(key, machine, version, salt);
+  return {
+    token,
+    record: {
+      machine: formatMachineId(machine),
+      sha256: sha256Hex(token),
+      issuedAt: now.toISOString(),
+      expiresAt: new Date(now.getTime() + ttlMs).toISOString(),
+      usesLeft: uses,
+      salt,
+      version,
     },
   };
 }

@@ -10,7 +10,7 @@
  */
 import assert from "node:assert/strict";
 import { createHash, generateKeyPairSync, randomBytes } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -60,6 +60,7 @@ function config(name: string, recipient: string, extra: Record<string, unknown>)
     fetcherArtifact: {
       url: "https://downloads.example.test/bootseal-linux-amd64",
       sha256: "ab".repeat(32),
+      sha512: "ef".repeat(64),
       signatureUrl: "https://downloads.example.test/bootseal-linux-amd64.sig",
       publicKeyPem: pem(),
     },
@@ -91,8 +92,16 @@ before(async () => {
   dir = mkdtempSync(join(tmpdir(), "bootseal-corpus-"));
   const recipient = await identityToRecipient(await generateX25519Identity());
   const env = { PATH: process.env.PATH, HOME: dir };
+  // A derivation key: GET …/userdata renders the publish's token again (stable stubs).
+  const derivationKeyFile = join(dir, "derivation.key");
+  writeFileSync(derivationKeyFile, randomBytes(32), { mode: 0o600 });
   [a, b] = await Promise.all([
-    serve(dir, "a", config("a", recipient, { bootstrapToken: { ttl: "1h", uses: 1_000_000 } }), env),
+    serve(
+      dir,
+      "a",
+      config("a", recipient, { bootstrapToken: { ttl: "1h", uses: 1_000_000, derivationKeyFile } }),
+      env,
+    ),
     serve(dir, "b", config("b", recipient, { bootstrapToken: { ttl: "1s", uses: 1 } }), env),
   ]);
   const stale = await publish(b, "corpus/exp");

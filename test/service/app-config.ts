@@ -11,6 +11,8 @@ const MINIMAL = {
   store: "file:///nonexistent",
   creation_rules: [{ age: "age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p" }],
   controllers: [{ name: "unused", tokenSha256: "0".repeat(64), scopes: ["admin"] }],
+  // Not the checkout's sea/: a test that wants served executables makes its own directory.
+  artifacts: { dir: "/nonexistent/bootseal-artifacts" },
 };
 
 export function appConfig(overrides: Partial<AppConfig> = {}): AppConfig {

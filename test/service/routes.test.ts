@@ -191,6 +191,7 @@ const pemOf = () => String(generateKeyPairSync("ed25519").publicKey.export({ typ
 const LINUX = {
   url: "https://dl.example.com/bootseal/0.1.0/bootseal-linux-amd64",
   sha256: "1a".repeat(32),
+  sha512: "3c".repeat(64),
   signatureUrl: "https://dl.example.com/bootseal/0.1.0/bootseal-linux-amd64.sig",
   publicKeyPem: pemOf(),
 };
@@ -230,9 +231,10 @@ async function publishFor(a: ReturnType<typeof app>["app"], machine: string): Pr
   return (put.json() as { bootstrapToken: string }).bootstrapToken;
 }
 
+// POST: the explicit mint (GET renders a derived token again; test/service/userdata-stable.test.ts).
 const userdata = (a: ReturnType<typeof app>["app"], machine: string, format: string) =>
   a.inject({
-    method: "GET",
+    method: "POST",
     url: `/v1/machines/${machine}/userdata?format=${format}`,
     headers: bearer(ADMIN),
   });
@@ -303,7 +305,10 @@ test("userdata: cloud-init and ignition without fetcherArtifact are 501, never a
     assert.equal(res.statusCode, 501, `${format}: ${res.body}`);
     const err = res.json() as { code: string; message: string };
     assert.equal(err.code, "UNSUPPORTED");
-    assert.match(err.message, /need fetcherArtifact \(the Linux/);
+    assert.match(
+      err.message,
+      /need the Linux executable bootseal-linux-x64: build it with `npm run build:sea`.*fetcherArtifact$/,
+    );
     assert.ok(!res.body.includes(WINDOWS.url));
   }
   assert.equal(await fetchWith(a, "prod/lin", token), 200, "the token was not replaced");

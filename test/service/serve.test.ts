@@ -140,6 +140,7 @@ before(async () => {
         fetcherArtifact: {
           url: "https://downloads.example.test/bootseal-linux-amd64",
           sha256: "ab".repeat(32),
+          sha512: "ef".repeat(64),
           signatureUrl: "https://downloads.example.test/bootseal-linux-amd64.sig",
           publicKeyPem: generateKeyPairSync("ed25519").publicKey.export({ type: "spki", format: "pem" }),
         },
@@ -576,10 +577,10 @@ describe("bootseal serve (file store)", () => {
     await resumed.close();
   });
 
-  test("userdata renders a stub with a FRESH token; the previous token stops working", async () => {
+  test("userdata (POST) renders a stub with a FRESH token; the previous token stops working", async () => {
     const p = await publish(c, "prod/ud", "x");
     const ud = (format: string, token = ADMIN) =>
-      call(`${c.url}/v1/machines/prod/ud/userdata?format=${format}`, { token });
+      call(`${c.url}/v1/machines/prod/ud/userdata?format=${format}`, { method: "POST", token });
     const res = await ud("cloud-init");
     assert.equal(res.status, 200, res.body.toString());
     assert.match(res.headers.get("content-type") ?? "", /^text\/cloud-config/);
@@ -593,7 +594,12 @@ describe("bootseal serve (file store)", () => {
     for (const format of ["ignition", "powershell"]) assert.equal((await ud(format)).status, 200, format);
     expectError(await ud("nope"), 400, "BAD_INPUT");
     expectError(await ud("cloud-init", READER), 403, "FORBIDDEN");
-    expectError(await call(`${c.url}/v1/machines/prod/none/userdata?format=ignition`, { token: ADMIN }), 404);
+    expectError(
+      await call(`${c.url}/v1/machines/prod/none/userdata?format=ignition`, { method: "POST", token: ADMIN }),
+      404,
+    );
+    // No derivation key in this configuration: GET cannot render the stub twice and says so.
+    expectError(await call(`${c.url}/v1/machines/prod/ud/userdata?format=ignition`, { token: ADMIN }), 409);
     // No fetcherArtifact configured: 501, and nothing is minted.
     expectError(
       await call(`${a.url}/v1/machines/prod/worker-0/userdata?format=cloud-init`, { token: ADMIN }),

@@ -129,7 +129,7 @@ test("the mirror follows the token: a republish, a minted stub and a delete each
   assert.equal((await post(app, "m1", second, "running")).statusCode, 200);
 
   const stub = await app.inject({
-    method: "GET",
+    method: "POST",
     url: "/v1/machines/ns/m1/userdata?format=cloud-init",
     headers: bearer(ADMIN),
   });

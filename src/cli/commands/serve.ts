@@ -90,6 +90,11 @@ export const serveCommand: Command = {
       raw.controllers ??= [
         { name: "embedded", tokenSha256: embedded.controllerTokenSha256, scopes: [...SCOPES] },
       ];
+      const token = (raw.bootstrapToken ?? {}) as Record<string, unknown>;
+      raw.bootstrapToken = {
+        ...token,
+        derivationKeyFile: token.derivationKeyFile ?? embedded.derivationKeyFile,
+      };
       const audit = (raw.audit ?? {}) as Record<string, unknown>;
       raw.audit = { ...audit, path: audit.path ?? join(dataDir, "audit.log") };
     }
@@ -110,6 +115,7 @@ export const serveCommand: Command = {
         `  age recipient:    ${embedded.ageRecipient}`,
         `  age identity:     ${embedded.ageKeyFile}`,
         `  controller token: ${embedded.controllerTokenFile}`,
+        `  token key:        ${embedded.derivationKeyFile}`,
       );
     } else {
       lines.push(`  controllers:      ${config.controllers.map((c) => c.name).join(", ")}`);

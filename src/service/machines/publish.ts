@@ -2,14 +2,21 @@
  * Publishing a machine's config: the document is prepared (encrypted, or an upload checked:
  * ../publish.ts), stored under the caller's write condition, a fresh bootstrap token is
  * minted (the previous one stops working), and the publish is recorded in the status.
+ *
+ * With a derivation key the token is DERIVED from the machine, the new version and a random
+ * salt (tokens.ts deriveToken), and the salt is kept in the token record and its mirror, so
+ * GET …/userdata can render the same stub again without storing the token. The bootstrap
+ * command (the publish's, else the first matching `bootstrapCommands` rule) is stored with
+ * the token, never in the encrypted config: the stub carries it to `bootseal fetch --exec`.
  */
 import type { ObjectInfo, WriteCondition } from "../../../providers/stores/object-store.ts";
+import { checkBootstrapCommand } from "../../config/service-config.ts";
 import { contentTypeOf } from "../../envelope/document.ts";
 import { BootsealError } from "../../errors.ts";
-import type { MachineId } from "../../machine/machine-id.ts";
+import { formatMachineId, type MachineId } from "../../machine/machine-id.ts";
 import { quoteEtag, type ServiceContext } from "../context.ts";
 import { type PreparedDocument, prepareDocument } from "../publish.ts";
-import { mintToken, sha256Hex } from "../tokens.ts";
+import { mintDerivedToken, mintToken, newSalt, sha256Hex, type TokenRecord } from "../tokens.ts";
 
 export interface PublishRequest {
   readonly body: Uint8Array;
@@ -21,6 +28,8 @@ export interface PublishRequest {
   readonly by: string;
   /** For the key-service calls only: a half-made publish is worse than a finished one. */
   readonly signal: AbortSignal;
+  /** The bootstrap command for this version (checked: checkBootstrapCommand); none: the rules'. */
+  readonly bootstrapCommand: string | undefined;
 }
 
 export interface PublishResult {
@@ -56,6 +65,59 @@ async function storeConfig(
   }
 }
 
+export const BOOTSTRAP_COMMAND_HEADER = "x-bootseal-bootstrap-command";
+
+/**
+ * The publish's `X-Bootseal-Bootstrap-Command` header, checked before anything is stored.
+ * Its bytes are UTF-8 (Node hands header bytes over as Latin-1: decoded back here).
+ */
+export function bootstrapCommandHeader(value: string | string[] | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  if (Array.isArray(value)) {
+    throw new BootsealError("BAD_INPUT", `${BOOTSTRAP_COMMAND_HEADER}: given more than once`);
+  }
+  const bytes = Buffer.from(value, "latin1");
+  const text = bytes.toString("utf8");
+  if (!Buffer.from(text, "utf8").equals(bytes)) {
+    throw new BootsealError("BAD_INPUT", `${BOOTSTRAP_COMMAND_HEADER}: not UTF-8`);
+  }
+  return checkBootstrapCommand(text, BOOTSTRAP_COMMAND_HEADER);
+}
+
+/** The bootstrap command of a publish: its own, else the first rule whose `match` finds `<ns>/<name>`. */
+export function bootstrapCommandFor(
+  ctx: ServiceContext,
+  m: MachineId,
+  own: string | undefined,
+): string | undefined {
+  if (own !== undefined) return own;
+  const id = formatMachineId(m);
+  return ctx.bootstrapCommands.find((r) => r.match.test(id))?.command;
+}
+
+/**
+ * The publish's token as a function of the version the status record gives it: derived
+ * (the same token for the same version, salt and key, on every compare-and-swap attempt) or,
+ * without a derivation key, one random token whatever the version.
+ */
+function publishToken(
+  ctx: ServiceContext,
+  m: MachineId,
+  own: string | undefined,
+  now: Date,
+): (version: number) => { token: string; record: TokenRecord } {
+  const { ttlMs, uses, derivationKey } = ctx.bootstrapToken;
+  const command = bootstrapCommandFor(ctx, m, own);
+  const withCommand = (minted: { token: string; record: TokenRecord }) =>
+    command === undefined ? minted : { token: minted.token, record: { ...minted.record, command } };
+  if (derivationKey === undefined) {
+    const minted = withCommand(mintToken(m, ttlMs, uses, now));
+    return () => minted;
+  }
+  const salt = newSalt();
+  return (version) => withCommand(mintDerivedToken(derivationKey, m, version, salt, ttlMs, uses, now));
+}
+
 export async function publishConfig(
   ctx: ServiceContext,
   m: MachineId,
@@ -72,7 +134,7 @@ export async function publishConfig(
       instrumentKey: metrics.instrumentKey,
     });
     const { created, info } = await storeConfig(ctx, m, prepared, request.condition);
-    const { token, record } = mintToken(m, ctx.bootstrapToken.ttlMs, ctx.bootstrapToken.uses, now);
+    const mint = publishToken(ctx, m, request.bootstrapCommand, now);
     const sha256 = sha256Hex(prepared.bytes);
     const etag = quoteEtag(info.etag);
     // The status record (with the new token's mirror) before the token record: a publish cut
@@ -82,9 +144,10 @@ export async function publishConfig(
       config: { etag, sha256, publishedAt: now.toISOString(), format: prepared.format },
       by: request.by,
       now,
-      token: record,
+      token: (version) => mint(version).record,
       seen: created ? null : undefined,
     });
+    const { token, record } = mint(status.version);
     await machines.writeToken(m, record);
     ctx.events.publish({ ...m, phase: "published", version: status.version, at: status.updatedAt });
     metrics.publishes.inc({ outcome: "ok" });

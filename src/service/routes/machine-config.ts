@@ -12,7 +12,7 @@ import { BootsealError } from "../../errors.ts";
 import type { ServiceContext } from "../context.ts";
 import { deleteConfig } from "../machines/delete.ts";
 import { fetchConfig } from "../machines/fetch.ts";
-import { publishConfig } from "../machines/publish.ts";
+import { bootstrapCommandHeader, publishConfig } from "../machines/publish.ts";
 import { signalFor } from "../plugins/auth.ts";
 import { machineTokenOf, mayMintTokens, stateOf, who } from "../request-state.ts";
 import { deleteSchema, fetchSchema, publishSchema } from "../schemas/config.ts";
@@ -69,10 +69,12 @@ export function machineConfigRoutes(parent: FastifyInstance, ctx: ServiceContext
       if (request.query.format && !isUtf8(payload)) {
         throw new BootsealError("BAD_INPUT", `a ?format=${request.query.format} payload must be UTF-8 text`);
       }
+      const bootstrapCommand = bootstrapCommandHeader(request.headers["x-bootseal-bootstrap-command"]);
       const result = await publishConfig(
         ctx,
         { namespace: request.params.ns, name: request.params.name },
         {
+          bootstrapCommand,
           body: payload,
           contentType: request.headers["content-type"],
           format: request.query.format,

@@ -1,32 +1,54 @@
 /**
- * GET /v1/machines/:ns/:name/userdata?format=cloud-init|ignition|powershell: the non-secret
- * stub that installs and runs `bootseal fetch`, with a freshly minted bootstrap token
- * (../machines/userdata.ts).
+ * /v1/machines/:ns/:name/userdata?format=cloud-init|ignition|powershell[&arch=x64|arm64]: the
+ * non-secret stub that installs and runs `bootseal fetch` (../machines/userdata.ts).
+ * GET renders the published version's stub again (safe, idempotent); POST mints a fresh token
+ * into it. Both need `tokens:mint`: the stub carries a token.
  */
-import type { FastifyInstance } from "fastify";
+import type { FastifyInstance, FastifyReply } from "fastify";
 import type { ServiceContext } from "../context.ts";
-import { mintUserdata } from "../machines/userdata.ts";
-import { userdataSchema } from "../schemas/config.ts";
+import { getUserdata, mintUserdata, type UserdataRequest, type UserdataStub } from "../machines/userdata.ts";
+import { userdataMintSchema, userdataSchema } from "../schemas/config.ts";
 import type { RequestTypeProvider } from "../schemas/type-provider.ts";
 
 export function userdataRoutes(parent: FastifyInstance, ctx: ServiceContext): void {
   const app = parent.withTypeProvider<RequestTypeProvider>();
+  const answer = (reply: FastifyReply, stub: UserdataStub) => {
+    reply.code(200).header("content-type", stub.contentType).header("cache-control", "no-store");
+    if (stub.tokenExpiresAt !== undefined) reply.header("x-bootseal-token-expires-at", stub.tokenExpiresAt);
+    return reply.send(stub.body);
+  };
+  const requestOf = (
+    query: { format: UserdataRequest["format"]; arch?: UserdataRequest["arch"] },
+    fallbackUrl: string,
+  ): UserdataRequest => ({
+    format: query.format,
+    arch: query.arch ?? "x64",
+    serviceUrl: ctx.publicUrl ?? fallbackUrl,
+  });
   app.get(
     "/v1/machines/:ns/:name/userdata",
-    { schema: userdataSchema, config: { auth: { scopes: ["configs:write"] }, audit: "mint-token" } },
+    { schema: userdataSchema, config: { auth: { scopes: ["tokens:mint"] }, audit: "userdata" } },
     async (request, reply) => {
+      const m = { namespace: request.params.ns, name: request.params.name };
+      const stub = await getUserdata(
+        ctx,
+        m,
+        requestOf(request.query, `${request.protocol}://${request.host}`),
+      );
+      return answer(reply as FastifyReply, stub);
+    },
+  );
+  app.post(
+    "/v1/machines/:ns/:name/userdata",
+    { schema: userdataMintSchema, config: { auth: { scopes: ["tokens:mint"] }, audit: "mint-token" } },
+    async (request, reply) => {
+      const m = { namespace: request.params.ns, name: request.params.name };
       const stub = await mintUserdata(
         ctx,
-        { namespace: request.params.ns, name: request.params.name },
-        request.query.format,
-        ctx.publicUrl ?? `${request.protocol}://${request.host}`,
+        m,
+        requestOf(request.query, `${request.protocol}://${request.host}`),
       );
-      return reply
-        .code(200)
-        .header("content-type", stub.contentType)
-        .header("cache-control", "no-store")
-        .header("x-bootseal-token-expires-at", stub.tokenExpiresAt)
-        .send(stub.body);
+      return answer(reply as FastifyReply, stub);
     },
   );
 }

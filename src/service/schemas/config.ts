@@ -66,18 +66,39 @@ export const deleteSchema = {
   response: { 204: { description: "deleted", type: "null" }, ...errorResponses },
 } as const;
 
+const userdataQuery = {
+  type: "object",
+  properties: {
+    format: { type: "string", enum: ["cloud-init", "ignition", "powershell"] },
+    arch: {
+      type: "string",
+      enum: ["x64", "arm64"],
+      default: "x64",
+      description: "the Linux executable's architecture (cloud-init, ignition); powershell is x64",
+    },
+  },
+  required: ["format"],
+  additionalProperties: false,
+} as const;
+
 export const userdataSchema = {
-  summary: "Non-secret user-data stub that installs and runs bootseal fetch",
+  summary: "The user-data stub of the published version (safe: the same bytes every time, nothing written)",
   description:
-    "Mints a FRESH bootstrap token (the previous one stops working: the service keeps only hashes) and " +
-    "renders it into the stub.",
+    "Renders the stub again from the publish: its token was derived from the service's derivation key, so " +
+    "two GETs give byte-identical stubs and a republish a new one. 409 MINT_REQUIRED without a derivation " +
+    "key (or after a POST minted the current token): POST mints. Needs `tokens:mint` (the stub reveals a token).",
   tags: ["configs"],
   params: machineParams,
-  querystring: {
-    type: "object",
-    properties: { format: { type: "string", enum: ["cloud-init", "ignition", "powershell"] } },
-    required: ["format"],
-    additionalProperties: false,
-  },
+  querystring: userdataQuery,
+  response: { 200: { description: "the stub", type: "string" }, ...errorResponses },
+} as const;
+
+export const userdataMintSchema = {
+  summary: "Mint a FRESH bootstrap token and render it into a user-data stub",
+  description:
+    "The explicit mint: the previous token stops working (the service keeps only hashes). Needs `tokens:mint`.",
+  tags: ["configs"],
+  params: machineParams,
+  querystring: userdataQuery,
   response: { 200: { description: "the stub", type: "string" }, ...errorResponses },
 } as const;

@@ -1,6 +1,6 @@
 /**
  * User-data stubs (GET /v1/machines/:ns/:name/userdata?format=...): small, non-secret but
- * for the bootstrap token, they install the bootseal fetcher, check the executable's
+ * for the bootstrap token (none at all for a machine with a cloud identity), they install the bootseal fetcher, check the executable's
  * SHA-256 and Ed25519 signature before it runs, and start it (docs/userdata.md).
  * Pure string generation: no I/O.
  */
@@ -11,12 +11,21 @@ import type { UserdataFormat, UserdataParams } from "./params.ts";
 import { checkParams, USERDATA_FORMATS } from "./params.ts";
 import { renderPowerShell } from "./powershell.ts";
 
-export { IGNITION_SPEC_VERSION } from "./ignition.ts";
+export { IGNITION_CLAIMED_VERSIONS, IGNITION_SPEC_VERSION } from "./ignition.ts";
 export { INSTALL_SCRIPT, INSTALL_SCRIPT_PATH } from "./install-script.ts";
 export { ENV_PATH, PUBKEY_PATH, TOKEN_PATH } from "./linux-files.ts";
-export type { CheckedParams, UserdataFormat, UserdataParams } from "./params.ts";
+export type { CheckedParams, StubAuth, UserdataFormat, UserdataParams } from "./params.ts";
 export { checkParams, USERDATA_FORMATS } from "./params.ts";
-export { SYSTEMD_UNIT, UNIT_NAME, UNIT_PATH } from "./systemd-unit.ts";
+export {
+  BIN_PATH,
+  DROPIN_DIR,
+  MACHINE_DROPIN,
+  SIGNATURE_PATH,
+  SYSTEMD_UNIT,
+  UNIT_NAME,
+  UNIT_PATH,
+  VERIFY_DROPIN,
+} from "./systemd-unit.ts";
 
 const CONTENT_TYPES: Record<UserdataFormat, string> = {
   "cloud-init": "text/cloud-config; charset=utf-8",

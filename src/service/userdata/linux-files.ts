@@ -1,10 +1,13 @@
 /**
- * The files a Linux stub (cloud-init or Ignition) writes: the same list for both, so the two
- * formats cannot drift apart. Only the token file is secret (mode 0600).
+ * The files a Linux stub (cloud-init or Ignition) writes: one list for both, so the two
+ * formats cannot drift apart. Only the token file is secret (mode 0600); a machine that
+ * logs in with its cloud identity gets no token file at all. The cloud-init stub downloads
+ * the executable with the install script; the Ignition stub has Ignition download it
+ * (ignition.ts), so the script is the one file it leaves out.
  */
 import { INSTALL_SCRIPT, INSTALL_SCRIPT_PATH } from "./install-script.ts";
 import type { CheckedParams } from "./params.ts";
-import { SYSTEMD_UNIT, UNIT_PATH } from "./systemd-unit.ts";
+import { DROPIN_DIR, MACHINE_DROPIN, machineDropin, SYSTEMD_UNIT, UNIT_PATH } from "./systemd-unit.ts";
 
 export const TOKEN_PATH = "/etc/bootseal/token";
 export const ENV_PATH = "/etc/bootseal/fetch.env";
@@ -40,17 +43,23 @@ export function envFile(p: CheckedParams): string {
   ];
   return (
     "# Written by the bootseal user-data stub; read by bootseal-fetch.service. Not secret:\n" +
-    "# the bootstrap token is in /etc/bootseal/token.\n" +
+    "# a bootstrap token, if the machine has one, is in /etc/bootseal/token.\n" +
     vars.map(([k, v]) => `${k}=${systemdEnvValue(v)}\n`).join("")
   );
 }
 
+export const MACHINE_DROPIN_PATH = `${DROPIN_DIR}/${MACHINE_DROPIN}`;
+
 export function linuxFiles(p: CheckedParams): LinuxFile[] {
-  return [
-    { path: TOKEN_PATH, content: p.bootstrapToken, mode: 0o600 },
+  const files: LinuxFile[] = [];
+  if (p.auth.method === "token") files.push({ path: TOKEN_PATH, content: p.auth.token, mode: 0o600 });
+  files.push(
     { path: ENV_PATH, content: envFile(p), mode: 0o644 },
     { path: PUBKEY_PATH, content: p.publicKeyPem, mode: 0o644 },
     { path: INSTALL_SCRIPT_PATH, content: INSTALL_SCRIPT, mode: 0o755 },
     { path: UNIT_PATH, content: SYSTEMD_UNIT, mode: 0o644 },
-  ];
+  );
+  const dropin = machineDropin(p);
+  if (dropin !== null) files.push({ path: MACHINE_DROPIN_PATH, content: dropin, mode: 0o644 });
+  return files;
 }

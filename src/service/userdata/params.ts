@@ -7,18 +7,46 @@
  * Messages never echo the token.
  */
 import { createPublicKey } from "node:crypto";
+import { checkBootstrapCommand } from "../../config/service-config.ts";
 import { BootsealError } from "../../errors.ts";
+import { type CloudAuthMethod, isCloudAuthMethod } from "../../machine/identity-login.ts";
 import { formatMachineId, isDnsLabel } from "../../machine/machine-id.ts";
 
 export type UserdataFormat = "cloud-init" | "ignition" | "powershell";
 
 export const USERDATA_FORMATS: readonly UserdataFormat[] = ["cloud-init", "ignition", "powershell"];
 
+/**
+ * How the machine authenticates: its bootstrap token (written 0600 by the stub), or its cloud
+ * identity (`bootseal fetch --auth METHOD`), in which case the stub carries no secret at all.
+ */
+export type StubAuth =
+  | { readonly method: "token"; readonly token: string }
+  /** `args`: the login flags after `--auth METHOD` (identity/index.ts loginFlags), no secret. */
+  | { readonly method: CloudAuthMethod; readonly args?: readonly string[] };
+
+/** A login flag or value a stub may carry unquoted in every stub language. */
+const LOGIN_ARG = /^[A-Za-z0-9._:/@=+,-]{1,512}$/;
+
+/** `--auth METHOD` and its login flags, as one command-line fragment. */
+export function authArgs(auth: Exclude<StubAuth, { method: "token" }>): string {
+  return ["--auth", auth.method, ...(auth.args ?? [])].join(" ");
+}
+
 export type UserdataParams = {
   serviceUrl: string;
   machine: { namespace: string; name: string };
-  bootstrapToken: string;
-  artifact: { url: string; sha256: string; signatureUrl: string; publicKeyPem: string };
+  auth: StubAuth;
+  /** The bootstrap command `bootseal fetch --exec` runs after the files; none: no --exec. */
+  command?: string | undefined;
+  artifact: {
+    url: string;
+    sha256: string;
+    /** Hex; Ignition's verification.hash (the Ignition stub needs it). */
+    sha512?: string | undefined;
+    signatureUrl: string;
+    publicKeyPem: string;
+  };
 };
 
 /** Params after validation and normalisation (lower-case hash, canonical PEM, no trailing slash). */
@@ -30,9 +58,12 @@ export type CheckedParams = {
   readonly machine: string;
   /** `<serviceUrl>/v1/machines/<namespace>/<name>/config` */
   readonly configUrl: string;
-  readonly bootstrapToken: string;
+  readonly auth: StubAuth;
+  readonly command: string | undefined;
   readonly artifactUrl: string;
   readonly artifactSha256: string;
+  /** Lower-case hex, or undefined when the artifact has none. */
+  readonly artifactSha512: string | undefined;
   readonly signatureUrl: string;
   /** SPKI PEM with LF line ends and a final newline. */
   readonly publicKeyPem: string;
@@ -43,6 +74,7 @@ const MAX_URL = 2048;
 // between single quotes in a systemd environment file, and nothing in it needs a shell.
 const URL_CHARS = /^[A-Za-z0-9\-._~:/?[\]@!$&()*+,;=%]+$/;
 const SHA256_HEX = /^[0-9a-fA-F]{64}$/;
+const SHA512_HEX = /^[0-9a-fA-F]{128}$/;
 const TOKEN = /^[A-Za-z0-9._-]{16,1024}$/;
 const PEM = /^-----BEGIN PUBLIC KEY-----\n(?:[A-Za-z0-9+/=]{1,76}\n){1,20}-----END PUBLIC KEY-----\n?$/;
 
@@ -96,6 +128,26 @@ function checkPublicKey(value: unknown): string {
   return canonical.endsWith("\n") ? canonical : canonical + "\n";
 }
 
+function checkAuth(value: unknown): StubAuth {
+  if (typeof value !== "object" || value === null) bad("auth: expected {method, token} or {method}");
+  const a = value as Record<string, unknown>;
+  if (a.method === "token") {
+    const token = a.token;
+    if (typeof token !== "string" || !TOKEN.test(token)) {
+      bad("auth.token: expected 16 to 1024 characters of [A-Za-z0-9._-]");
+    }
+    return { method: "token", token };
+  }
+  if (!isCloudAuthMethod(a.method)) bad("auth.method: expected token, aws-iam, gcp or azure");
+  // A cloud method carries no secret: a token beside it would be one.
+  if (a.token !== undefined) bad("auth.token: only with method token");
+  const args: unknown = a.args ?? [];
+  if (!Array.isArray(args) || args.some((x) => typeof x !== "string" || !LOGIN_ARG.test(x))) {
+    bad("auth.args: expected login flags of [A-Za-z0-9._:/@=+,-]");
+  }
+  return { method: a.method, args: args as string[] };
+}
+
 /** Checks and normalises the params; throws BootsealError("BAD_INPUT") on the first fault. */
 export function checkParams(params: UserdataParams): CheckedParams {
   if (typeof params !== "object" || params === null) bad("userdata params: expected an object");
@@ -111,15 +163,17 @@ export function checkParams(params: UserdataParams): CheckedParams {
   if (serviceUrl.includes("%")) bad("serviceUrl: percent-encoded characters are not supported");
   const namespace = checkLabel("machine.namespace", m.namespace);
   const name = checkLabel("machine.name", m.name);
-  const token: unknown = params.bootstrapToken;
-  if (typeof token !== "string" || !TOKEN.test(token)) {
-    bad("bootstrapToken: expected 16 to 1024 characters of [A-Za-z0-9._-]");
-  }
+  const auth = checkAuth(params.auth);
+  const command = params.command === undefined ? undefined : checkBootstrapCommand(params.command, "command");
   const artifactUrl = checkUrl("artifact.url", a.url, true);
   const signatureUrl = checkUrl("artifact.signatureUrl", a.signatureUrl, true);
   const sha: unknown = a.sha256;
   if (typeof sha !== "string" || !SHA256_HEX.test(sha)) bad("artifact.sha256: expected 64 hex digits");
   const publicKeyPem = checkPublicKey(a.publicKeyPem);
+  const sha512: unknown = a.sha512;
+  if (sha512 !== undefined && (typeof sha512 !== "string" || !SHA512_HEX.test(sha512))) {
+    bad("artifact.sha512: expected 128 hex digits");
+  }
 
   return {
     serviceUrl,
@@ -127,9 +181,11 @@ export function checkParams(params: UserdataParams): CheckedParams {
     name,
     machine: formatMachineId({ namespace, name }),
     configUrl: `${serviceUrl}/v1/machines/${namespace}/${name}/config`,
-    bootstrapToken: token,
+    auth,
+    command,
     artifactUrl,
     artifactSha256: sha.toLowerCase(),
+    artifactSha512: sha512 === undefined ? undefined : (sha512 as string).toLowerCase(),
     signatureUrl,
     publicKeyPem,
   };

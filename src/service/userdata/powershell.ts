@@ -7,9 +7,30 @@
  * then registers the bootseal-fetch scheduled task (at startup, as SYSTEM) and starts it.
  *
  * Every value is a single-quoted PowerShell literal (psSingleQuoted): nothing in it expands.
+ * The bootstrap command reaches `bootseal.exe fetch --exec` as one Windows command-line
+ * argument (windowsArg); Task Scheduler expands `%NAME%` in a task's arguments, so a command
+ * with `%` is refused here rather than changed on the machine. A machine that logs in with
+ * its cloud identity gets `--auth METHOD` and no token file.
  */
-import { psSingleQuoted } from "./escape.ts";
-import type { CheckedParams } from "./params.ts";
+
+/** The task's fetch arguments after `--from "<url>"`: how it authenticates, and the command. */
+function taskArguments(p: CheckedParams): { auth: string; exec: string } {
+  let exec = "";
+  if (p.command !== undefined) {
+    if (p.command.includes("%")) {
+      throw new BootsealError(
+        "BAD_INPUT",
+        "command: holds '%', which Windows Task Scheduler would expand in the task's arguments",
+      );
+    }
+    exec = ` --exec ${windowsArg(p.command)}`;
+  }
+  return { auth: p.auth.method === "token" ? "token" : authArgs(p.auth), exec };
+}
+
+import { BootsealError } from "../../errors.ts";
+import { psSingleQuoted, windowsArg } from "./escape.ts";
+import { authArgs, type CheckedParams } from "./params.ts";
 
 export const POWERSHELL_HEADER = "#ps1_sysnative\n";
 export const WINDOWS_TASK_PATH = "\\bootseal\\";
@@ -17,8 +38,24 @@ export const WINDOWS_TASK_NAME = "bootseal-fetch";
 
 export function renderPowerShell(p: CheckedParams): string {
   const q = psSingleQuoted;
+  const task = taskArguments(p);
+  const tokenLines =
+    p.auth.method === "token"
+      ? `
+# The token: created empty, given the private ACL, and only then written (no BOM, no newline).
+if (Test-Path -LiteralPath $TokenFile) { Remove-Item -LiteralPath $TokenFile -Force }
+New-Item -ItemType File -Path $TokenFile | Out-Null
+Set-Acl -LiteralPath $TokenFile -AclObject (New-PrivateAcl $false)
+[System.IO.File]::WriteAllText($TokenFile, $BootstrapToken, $Utf8)`
+      : `
+# This machine logs in with its cloud identity (${p.auth.method}): there is no token to write.`;
+  const tokenVariable = p.auth.method === "token" ? `$BootstrapToken = ${q(p.auth.token)}\n` : "";
+  const authArgument =
+    task.auth === "token"
+      ? `'fetch --from "{0}" --token-file "{1}" --apply' -f $ConfigUrl, $TokenFile`
+      : `${q(`fetch --from "{0}" ${task.auth} --apply`)} -f $ConfigUrl`;
   return `${POWERSHELL_HEADER}# bootseal user-data stub for cloudbase-init (docs/userdata.md): writes the bootstrap
-# token (SYSTEM and Administrators only), downloads bootseal.exe, checks its SHA-256 and its
+# token if it has one (SYSTEM and Administrators only), downloads bootseal.exe, checks its SHA-256 and its
 # Ed25519 signature, registers the bootseal-fetch scheduled task and starts it.
 $ErrorActionPreference = 'Stop'
 Set-StrictMode -Version 2.0
@@ -31,8 +68,8 @@ $ArtifactUrl = ${q(p.artifactUrl)}
 $ArtifactSha256 = ${q(p.artifactSha256)}
 $SignatureUrl = ${q(p.signatureUrl)}
 $PublicKeyPem = ${q(p.publicKeyPem)}
-$BootstrapToken = ${q(p.bootstrapToken)}
-
+$ExecArguments = ${q(task.exec)}
+${tokenVariable}
 $DataDir = Join-Path $env:ProgramData 'bootseal'
 $BinDir = Join-Path $env:ProgramFiles 'bootseal'
 $TokenFile = Join-Path $DataDir 'token'
@@ -67,12 +104,7 @@ function New-PrivateAcl([bool]$Directory) {
 New-Item -ItemType Directory -Force -Path $DataDir | Out-Null
 New-Item -ItemType Directory -Force -Path $BinDir | Out-Null
 Set-Acl -LiteralPath $DataDir -AclObject (New-PrivateAcl $true)
-
-# The token: created empty, given the private ACL, and only then written (no BOM, no newline).
-if (Test-Path -LiteralPath $TokenFile) { Remove-Item -LiteralPath $TokenFile -Force }
-New-Item -ItemType File -Path $TokenFile | Out-Null
-Set-Acl -LiteralPath $TokenFile -AclObject (New-PrivateAcl $false)
-[System.IO.File]::WriteAllText($TokenFile, $BootstrapToken, $Utf8)
+${tokenLines}
 [System.IO.File]::WriteAllText($PubFile, $PublicKeyPem, $Utf8)
 
 function Get-WithRetry([string]$Uri, [string]$OutFile) {
@@ -117,7 +149,7 @@ if (-not $installed) {
 
 # The fetcher runs as SYSTEM at every startup (a marker file makes a run after success a
 # no-op) and now. Retries are those of bootseal fetch itself.
-$Arguments = 'fetch --from "{0}" --token-file "{1}" --apply' -f $ConfigUrl, $TokenFile
+$Arguments = (${authArgument}) + $ExecArguments
 $Action = New-ScheduledTaskAction -Execute $Exe -Argument $Arguments
 $Trigger = New-ScheduledTaskTrigger -AtStartup
 $Principal = New-ScheduledTaskPrincipal -UserId 'S-1-5-18' -LogonType ServiceAccount -RunLevel Highest

@@ -22,7 +22,7 @@ import {
 import { envFile } from "../../../src/service/userdata/linux-files.ts";
 import { peer } from "../../helpers/peers.ts";
 import { run, tempDir } from "../../peers/cli.ts";
-import { ed25519, hostileParams, realisticParams } from "./fixtures.ts";
+import { ed25519, hostileParams, realisticParams, tokenOf } from "./fixtures.ts";
 
 type WriteFile = { path: string; content: string; owner: string; permissions: string };
 type CloudConfig = { write_files: WriteFile[]; runcmd: string[][] };
@@ -58,7 +58,7 @@ function expectedFiles(params: UserdataParams): WriteFile[] {
     content,
   });
   return [
-    f(TOKEN_PATH, p.bootstrapToken, "0600"),
+    f(TOKEN_PATH, tokenOf(p), "0600"),
     f(ENV_PATH, envFile(p), "0644"),
     f(PUBKEY_PATH, p.publicKeyPem, "0644"),
     f(INSTALL_SCRIPT_PATH, INSTALL_SCRIPT, "0755"),
@@ -102,13 +102,13 @@ describe("cloud-init stub", () => {
       const token = doc.find((f) => f.path === TOKEN_PATH)!;
       assert.equal(token.permissions, "0600");
       assert.equal(token.owner, "root:root");
-      assert.equal(token.content, params.bootstrapToken);
+      assert.equal(token.content, tokenOf(params));
       assert.equal(
         doc.find((f) => f.path === UNIT_PATH)!.content,
         readFileSync(new URL("../../../deploy/systemd/bootseal-fetch.service", import.meta.url), "utf8"),
       );
       // The token is in the token file only.
-      assert.equal(body.split(params.bootstrapToken).length - 1, 1);
+      assert.equal(body.split(tokenOf(params)).length - 1, 1);
     });
   });
 

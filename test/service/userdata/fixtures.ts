@@ -8,6 +8,14 @@ export function ed25519(): { publicKey: KeyObject; privateKey: KeyObject; public
 }
 
 export const SHA = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+export const SHA512 =
+  "ee26b0dd4af7e749aa1a8ee3c10ae9923f618980772e473f8819a5d4940e0db27ac185f8a0e1d5f84f88bc887fd67b143732c304cc5fa9ad8e6f57f50028a8ff";
+
+/** The token a fixture's stub carries (every fixture here authenticates with one). */
+export function tokenOf(p: { auth: UserdataParams["auth"] }): string {
+  if (p.auth.method !== "token") throw new Error("this fixture carries no token");
+  return p.auth.token;
+}
 
 /** What a controller would pass for a worker node. */
 export function realisticParams(
@@ -17,10 +25,11 @@ export function realisticParams(
   return {
     serviceUrl: "https://bootseal.example.com:7480",
     machine: { namespace: "cluster-a", name: "worker-0" },
-    bootstrapToken: "Zt4qK1v9bX_3mN-0pLwR8sYcJ2hFgE5aUoT7iD6kQxM",
+    auth: { method: "token", token: "Zt4qK1v9bX_3mN-0pLwR8sYcJ2hFgE5aUoT7iD6kQxM" },
     artifact: {
       url: `${artifactBase}/bootseal/0.1.0/bootseal-linux-x64`,
       sha256: SHA,
+      sha512: SHA512,
       signatureUrl: `${artifactBase}/bootseal/0.1.0/bootseal-linux-x64.sig`,
       publicKeyPem,
     },
@@ -42,10 +51,11 @@ export function hostileParams(
     {
       serviceUrl: "http://[::1]:7480/a$b/(c)*;d=e,f!@",
       machine: { namespace: "yes", name: "null" },
-      bootstrapToken: "0x0123456789abcdef",
+      auth: { method: "token", token: "0x0123456789abcdef" },
       artifact: {
         url: `${artifactBase}/bootseal${q}`,
         sha256: SHA.toUpperCase(),
+        sha512: SHA512.toUpperCase(),
         signatureUrl: `${artifactBase}/sig?$HOME=1&a=$(id)`,
         publicKeyPem: publicKeyPem.replace(/\n/g, "\r\n"),
       },
@@ -53,10 +63,11 @@ export function hostileParams(
     {
       serviceUrl: "https://10.0.0.1/",
       machine: { namespace: "0", name: "on" },
-      bootstrapToken: "--help.-_..--.-rf",
+      auth: { method: "token", token: "--help.-_..--.-rf" },
       artifact: {
         url: `${artifactBase}/x?a=1&b=2`,
         sha256: SHA,
+        sha512: SHA512,
         signatureUrl: `${artifactBase}/x.sig?$(touch$IFS.pwned)`,
         publicKeyPem,
       },
@@ -64,10 +75,11 @@ export function hostileParams(
     {
       serviceUrl: "https://b.example/~user/.inf",
       machine: { namespace: "no", name: "true" },
-      bootstrapToken: "0b10101010101010101",
+      auth: { method: "token", token: "0b10101010101010101" },
       artifact: {
         url: `${artifactBase}/1e1000`,
         sha256: SHA,
+        sha512: SHA512,
         signatureUrl: `${artifactBase}/.nan`,
         publicKeyPem,
       },

@@ -64,7 +64,10 @@ function parseEnvFile(text: string): Record<string, string> {
   return env;
 }
 
-/** The script, env file and public key as the cloud-init stub writes them (and the same in Ignition). */
+/**
+ * The script, env file and public key as the cloud-init stub writes them (the env file and the
+ * key the same in Ignition, which downloads the executable itself and has no script).
+ */
 function fromStubs(params: UserdataParams): { script: string; env: Record<string, string>; pub: string } {
   const cc = parse(renderUserdata("cloud-init", params).body) as {
     write_files: { path: string; content: string }[];
@@ -73,7 +76,11 @@ function fromStubs(params: UserdataParams): { script: string; env: Record<string
   const ign = JSON.parse(renderUserdata("ignition", params).body) as {
     storage: { files: { path: string; contents: { source: string } }[] };
   };
-  for (const p of [INSTALL_SCRIPT_PATH, ENV_PATH, PUBKEY_PATH]) {
+  assert.ok(
+    !ign.storage.files.some((f) => f.path === INSTALL_SCRIPT_PATH),
+    "Ignition has no download script",
+  );
+  for (const p of [ENV_PATH, PUBKEY_PATH]) {
     const src = ign.storage.files.find((f) => f.path === p)!.contents.source;
     assert.equal(Buffer.from(src.replace("data:;base64,", ""), "base64").toString("utf8"), file(p), p);
   }
@@ -101,11 +108,12 @@ async function install(
   const params: UserdataParams = {
     serviceUrl: "https://bootseal.example.com:7480",
     machine: { namespace: "cluster-a", name: "worker-0" },
-    bootstrapToken: "Zt4qK1v9bX_3mN-0pLwR8sYcJ2hFgE5aUoT7iD6kQxM",
+    auth: { method: "token", token: "Zt4qK1v9bX_3mN-0pLwR8sYcJ2hFgE5aUoT7iD6kQxM" },
     artifact: {
       // A presigned-URL look-alike that would run commands if a shell ever expanded it.
       url: `${base}/${id}/bootseal?X-Amz-Signature=a%2Fb&x=$(touch$IFS.pwned)&y=;touch$IFS.pwned;`,
       sha256: c.pinned ?? sha256(ARTIFACT),
+      sha512: createHash("sha512").update(ARTIFACT).digest("hex"),
       signatureUrl: `${base}/${id}/bootseal.sig?$(touch$IFS.pwned)`,
       publicKeyPem: signer.publicKeyPem,
     },

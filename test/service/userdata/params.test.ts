@@ -6,7 +6,7 @@ import { BootsealError } from "../../../src/errors.ts";
 import { psSingleQuoted } from "../../../src/service/userdata/escape.ts";
 import { checkParams, renderUserdata, type UserdataParams } from "../../../src/service/userdata/index.ts";
 import { systemdEnvValue } from "../../../src/service/userdata/linux-files.ts";
-import { ed25519, hostileParams, realisticParams, SHA } from "./fixtures.ts";
+import { ed25519, hostileParams, realisticParams, SHA, tokenOf } from "./fixtures.ts";
 
 const { publicKeyPem } = ed25519();
 const good = realisticParams(publicKeyPem);
@@ -25,7 +25,7 @@ function assertBadInput(params: UserdataParams, field: RegExp): void {
         assert.ok(err instanceof BootsealError, String(err));
         assert.equal(err.code, "BAD_INPUT");
         assert.match(err.message, field);
-        assert.ok(!err.message.includes(good.bootstrapToken), "the message must not hold the token");
+        assert.ok(!err.message.includes(tokenOf(good)), "the message must not hold the token");
         return true;
       },
     );
@@ -83,11 +83,15 @@ describe("checkParams", () => {
     ["leading dash in name", (p) => (p.machine.name = "-a"), /machine\.name/],
     ["slash in name", (p) => (p.machine.name = "a/b"), /machine\.name/],
     ["64-char name", (p) => (p.machine.name = "a".repeat(64)), /machine\.name/],
-    ["short token", (p) => (p.bootstrapToken = "abc"), /bootstrapToken/],
-    ["token with space", (p) => (p.bootstrapToken = "abcdefghijklmnop q"), /bootstrapToken/],
-    ["token with quote", (p) => (p.bootstrapToken = "abcdefghijklmnop'q"), /bootstrapToken/],
-    ["token with newline", (p) => (p.bootstrapToken = "abcdefghijklmnop\nq"), /bootstrapToken/],
-    ["token with $", (p) => (p.bootstrapToken = "abcdefghijklmnop$q"), /bootstrapToken/],
+    ["short token", (p) => (p.auth = { method: "token", token: "abc" }), /auth\.token/],
+    ["token with space", (p) => (p.auth = { method: "token", token: "abcdefghijklmnop q" }), /auth\.token/],
+    ["token with quote", (p) => (p.auth = { method: "token", token: "abcdefghijklmnop'q" }), /auth\.token/],
+    [
+      "token with newline",
+      (p) => (p.auth = { method: "token", token: "abcdefghijklmnop\nq" }),
+      /auth\.token/,
+    ],
+    ["token with $", (p) => (p.auth = { method: "token", token: "abcdefghijklmnop$q" }), /auth\.token/],
     ["63-hex hash", (p) => (p.artifact.sha256 = SHA.slice(1)), /sha256/],
     ["non-hex hash", (p) => (p.artifact.sha256 = `${SHA.slice(1)}g`), /sha256/],
     ["no PEM", (p) => (p.artifact.publicKeyPem = "ssh-ed25519 AAAA"), /publicKeyPem/],

@@ -7,9 +7,9 @@
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { psSingleQuoted } from "../../../src/service/userdata/escape.ts";
+import { psSingleQuoted, windowsArg } from "../../../src/service/userdata/escape.ts";
 import { checkParams, renderUserdata } from "../../../src/service/userdata/index.ts";
-import { ed25519, hostileParams, realisticParams } from "./fixtures.ts";
+import { ed25519, hostileParams, realisticParams, tokenOf } from "./fixtures.ts";
 
 const { publicKeyPem } = ed25519();
 
@@ -67,9 +67,9 @@ describe("PowerShell stub", () => {
       assert.equal(vars.get("ArtifactSha256"), p.artifactSha256);
       assert.equal(vars.get("SignatureUrl"), p.signatureUrl);
       assert.equal(vars.get("PublicKeyPem"), p.publicKeyPem);
-      assert.equal(vars.get("BootstrapToken"), p.bootstrapToken);
+      assert.equal(vars.get("BootstrapToken"), tokenOf(p));
       // Values appear nowhere else: no double-quoted string or here-string holds one.
-      assert.equal(body.split(p.bootstrapToken).length - 1, 1);
+      assert.equal(body.split(tokenOf(p)).length - 1, 1);
       assert.equal(body.split(`'${p.artifactUrl}'`).length - 1, 1);
       assert.ok(!body.includes('@"'), "no expandable here-string");
     });
@@ -118,5 +118,63 @@ describe("PowerShell stub", () => {
     );
     assert.match(body, /New-ScheduledTaskPrincipal -UserId 'S-1-5-18'/);
     assert.match(body, /'fetch --from "\{0\}" --token-file "\{1\}" --apply' -f \$ConfigUrl, \$TokenFile/);
+  });
+});
+
+/** CommandLineToArgvW's splitting of one quoted argument (the rules windowsArg writes for). */
+function argvW(text: string): string {
+  assert.ok(text.startsWith('"') && text.endsWith('"'), text);
+  let out = "";
+  let i = 1;
+  const end = text.length - 1;
+  while (i < end) {
+    let backslashes = 0;
+    while (text[i] === "\\" && i < end) {
+      backslashes++;
+      i++;
+    }
+    if (i === end) {
+      out += "\\".repeat(backslashes / 2);
+      break;
+    }
+    if (text[i] === '"') {
+      out += "\\".repeat(Math.floor(backslashes / 2));
+      assert.equal(backslashes % 2, 1, "an inner quote is escaped");
+      out += '"';
+    } else {
+      out += "\\".repeat(backslashes) + text[i];
+    }
+    i++;
+  }
+  return out;
+}
+
+describe("PowerShell stub: cloud identity and the bootstrap command", () => {
+  test("windowsArg round-trips through CommandLineToArgvW's rules", () => {
+    for (const v of ['a "b" c', "C:\\path\\", 'x\\"y', "\\\\server\\share\\", "plain", "tab\tand 'quote'"]) {
+      assert.equal(argvW(windowsArg(v)), v, v);
+    }
+  });
+
+  test("a cloud identity: --auth, no token anywhere; the command as one --exec argument", () => {
+    const params = {
+      ...realisticParams(ed25519().publicKeyPem),
+      auth: { method: "azure" as const },
+      command: 'C:\\k\\join.cmd --name "node 1"',
+    };
+    const { body } = renderUserdata("powershell", params);
+    const vars = singleQuotedAssignments(body);
+    assert.equal(vars.get("BootstrapToken"), undefined);
+    assert.ok(!body.includes("WriteAllText($TokenFile"), "no token file");
+    assert.equal(vars.get("ExecArguments"), ` --exec ${windowsArg(params.command)}`);
+    assert.match(
+      body,
+      /^\$Arguments = \('fetch --from "\{0\}" --auth azure --apply' -f \$ConfigUrl\) \+ \$ExecArguments$/m,
+    );
+  });
+
+  test("a command with % is refused (Task Scheduler would expand it)", () => {
+    const params = { ...realisticParams(ed25519().publicKeyPem), command: "echo %PATH%" };
+    assert.throws(() => renderUserdata("powershell", params), /Task Scheduler/);
   });
 });

@@ -8,8 +8,17 @@ import { spawnSync } from "node:child_process";
 import { chmodSync, cpSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, test } from "node:test";
-import { INSTALL_SCRIPT_PATH, SYSTEMD_UNIT, UNIT_NAME } from "../../../src/service/userdata/index.ts";
+import {
+  checkParams,
+  INSTALL_SCRIPT_PATH,
+  MACHINE_DROPIN,
+  SYSTEMD_UNIT,
+  UNIT_NAME,
+  VERIFY_DROPIN,
+} from "../../../src/service/userdata/index.ts";
+import { machineDropin, VERIFY_DROPIN_TEXT } from "../../../src/service/userdata/systemd-unit.ts";
 import { tempDir } from "../../peers/cli.ts";
+import { ed25519, realisticParams } from "./fixtures.ts";
 
 const DEPLOY_UNIT = new URL("../../../deploy/systemd/bootseal-fetch.service", import.meta.url);
 
@@ -35,7 +44,10 @@ function parseUnit(text: string): Map<string, Map<string, string[]>> {
 }
 
 /** systemd-analyze verify of a unit in a throwaway root that has the system units and the executables. */
-function analyze(unitText: string): { status: number | null; output: string } {
+function analyze(
+  unitText: string,
+  dropins: Record<string, string> = {},
+): { status: number | null; output: string } {
   const { dir, remove } = tempDir("systemd-verify");
   try {
     mkdirSync(join(dir, "usr/lib/systemd"), { recursive: true });
@@ -43,13 +55,17 @@ function analyze(unitText: string): { status: number | null; output: string } {
       recursive: true,
       dereference: false,
     });
-    for (const exe of [INSTALL_SCRIPT_PATH, "/usr/local/bin/bootseal"]) {
+    for (const exe of [INSTALL_SCRIPT_PATH, "/usr/local/bin/bootseal", "/usr/bin/openssl"]) {
       mkdirSync(join(dir, exe, ".."), { recursive: true });
       writeFileSync(join(dir, exe), "#!/bin/sh\n");
       chmodSync(join(dir, exe), 0o755);
     }
     mkdirSync(join(dir, "etc/systemd/system"), { recursive: true });
     writeFileSync(join(dir, "etc/systemd/system", UNIT_NAME), unitText);
+    mkdirSync(join(dir, "etc/systemd/system", `${UNIT_NAME}.d`), { recursive: true });
+    for (const [name, text] of Object.entries(dropins)) {
+      writeFileSync(join(dir, "etc/systemd/system", `${UNIT_NAME}.d`, name), text);
+    }
     const r = spawnSync(
       "systemd-analyze",
       ["verify", "--man=no", `--root=${dir}`, `/etc/systemd/system/${UNIT_NAME}`],
@@ -92,6 +108,21 @@ describe("bootseal-fetch.service", () => {
     const r = analyze(SYSTEMD_UNIT);
     assert.equal(r.status, 0, r.output);
     assert.equal(r.output, "");
+  });
+
+  test("with the machine drop-in (a hostile bootstrap command, a cloud identity) and the verify drop-in: clean", () => {
+    const params = realisticParams(ed25519().publicKeyPem);
+    for (const command of [`kubeadm join "a b" 'c' $HOME \\ %n ; & | \\"`, "echo ok"]) {
+      for (const auth of [params.auth, { method: "gcp" as const }]) {
+        const dropin = machineDropin(checkParams({ ...params, auth, command }));
+        assert.ok(dropin);
+        const r = analyze(SYSTEMD_UNIT, { [MACHINE_DROPIN]: dropin, [VERIFY_DROPIN]: VERIFY_DROPIN_TEXT });
+        assert.equal(r.status, 0, r.output);
+        assert.equal(r.output, "", `${command}: no warning`);
+      }
+    }
+    // No command and a token: the unit's own line, no drop-in.
+    assert.equal(machineDropin(checkParams(params)), null);
   });
 
   test("systemd-analyze verify does report a broken unit (the check is live)", () => {
