@@ -342,7 +342,12 @@ test("one rule names every variable; the names documented before are all still t
   }
   assert.deepEqual(
     ENV_KEYS.filter((k) => k.yaml).map((k) => k.env),
-    ["BOOTSEAL_CREATION_RULES", "BOOTSEAL_CONTROLLERS", "BOOTSEAL_MACHINE_AUTH_BINDINGS"],
+    [
+      "BOOTSEAL_CREATION_RULES",
+      "BOOTSEAL_CONTROLLERS",
+      "BOOTSEAL_MACHINE_AUTH_AZURE_ISSUERS",
+      "BOOTSEAL_MACHINE_AUTH_BINDINGS",
+    ],
   );
   // Every variable lands on the key it names: set each one alone and find it in the raw config.
   for (const { env, path } of configLeaves()) {
