@@ -20,7 +20,7 @@ import type { FastifyInstance } from "fastify";
 import { MemoryStore } from "../../providers/stores/memory.ts";
 import { EXIT_CODES } from "../../src/cli/exit-codes.ts";
 import { parseMachineAuth, type RawMachineAuth } from "../../src/config/machine-auth.ts";
-import { SCOPES } from "../../src/config/service-config.ts";
+import { applyEnv, SCOPES, validateServiceConfig } from "../../src/config/service-config.ts";
 import { parseSopsConfig } from "../../src/config/sops-config.ts";
 import { BootsealError } from "../../src/errors.ts";
 import { buildApp } from "../../src/service/app.ts";
@@ -279,4 +279,41 @@ test("azure: without machineAuth.azure there are no Azure logins, and an azure b
   } finally {
     await svc.close();
   }
+});
+
+test("machineAuth.gcp and machineAuth.azure load through the service configuration schema and its variables", () => {
+  const base = {
+    store: "file://./store",
+    creation_rules: [{ age: "age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p" }],
+    controllers: [{ name: "ci", tokenSha256: "a".repeat(64), scopes: ["configs:write"] }],
+    publicUrl: "https://bootseal.example.com/base",
+  };
+  const plain = validateServiceConfig(base, dir.path).machineAuth;
+  // The schema's defaults: Google's keys; no tenant, no Azure.
+  assert.equal(plain.gcp.jwksUrl, "https://www.googleapis.com/oauth2/v3/certs");
+  assert.equal(plain.gcp.issuer, "https://accounts.google.com");
+  assert.equal(plain.gcp.cooldownMs, 30_000);
+  assert.equal(plain.azure, undefined);
+  const c = validateServiceConfig(
+    applyEnv(
+      {
+        ...base,
+        machineAuth: {
+          azure: { tenant: TENANT.toUpperCase() },
+          bindings: [{ method: "azure", match: { vmName: "Web-1" }, machines: "prod/web-1" }],
+        },
+      },
+      { BOOTSEAL_MACHINE_AUTH_AZURE_COOLDOWN: "2m", BOOTSEAL_MACHINE_AUTH_GCP_TIMEOUT: "3s" },
+    ),
+    dir.path,
+  ).machineAuth;
+  assert.equal(c.audience, "https://bootseal.example.com");
+  assert.equal(c.azure?.tenant, TENANT);
+  assert.equal(c.azure?.cooldownMs, 120_000);
+  assert.equal(c.gcp.timeoutMs, 3_000);
+  assert.deepEqual(c.bindings[0]?.match, { vmName: "web-1" });
+  assert.throws(
+    () => validateServiceConfig({ ...base, machineAuth: { azure: { tenant: "contoso" } } }, dir.path),
+    (err: unknown) => err instanceof BootsealError && /machineAuth\.azure\.tenant/.test(err.message),
+  );
 });
