@@ -9,15 +9,33 @@ import { parseDuration } from "../duration.ts";
 import { BootsealError } from "../errors.ts";
 import { type CloudAuthMethod, isCloudAuthMethod } from "../machine/identity-login.ts";
 import { isDnsLabel } from "../machine/machine-id.ts";
+import {
+  type AzureMachineAuth,
+  type AzureMachineAuthConfig,
+  type GcpMachineAuth,
+  type GcpMachineAuthConfig,
+  resolveAzureMachineAuth,
+  resolveGcpMachineAuth,
+} from "./machine-auth-jwt.ts";
 
 /**
  * What a binding may match on, per method (the attributes each verifier proves,
  * src/service/identity/verifier.ts). A typo in a key is refused instead of matching nothing.
+ * Azure has no vmId: it is not in the token (src/service/identity/azure.ts).
  */
 export const MATCH_KEYS: Readonly<Record<CloudAuthMethod, readonly string[]>> = {
   "aws-iam": ["arn", "account", "userId", "role", "session"],
   gcp: ["project", "projectNumber", "zone", "instanceName", "instanceId"],
-  azure: ["tenant", "subscription", "resourceGroup", "vmName", "vmResourceId", "vmId"],
+  azure: [
+    "tenant",
+    "subscription",
+    "resourceGroup",
+    "vmName",
+    "vmScaleSet",
+    "vmResourceId",
+    "objectId",
+    "clientId",
+  ],
 };
 
 /** `ns/name`, or `ns/*` (name null): every machine of the namespace. */
@@ -47,6 +65,10 @@ export interface MachineAuthConfig {
   /** Lifetime of the bootstrap token a login mints (one boot). */
   readonly tokenTtlMs: number;
   readonly aws: { readonly stsEndpoint: string; readonly region: string };
+  /** Google's keys and issuer by default: every service can verify GCP logins. */
+  readonly gcp: GcpMachineAuth;
+  /** Undefined: no tenant configured, no Azure logins. */
+  readonly azure?: AzureMachineAuth;
   readonly bindings: readonly MachineBinding[];
 }
 
@@ -55,6 +77,8 @@ export interface RawMachineAuth {
   audience?: string;
   tokenTtl: string | number;
   aws: { stsEndpoint?: string; region: string };
+  gcp?: GcpMachineAuthConfig;
+  azure?: AzureMachineAuthConfig;
   bindings: {
     method: string;
     match?: Record<string, unknown>;
@@ -93,7 +117,8 @@ function parseBinding(b: RawMachineAuth["bindings"][number], i: number): Machine
     if (typeof value !== "string" || value === "") {
       throw usage(`${where}.match.${key}`, "must be a non-empty string");
     }
-    match[key] = value;
+    // The azure verifier lower-cases what it proves (ARM ids and GUIDs are case-insensitive).
+    match[key] = b.method === "azure" ? value.toLowerCase() : value;
   }
   // A binding that matched every caller of a method would let any cloud account in.
   if (Object.keys(match).length === 0) throw usage(`${where}.match`, "needs at least one attribute");
@@ -115,11 +140,17 @@ export function parseMachineAuth(raw: RawMachineAuth, publicUrl: string | undefi
   }
   const region = raw.aws.region;
   const stsEndpoint = (raw.aws.stsEndpoint ?? `https://sts.${region}.amazonaws.com`).replace(/\/+$/, "");
-  const config: MachineAuthConfig = {
+  const azure = raw.azure === undefined ? undefined : resolveAzureMachineAuth(raw.azure);
+  const unverifiable = bindings.findIndex((b) => b.method === "azure" && azure === undefined);
+  if (unverifiable >= 0) {
+    throw usage(`machineAuth.bindings[${unverifiable}]`, "an azure binding needs machineAuth.azure.tenant");
+  }
+  return {
+    audience,
     tokenTtlMs: parseDuration(raw.tokenTtl, "machineAuth.tokenTtl", { min: 1000 }),
     aws: { stsEndpoint, region },
+    gcp: resolveGcpMachineAuth(raw.gcp ?? {}),
+    azure,
     bindings,
   };
-  if (audience === undefined) return config;
-  return { ...config, audience };
 }

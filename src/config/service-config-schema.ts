@@ -14,6 +14,7 @@
  */
 import { MAX_DOCUMENT_BYTES } from "../limits.ts";
 import { CLOUD_AUTH_METHODS } from "../machine/identity-login.ts";
+import { AZURE_MACHINE_AUTH_SCHEMA, GCP_MACHINE_AUTH_SCHEMA } from "./machine-auth-jwt.ts";
 
 export const SCOPES = ["configs:write", "configs:read", "status:read", "tokens:mint", "admin"] as const;
 export const ONE_TIME_MODES = ["off", "after-success", "after-first-fetch"] as const;
@@ -402,6 +403,9 @@ export const SERVICE_CONFIG_SCHEMA: SchemaNode = {
             region: text("the region AWS logins are signed for", { default: "us-east-1" }),
           },
         },
+        // Google's keys by default: GCP logins need only bindings.
+        gcp: { ...GCP_MACHINE_AUTH_SCHEMA, default: {} },
+        azure: AZURE_MACHINE_AUTH_SCHEMA,
         bindings: {
           type: "array",
           default: [],

@@ -7,13 +7,10 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { type JWTPayload, SignJWT, UnsecuredJWT } from "jose";
+import { AZURE_MACHINE_AUTH_SCHEMA } from "../../src/config/machine-auth-jwt.ts";
 import { schemaChecker } from "../../src/config/schema-check.ts";
 import { BootsealError } from "../../src/errors.ts";
-import {
-  AZURE_MACHINE_AUTH_SCHEMA,
-  azureVerifier,
-  azureVerifierFromConfig,
-} from "../../src/service/identity/azure.ts";
+import { azureVerifier, azureVerifierFromConfig } from "../../src/service/identity/azure.ts";
 import type { VerifyContext } from "../../src/service/identity/verifier.ts";
 import { type AzureVm, EXAMPLE_VM, startAzureImds, TOKEN_PATH } from "../fakes/azure-imds.ts";
 import {

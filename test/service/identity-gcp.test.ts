@@ -6,13 +6,10 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { generateKeyPair, type JWTPayload, SignJWT, UnsecuredJWT } from "jose";
+import { GCP_MACHINE_AUTH_SCHEMA } from "../../src/config/machine-auth-jwt.ts";
 import { schemaChecker } from "../../src/config/schema-check.ts";
 import { BootsealError } from "../../src/errors.ts";
-import {
-  GCP_MACHINE_AUTH_SCHEMA,
-  gcpVerifier,
-  gcpVerifierFromConfig,
-} from "../../src/service/identity/gcp.ts";
+import { gcpVerifier, gcpVerifierFromConfig } from "../../src/service/identity/gcp.ts";
 import type { VerifyContext } from "../../src/service/identity/verifier.ts";
 import { EXAMPLE_INSTANCE, IDENTITY_PATH, startGceMetadata } from "../fakes/gce-metadata.ts";
 import {

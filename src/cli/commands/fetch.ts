@@ -62,6 +62,13 @@ const spec = {
       help: "aws-iam: the STS endpoint, the service's machineAuth.aws.stsEndpoint (default AWS_ENDPOINT_URL_STS, https://sts.REGION.amazonaws.com)",
     },
     {
+      name: "azure-resource",
+      type: "string",
+      env: "BOOTSEAL_AZURE_RESOURCE",
+      value: "URI",
+      help: "azure: the resource the managed-identity token is for, the service's machineAuth.azure.audience (default: the server id)",
+    },
+    {
       name: "machine",
       type: "string",
       value: "NS/NAME",
@@ -260,6 +267,7 @@ function loginSettings(values: {
   readonly "server-id"?: string | undefined;
   readonly "aws-sts-region"?: string | undefined;
   readonly "aws-sts-endpoint"?: string | undefined;
+  readonly "azure-resource"?: string | undefined;
 }): LoginSettings | undefined {
   const method = values.auth;
   if (method === "token" || method === "") return undefined;
@@ -273,5 +281,6 @@ function loginSettings(values: {
     method,
     serverId: values["server-id"],
     aws: { region: values["aws-sts-region"], endpoint: values["aws-sts-endpoint"] },
+    azure: { resource: values["azure-resource"] },
   };
 }

@@ -21,6 +21,8 @@ const JWT_SHAPE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
 export interface AzureProviderOptions {
   /** One request's time limit (default 5 s: IMDS is on the host). */
   readonly timeoutMs?: number;
+  /** The resource to ask for (`--azure-resource`); before BOOTSEAL_AZURE_RESOURCE and the audience. */
+  readonly resource?: string;
 }
 
 export function azureImdsBase(env: Readonly<Record<string, string | undefined>>): URL {
@@ -41,7 +43,7 @@ export function azureProvider(options: AzureProviderOptions = {}): IdentityProvi
     async credential(ctx: CredentialContext): Promise<string> {
       const url = new URL(TOKEN_PATH, azureImdsBase(ctx.env));
       url.searchParams.set("api-version", API_VERSION);
-      url.searchParams.set("resource", ctx.env.BOOTSEAL_AZURE_RESOURCE || ctx.audience);
+      url.searchParams.set("resource", options.resource || ctx.env.BOOTSEAL_AZURE_RESOURCE || ctx.audience);
       const clientId = ctx.env.AZURE_CLIENT_ID;
       if (clientId) url.searchParams.set("client_id", clientId);
       const where = `Azure IMDS (${url.origin})`;

@@ -5,18 +5,22 @@
 import { BootsealError } from "../../errors.ts";
 import type { CloudAuthMethod } from "../../machine/identity-login.ts";
 import { type AwsIamProviderOptions, awsIamProvider } from "./aws-iam.ts";
+import { type AzureProviderOptions, azureProvider } from "./azure.ts";
+import { gcpProvider } from "./gcp.ts";
 import type { IdentityProvider } from "./provider.ts";
 
 /** Per-method settings from the fetch flags. */
 export interface ProviderSettings {
   readonly aws?: AwsIamProviderOptions;
+  readonly azure?: AzureProviderOptions;
 }
 
 type Factory = (settings: ProviderSettings) => IdentityProvider;
 
 const PROVIDERS: Partial<Record<CloudAuthMethod, Factory>> = {
   "aws-iam": (settings) => awsIamProvider(settings.aws),
-  // Package E2 adds gcp and azure here at merge, one line each (gcp.ts, azure.ts).
+  gcp: () => gcpProvider(),
+  azure: (settings) => azureProvider(settings.azure),
 };
 
 export function identityProvider(method: CloudAuthMethod, settings: ProviderSettings = {}): IdentityProvider {

@@ -10,23 +10,19 @@
  * word for it proves nothing, so it is not an attribute: bind by `vmResourceId` (or
  * subscription / resource group / name), which Entra signs.
  */
-import type { SchemaNode } from "../../config/service-config-schema.ts";
-import { BootsealError } from "../../errors.ts";
 import {
+  type AzureMachineAuthConfig,
+  GUID,
   JWKS_DEFAULTS,
-  JWKS_SCHEMA_PROPERTIES,
-  type JwksConfig,
-  jwksTimings,
-  remoteKeys,
-  stringClaim,
-  verifyJwt,
-} from "./jwt-common.ts";
+  resolveAzureMachineAuth,
+} from "../../config/machine-auth-jwt.ts";
+import { BootsealError } from "../../errors.ts";
+import { remoteKeys, stringClaim, verifyJwt } from "./jwt-common.ts";
 import type { IdentityVerifier, ProvenIdentity, VerifyContext } from "./verifier.ts";
 
 const WHAT = "azure managed-identity token";
 /** Entra's managed-identity tokens live about 24 h (IMDS hands out the cached one); a little over. */
 const MAX_TOKEN_AGE_SECONDS = 25 * 3600;
-const GUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
 /**
  * An ARM id of a VM, or of a VM in a scale set (uniform orchestration). ARM ids are
  * case-insensitive and Entra writes `resourcegroups` in lower case.
@@ -137,63 +133,10 @@ function vmResourceOf(claims: Readonly<Record<string, unknown>>): string {
   throw new BootsealError("UNAUTHORIZED", `${WHAT}: no "xms_mirid" claim (not a managed-identity token)`);
 }
 
-/** `machineAuth.azure` in bootseal.yaml (E1's machineAuth schema mounts it). */
-export const AZURE_MACHINE_AUTH_SCHEMA: SchemaNode = {
-  type: "object",
-  additionalProperties: false,
-  required: ["tenant"],
-  description: "verifying Azure managed-identity tokens (`bootseal fetch --auth azure`)",
-  properties: {
-    tenant: {
-      type: "string",
-      pattern: GUID.source,
-      "x-message": "must be the tenant (directory) id, a GUID",
-      description: "the Microsoft Entra tenant (directory) id of the machines' identities",
-    },
-    audience: {
-      type: "string",
-      minLength: 1,
-      description:
-        "the `aud` the tokens carry when it is not the service's audience: the app ID URI the machines request, or the application (client) id for v2 tokens",
-      "x-doc-default": "the service's audience",
-    },
-    jwksUrl: {
-      type: "string",
-      minLength: 1,
-      pattern: "^https?://\\S+$",
-      "x-message": "must be an http(s) URL",
-      description: "where the tenant's signing keys are published (a JWKS)",
-      "x-doc-default": "`https://login.microsoftonline.com/{tenant}/discovery/v2.0/keys`",
-    },
-    issuers: {
-      type: "array",
-      minItems: 1,
-      items: { type: "string", minLength: 1 },
-      description: "the accepted `iss` values (for other Azure clouds)",
-      "x-doc-default":
-        "`https://sts.windows.net/{tenant}/` and `https://login.microsoftonline.com/{tenant}/v2.0`",
-    },
-    ...JWKS_SCHEMA_PROPERTIES,
-  },
-};
-
-export interface AzureMachineAuthConfig extends JwksConfig {
-  readonly tenant: string;
-  readonly audience?: string;
-  readonly jwksUrl?: string;
-  readonly issuers?: readonly string[];
-}
-
-/** The verifier for a validated `machineAuth.azure` object. */
+/** The verifier for a `machineAuth.azure` object as written (USAGE on a bad one). */
 export function azureVerifierFromConfig(
   config: AzureMachineAuthConfig,
   where = "machineAuth.azure",
 ): IdentityVerifier {
-  return azureVerifier({
-    tenant: config.tenant,
-    audience: config.audience,
-    jwksUrl: config.jwksUrl,
-    issuers: config.issuers,
-    ...jwksTimings(config, where),
-  });
+  return azureVerifier(resolveAzureMachineAuth(config, where));
 }

@@ -4,21 +4,17 @@
  * against Google's published keys. It proves which instance asked: project, zone, name and
  * id, as Google's `google.compute_engine` claims say. docs/security.md "Machine identity: GCP".
  */
-import type { SchemaNode } from "../../config/service-config-schema.ts";
-import { BootsealError } from "../../errors.ts";
 import {
+  type GcpMachineAuthConfig,
+  GOOGLE_ISSUER,
+  GOOGLE_JWKS_URL,
   JWKS_DEFAULTS,
-  JWKS_SCHEMA_PROPERTIES,
-  type JwksConfig,
-  jwksTimings,
-  remoteKeys,
-  stringClaim,
-  verifyJwt,
-} from "./jwt-common.ts";
+  resolveGcpMachineAuth,
+} from "../../config/machine-auth-jwt.ts";
+import { BootsealError } from "../../errors.ts";
+import { remoteKeys, stringClaim, verifyJwt } from "./jwt-common.ts";
 import type { IdentityVerifier, ProvenIdentity, VerifyContext } from "./verifier.ts";
 
-export const GOOGLE_JWKS_URL = "https://www.googleapis.com/oauth2/v3/certs";
-export const GOOGLE_ISSUER = "https://accounts.google.com";
 /** Google: "each token expires within one hour". */
 const MAX_TOKEN_AGE_SECONDS = 3600;
 const WHAT = "gcp identity token";
@@ -109,39 +105,10 @@ function isObject(value: unknown): value is Readonly<Record<string, unknown>> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
-/** `machineAuth.gcp` in bootseal.yaml (E1's machineAuth schema mounts it). */
-export const GCP_MACHINE_AUTH_SCHEMA: SchemaNode = {
-  type: "object",
-  additionalProperties: false,
-  description: "verifying Compute Engine instance identity tokens (`bootseal fetch --auth gcp`)",
-  properties: {
-    jwksUrl: {
-      type: "string",
-      minLength: 1,
-      pattern: "^https?://\\S+$",
-      "x-message": "must be an http(s) URL",
-      default: GOOGLE_JWKS_URL,
-      description: "where Google's token signing keys are published (a JWKS)",
-    },
-    issuer: {
-      type: "string",
-      minLength: 1,
-      default: GOOGLE_ISSUER,
-      description: "the `iss` the tokens carry (the form without `https://` is accepted too)",
-    },
-    ...JWKS_SCHEMA_PROPERTIES,
-  },
-};
-
-export interface GcpMachineAuthConfig extends JwksConfig {
-  readonly jwksUrl?: string;
-  readonly issuer?: string;
-}
-
-/** The verifier for a validated `machineAuth.gcp` object. */
+/** The verifier for a `machineAuth.gcp` object as written (USAGE on a bad duration). */
 export function gcpVerifierFromConfig(
   config: GcpMachineAuthConfig,
   where = "machineAuth.gcp",
 ): IdentityVerifier {
-  return gcpVerifier({ jwksUrl: config.jwksUrl, issuer: config.issuer, ...jwksTimings(config, where) });
+  return gcpVerifier(resolveGcpMachineAuth(config, where));
 }

@@ -5,6 +5,8 @@
 import type { MachineAuthConfig } from "../../config/machine-auth.ts";
 import type { CloudAuthMethod } from "../../machine/identity-login.ts";
 import { type AwsIamOptions, awsIamVerifier } from "./aws-iam.ts";
+import { azureVerifier } from "./azure.ts";
+import { gcpVerifier } from "./gcp.ts";
 import type { IdentityVerifier } from "./verifier.ts";
 
 export interface VerifierOptions {
@@ -12,11 +14,13 @@ export interface VerifierOptions {
   readonly aws?: Pick<AwsIamOptions, "sts">;
 }
 
-type Factory = (config: MachineAuthConfig, options: VerifierOptions) => IdentityVerifier;
+/** Null: the method cannot work with this configuration (answered 501). */
+type Factory = (config: MachineAuthConfig, options: VerifierOptions) => IdentityVerifier | null;
 
 const VERIFIERS: Partial<Record<CloudAuthMethod, Factory>> = {
   "aws-iam": (config, options) => awsIamVerifier({ ...config.aws, ...options.aws }),
-  // Package E2 adds gcp and azure here at merge, one line each (gcp.ts, azure.ts).
+  gcp: (config) => gcpVerifier(config.gcp),
+  azure: (config) => (config.azure === undefined ? null : azureVerifier(config.azure)),
 };
 
 /** The verifiers for this configuration, by method. */
@@ -26,7 +30,8 @@ export function identityVerifiers(
 ): ReadonlyMap<CloudAuthMethod, IdentityVerifier> {
   const out = new Map<CloudAuthMethod, IdentityVerifier>();
   for (const [method, factory] of Object.entries(VERIFIERS) as [CloudAuthMethod, Factory][]) {
-    out.set(method, factory(config, options));
+    const verifier = factory(config, options);
+    if (verifier !== null) out.set(method, verifier);
   }
   return out;
 }
@@ -35,13 +40,18 @@ export function identityVerifiers(
  * The `bootseal fetch` flags a user-data stub passes for a machine that logs in with `method`
  * (machineAuthFor in bindings.ts): the service's audience and, for AWS, the region and STS
  * endpoint it checks, so that the machine signs for exactly what the service expects (an
- * instance has no AWS_REGION of its own to guess from). No secret among them.
+ * instance has no AWS_REGION of its own to guess from); for Azure, the resource to ask IMDS
+ * for when the tokens' audience is not the service's (machineAuth.azure.audience). GCP needs
+ * nothing more: its token's audience is the server id. No secret among them.
  */
 export function loginFlags(config: MachineAuthConfig, method: CloudAuthMethod): string[] {
   const flags = ["--auth", method];
   if (config.audience !== undefined) flags.push("--server-id", config.audience);
   if (method === "aws-iam") {
     flags.push("--aws-sts-region", config.aws.region, "--aws-sts-endpoint", config.aws.stsEndpoint);
+  }
+  if (method === "azure" && config.azure?.audience !== undefined) {
+    flags.push("--azure-resource", config.azure.audience);
   }
   return flags;
 }

@@ -2,12 +2,11 @@
  * What the GCP and Azure verifiers share: the issuer's signing keys (a remote JWKS through
  * jose, with a timeout, a cache and a cooldown that bounds refetches on an unknown `kid`),
  * one RS256 verification with a small clock skew, the error mapping (a token that does not
- * verify is UNAUTHORIZED, keys that cannot be had are KEY_UNAVAILABLE) and the common
- * configuration fields. No JWT or signature code of ours: jose does all of it.
+ * verify is UNAUTHORIZED, keys that cannot be had are KEY_UNAVAILABLE). Their configuration
+ * fields live in src/config/machine-auth-jwt.ts. No JWT or signature code of ours: jose does
+ * all of it.
  */
 import { createRemoteJWKSet, errors, type JWTPayload, type JWTVerifyGetKey, jwtVerify } from "jose";
-import type { SchemaNode } from "../../config/service-config-schema.ts";
-import { parseDuration } from "../../duration.ts";
 import { BootsealError } from "../../errors.ts";
 
 /** A cloud identity token is 1-3 KiB; anything far larger is refused before parsing. */
@@ -25,13 +24,6 @@ export interface JwksSettings {
   /** Keys older than this are refetched before use. */
   readonly cacheMaxAgeMs: number;
 }
-
-export const JWKS_DEFAULTS = {
-  timeoutMs: 5_000,
-  cooldownMs: 30_000,
-  cacheMaxAgeMs: 600_000,
-  clockSkewMs: 60_000,
-} as const;
 
 /** A key lookup for jose: the remote set, with its failures sorted into token ones and issuer ones. */
 export type KeyLookup = JWTVerifyGetKey;
@@ -172,47 +164,4 @@ export function stringClaim(source: Readonly<Record<string, unknown>>, name: str
   if (typeof value === "string" && value.length > 0) return value;
   if (typeof value === "number" && Number.isSafeInteger(value)) return String(value);
   throw new BootsealError("UNAUTHORIZED", `${what}: no "${name}" claim`);
-}
-
-/** The configuration fields both JWT methods share (durations as in the rest of bootseal.yaml). */
-export const JWKS_SCHEMA_PROPERTIES: Readonly<Record<string, SchemaNode>> = {
-  timeout: durationNode("how long one request for the signing keys may take", "5s"),
-  cooldown: durationNode(
-    "after fetching the keys, how long a token with an unknown key id waits before it may cause another fetch (bounds the fetches an attacker can cause)",
-    "30s",
-  ),
-  cacheMaxAge: durationNode("how long fetched keys are used before they are fetched again", "10m"),
-  clockSkew: durationNode("the clock difference tolerated on `exp`, `nbf` and `iat`", "60s"),
-};
-
-function durationNode(description: string, dflt: string): SchemaNode {
-  return {
-    type: ["string", "number"],
-    default: dflt,
-    description: `${description} (a duration: \`30s\`, \`2m\`; a bare number is seconds)`,
-  };
-}
-
-export interface JwksConfig {
-  readonly timeout?: string | number;
-  readonly cooldown?: string | number;
-  readonly cacheMaxAge?: string | number;
-  readonly clockSkew?: string | number;
-}
-
-/** The durations of a `machineAuth.gcp` / `machineAuth.azure` object, in ms (USAGE on a bad one). */
-export function jwksTimings(
-  config: JwksConfig,
-  where: string,
-): Omit<JwksSettings, "jwksUrl"> & { clockSkewMs: number } {
-  const ms = (value: string | number | undefined, key: string, dflt: number, min: number): number =>
-    value === undefined ? dflt : parseDuration(value, `${where}.${key}`, { min });
-  const clockSkewMs = ms(config.clockSkew, "clockSkew", JWKS_DEFAULTS.clockSkewMs, 0);
-  if (clockSkewMs > 300_000) throw new BootsealError("USAGE", `${where}.clockSkew: at most 5m`);
-  return {
-    timeoutMs: ms(config.timeout, "timeout", JWKS_DEFAULTS.timeoutMs, 100),
-    cooldownMs: ms(config.cooldown, "cooldown", JWKS_DEFAULTS.cooldownMs, 0),
-    cacheMaxAgeMs: ms(config.cacheMaxAge, "cacheMaxAge", JWKS_DEFAULTS.cacheMaxAgeMs, 1000),
-    clockSkewMs,
-  };
 }

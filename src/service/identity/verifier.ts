@@ -18,7 +18,9 @@ export interface ProvenIdentity {
    * What bindings match on, by method:
    * - aws-iam: arn, account, userId, role (the role name, for assumed roles)
    * - gcp: project, projectNumber, zone, instanceName, instanceId
-   * - azure: tenant, subscription, resourceGroup, vmName, vmResourceId, vmId
+   * - azure (all lower-cased): tenant, subscription, resourceGroup, vmName, vmResourceId,
+   *   objectId (the managed identity), clientId and, for a scale-set VM, vmScaleSet; no vmId
+   *   (it is not in the token)
    */
   readonly attributes: Readonly<Record<string, string>>;
 }

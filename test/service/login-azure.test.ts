@@ -1,0 +1,319 @@
+/**
+ * Machine login with Azure, end to end: the real `bootseal fetch --auth azure` (its own
+ * process), whose managed-identity token comes from a FAKE Azure IMDS reached through
+ * BOOTSEAL_AZURE_IMDS_ENDPOINT (test/fakes/azure-imds.ts), logs in at the real service app on
+ * loopback, which verifies the token against a FAKE Entra tenant JWKS endpoint
+ * (test/fakes/jwks-server.ts), both signing with a key made for this run (no real Entra ID can
+ * run here).
+ *
+ * Allowed VM: login, fetch, write, report succeeded (bindings written in another case than the
+ * token's still match: ARM ids are case-insensitive). A VM bound to another machine: 403. A
+ * token for another audience: 401. JWKS down: 503, retried to the deadline. Also: an app ID URI
+ * audience reaches the machine as --azure-resource; without a tenant there are no Azure logins.
+ */
+import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
+import { mkdir, readdir, readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { after, before, test } from "node:test";
+import type { FastifyInstance } from "fastify";
+import { MemoryStore } from "../../providers/stores/memory.ts";
+import { EXIT_CODES } from "../../src/cli/exit-codes.ts";
+import { parseMachineAuth, type RawMachineAuth } from "../../src/config/machine-auth.ts";
+import { applyEnv, SCOPES, validateServiceConfig } from "../../src/config/service-config.ts";
+import { parseSopsConfig } from "../../src/config/sops-config.ts";
+import { BootsealError } from "../../src/errors.ts";
+import { buildApp } from "../../src/service/app.ts";
+import { loginFlags } from "../../src/service/identity/index.ts";
+import { type AzureImdsFake, EXAMPLE_VM, startAzureImds, TOKEN_PATH } from "../fakes/azure-imds.ts";
+import { type JwksServer, makeTestKey, startJwksServer, type TestKey } from "../fakes/jwks-server.ts";
+import { type AgeKey, ageKey, machineEnv, run, tempDir } from "../fetcher/helpers.ts";
+import { freePort } from "../helpers/ports.ts";
+import { appConfig } from "./app-config.ts";
+
+const AUDIENCE = "https://bootseal-azure.login.test";
+const APP_ID_URI = "api://bootseal-machines";
+const TENANT = EXAMPLE_VM.tenant;
+const ADMIN = "controller-admin-token-0123456789abcdefghijkl";
+const sha = (s: string) => createHash("sha256").update(s).digest("hex");
+
+let dir: { path: string; remove: () => Promise<void> };
+let key: AgeKey;
+let signing: TestKey;
+let jwks: JwksServer;
+let web: AzureImdsFake;
+let db: AzureImdsFake;
+let app: FastifyInstance;
+let url: string;
+
+function raw(jwksUrl: string, azure: Record<string, unknown> = {}): RawMachineAuth {
+  return {
+    audience: AUDIENCE,
+    tokenTtl: "1h",
+    aws: { region: "us-east-1" },
+    azure: { tenant: TENANT.toUpperCase(), jwksUrl, cooldown: 0, ...azure },
+    bindings: [
+      {
+        method: "azure",
+        // Written as the portal shows them; the verifier proves them lower-cased.
+        match: {
+          subscription: EXAMPLE_VM.subscription.toUpperCase(),
+          resourceGroup: "Bootseal-RG",
+          vmName: "WEB-*",
+        },
+        machines: "prod/*",
+      },
+      {
+        method: "azure",
+        match: { subscription: EXAMPLE_VM.subscription, vmName: "db-1" },
+        machines: "prod/db",
+      },
+    ],
+  };
+}
+
+function serviceWith(jwksUrl: string, azure: Record<string, unknown> = {}): FastifyInstance {
+  return buildApp({
+    logger: false,
+    store: new MemoryStore(),
+    config: appConfig({
+      creationRules: parseSopsConfig(`creation_rules:\n  - age: ${key.recipient}\n`, "t"),
+      controllers: [{ name: "admin", tokenSha256: sha(ADMIN), scopes: [...SCOPES] }],
+      rateLimit: { authFailuresPerMinute: 100 },
+      machineAuth: parseMachineAuth(raw(jwksUrl, azure), undefined),
+    }),
+  });
+}
+
+before(async () => {
+  dir = await tempDir("login-azure");
+  key = await ageKey(dir.path, "machine");
+  signing = await makeTestKey("azure-test-key-1");
+  jwks = await startJwksServer([signing], { shape: "microsoft", tenant: TENANT });
+  web = await startAzureImds(signing, EXAMPLE_VM);
+  db = await startAzureImds(signing, { ...EXAMPLE_VM, vmName: "Db-1" });
+  app = serviceWith(jwks.url);
+  url = await app.listen({ host: "127.0.0.1", port: 0 });
+});
+
+after(async () => {
+  await app?.close();
+  await Promise.all([jwks?.close(), web?.close(), db?.close()]);
+  await dir?.remove();
+});
+
+async function publish(machine: string, payload: string, svc: FastifyInstance = app): Promise<void> {
+  const res = await svc.inject({
+    method: "PUT",
+    url: `/v1/machines/${machine}/config`,
+    headers: { authorization: `Bearer ${ADMIN}`, "content-type": "text/plain" },
+    payload,
+  });
+  assert.equal(res.statusCode, 201, res.body);
+}
+
+async function phases(machine: string, svc: FastifyInstance = app): Promise<string[]> {
+  const res = await svc.inject({
+    method: "GET",
+    url: `/v1/machines/${machine}/status`,
+    headers: { authorization: `Bearer ${ADMIN}` },
+  });
+  assert.equal(res.statusCode, 200, res.body);
+  return (res.json() as { history: { phase: string }[] }).history.map((h) => h.phase);
+}
+
+async function fetchAs(
+  machine: string,
+  imds: AzureImdsFake,
+  options: { base?: string; serverId?: string; deadline?: string; extra?: string[] } = {},
+) {
+  const root = join(dir.path, `root-${machine.replace("/", "-")}-${Math.random().toString(36).slice(2, 8)}`);
+  await mkdir(root);
+  const r = await run(
+    [
+      "fetch",
+      "--from",
+      `${options.base ?? url}/v1/machines/${machine}/config`,
+      "--auth",
+      "azure",
+      "--server-id",
+      options.serverId ?? AUDIENCE,
+      ...(options.extra ?? []),
+      "--out",
+      "/etc/bootseal/secret.txt",
+      "--root",
+      root,
+      "--deadline",
+      options.deadline ?? "60s",
+    ],
+    machineEnv({ BOOTSEAL_AZURE_IMDS_ENDPOINT: imds.endpoint, SOPS_AGE_KEY_FILE: key.file }),
+  );
+  return { r, root };
+}
+
+test("azure (fake IMDS, fake JWKS): an allowed VM logs in, fetches, writes and reports", async () => {
+  await publish("prod/web-1", "the web-1 secret\n");
+  const before = web.requests.length;
+  const { r, root } = await fetchAs("prod/web-1", web);
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(await readFile(join(root, "etc/bootseal/secret.txt"), "utf8"), "the web-1 secret\n");
+  assert.match(r.stderr, /\/v1\/machines\/prod\/web-1\/login \(azure login\): ok/);
+  assert.ok(!/bst\.|eyJ/.test(r.stderr), "neither the token nor the access token is logged");
+  assert.deepEqual(await phases("prod/web-1"), [
+    "published",
+    "fetching",
+    "decrypted",
+    "written",
+    "succeeded",
+  ]);
+  // The fetcher asked IMDS for a token for this service, with the header IMDS requires.
+  const asked = web.requests.slice(before).at(-1);
+  assert.equal(asked?.path, TOKEN_PATH);
+  assert.equal(asked?.query.get("resource"), AUDIENCE);
+  assert.equal(asked?.headers.metadata, "true");
+});
+
+test("azure (fake IMDS, fake JWKS): a VM bound to another machine is refused 403", async () => {
+  await publish("prod/web-2", "the web-2 secret\n");
+  const { r, root } = await fetchAs("prod/web-2", db);
+  assert.equal(r.code, EXIT_CODES.FORBIDDEN, r.stderr);
+  assert.match(r.stderr, /virtualMachines\/Db-1 is not bound to machine prod\/web-2/);
+  assert.deepEqual(await readdir(root), []);
+  assert.deepEqual(await phases("prod/web-2"), ["published"]);
+});
+
+test("azure (fake IMDS, fake JWKS): a token for another audience is refused 401", async () => {
+  await publish("prod/web-3", "the web-3 secret\n");
+  const { r, root } = await fetchAs("prod/web-3", web, { serverId: "https://another-bootseal.test" });
+  assert.equal(r.code, EXIT_CODES.UNAUTHORIZED, r.stderr);
+  assert.match(r.stderr, /azure managed-identity token: claim "aud" does not verify/);
+  assert.deepEqual(await readdir(root), []);
+  assert.deepEqual(await phases("prod/web-3"), ["published"]);
+});
+
+test("azure (fake IMDS): JWKS down is 503, retried until the deadline, then KEY_UNAVAILABLE", async () => {
+  const closed = `http://127.0.0.1:${await freePort()}/${TENANT}/discovery/v2.0/keys`;
+  const down = serviceWith(closed);
+  try {
+    const downUrl = await down.listen({ host: "127.0.0.1", port: 0 });
+    await publish("prod/web-4", "the web-4 secret\n", down);
+    const answer = await fetch(
+      `${web.endpoint}${TOKEN_PATH}?api-version=2018-02-01&resource=${encodeURIComponent(AUDIENCE)}`,
+      { headers: { metadata: "true" } },
+    ).then((res) => res.json() as Promise<{ access_token: string }>);
+    const res = await down.inject({
+      method: "POST",
+      url: "/v1/machines/prod/web-4/login",
+      payload: { method: "azure", credential: answer.access_token },
+    });
+    assert.equal(res.statusCode, 503, res.body);
+    assert.equal(res.json().code, "KEY_UNAVAILABLE");
+    const { r, root } = await fetchAs("prod/web-4", web, { base: downUrl, deadline: "12s" });
+    assert.equal(r.code, EXIT_CODES.KEY_UNAVAILABLE, r.stderr);
+    assert.match(r.stderr, /login\): KEY_UNAVAILABLE: .*cannot get the signing keys.*retrying in/);
+    assert.match(r.stderr, /gave up after [2-9] attempts/);
+    assert.deepEqual(await readdir(root), []);
+  } finally {
+    await down.close();
+  }
+});
+
+test("azure (fake IMDS, fake JWKS): an app ID URI audience reaches the machine as --azure-resource", async () => {
+  const svc = serviceWith(jwks.url, { audience: APP_ID_URI });
+  try {
+    const base = await svc.listen({ host: "127.0.0.1", port: 0 });
+    await publish("prod/web-5", "the web-5 secret\n", svc);
+    const flags = loginFlags(parseMachineAuth(raw(jwks.url, { audience: APP_ID_URI }), undefined), "azure");
+    assert.deepEqual(flags, ["--auth", "azure", "--server-id", AUDIENCE, "--azure-resource", APP_ID_URI]);
+    // Without it the machine asks for the server id, which this service does not accept.
+    const without = await fetchAs("prod/web-5", web, { base });
+    assert.equal(without.r.code, EXIT_CODES.UNAUTHORIZED, without.r.stderr);
+    const { r, root } = await fetchAs("prod/web-5", web, { base, extra: flags.slice(4) });
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(await readFile(join(root, "etc/bootseal/secret.txt"), "utf8"), "the web-5 secret\n");
+    assert.equal(web.requests.at(-1)?.query.get("resource"), APP_ID_URI);
+  } finally {
+    await svc.close();
+  }
+});
+
+test("azure: without machineAuth.azure there are no Azure logins, and an azure binding is a usage error", async () => {
+  const bare = { tokenTtl: "1h", aws: { region: "us-east-1" }, audience: AUDIENCE };
+  assert.throws(
+    () =>
+      parseMachineAuth(
+        { ...bare, bindings: [{ method: "azure", match: { vmName: "web-1" }, machines: "prod/*" }] },
+        undefined,
+      ),
+    (err: unknown) =>
+      err instanceof BootsealError && err.code === "USAGE" && /machineAuth\.azure\.tenant/.test(err.message),
+  );
+  // vmId is not in the token: a binding on it would match nothing, so it is refused.
+  assert.throws(
+    () =>
+      parseMachineAuth(
+        {
+          ...raw(jwks.url),
+          bindings: [{ method: "azure", match: { vmId: "x" }, machines: "prod/*" }],
+        },
+        undefined,
+      ),
+    (err: unknown) => err instanceof BootsealError && err.code === "USAGE" && /vmId/.test(err.message),
+  );
+  const svc = buildApp({
+    logger: false,
+    store: new MemoryStore(),
+    config: appConfig({
+      creationRules: parseSopsConfig(`creation_rules:\n  - age: ${key.recipient}\n`, "t"),
+      machineAuth: parseMachineAuth({ ...bare, bindings: [] }, undefined),
+    }),
+  });
+  try {
+    const res = await svc.inject({
+      method: "POST",
+      url: "/v1/machines/prod/web-6/login",
+      payload: { method: "azure", credential: "a.b.c" },
+    });
+    assert.equal(res.statusCode, 501, res.body);
+    assert.equal(res.json().code, "UNSUPPORTED");
+  } finally {
+    await svc.close();
+  }
+});
+
+test("machineAuth.gcp and machineAuth.azure load through the service configuration schema and its variables", () => {
+  const base = {
+    store: "file://./store",
+    creation_rules: [{ age: "age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p" }],
+    controllers: [{ name: "ci", tokenSha256: "a".repeat(64), scopes: ["configs:write"] }],
+    publicUrl: "https://bootseal.example.com/base",
+  };
+  const plain = validateServiceConfig(base, dir.path).machineAuth;
+  // The schema's defaults: Google's keys; no tenant, no Azure.
+  assert.equal(plain.gcp.jwksUrl, "https://www.googleapis.com/oauth2/v3/certs");
+  assert.equal(plain.gcp.issuer, "https://accounts.google.com");
+  assert.equal(plain.gcp.cooldownMs, 30_000);
+  assert.equal(plain.azure, undefined);
+  const c = validateServiceConfig(
+    applyEnv(
+      {
+        ...base,
+        machineAuth: {
+          azure: { tenant: TENANT.toUpperCase() },
+          bindings: [{ method: "azure", match: { vmName: "Web-1" }, machines: "prod/web-1" }],
+        },
+      },
+      { BOOTSEAL_MACHINE_AUTH_AZURE_COOLDOWN: "2m", BOOTSEAL_MACHINE_AUTH_GCP_TIMEOUT: "3s" },
+    ),
+    dir.path,
+  ).machineAuth;
+  assert.equal(c.audience, "https://bootseal.example.com");
+  assert.equal(c.azure?.tenant, TENANT);
+  assert.equal(c.azure?.cooldownMs, 120_000);
+  assert.equal(c.gcp.timeoutMs, 3_000);
+  assert.deepEqual(c.bindings[0]?.match, { vmName: "web-1" });
+  assert.throws(
+    () => validateServiceConfig({ ...base, machineAuth: { azure: { tenant: "contoso" } } }, dir.path),
+    (err: unknown) => err instanceof BootsealError && /machineAuth\.azure\.tenant/.test(err.message),
+  );
+});
