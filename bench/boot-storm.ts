@@ -22,6 +22,7 @@
  *       [--targets noop,file,s3,openbao,replicas] [--stores file,s3] [--entry dist|src|PATH/dist/cli/main.js]
  *       [--bao-policy template|per-machine] [--bao-token-uses 0] [--target-timeout S] [--deadline S]
  *       [--routing request|machine] [--node-flags="--max-semi-space-size=8 ..."]
+ *       [--one-time off|after-success|after-first-fetch] (bootseal's oneTimeFetch; default: the service's)
  *
  * --stores keeps only the bootseal targets on those stores (replicas: s3); --entry PATH runs
  * another build's dist/cli/main.js; --bao-policy and --bao-token-uses: docs/benchmarks.md.
@@ -99,6 +100,7 @@ const { values: opts } = parseArgs({
     "target-timeout": { type: "string" },
     deadline: { type: "string" },
     routing: { type: "string", default: "request" },
+    "one-time": { type: "string" },
     // Default: the flags `npm start` runs the service with (package.json), as shipped.
     "node-flags": { type: "string", default: startScriptNodeFlags().join(" ") },
   },
@@ -178,6 +180,7 @@ async function runTarget(name: TargetName, payload: (n: string) => string): Prom
       baoTokenUses: BAO_USES,
       baoPolicy: BAO_POLICY,
       nodeFlags: NODE_FLAGS,
+      oneTime: opts["one-time"],
     });
     console.log(`\n== ${LABELS[name]}: ${started.describe} (${started.urls.join(", ")})`);
     const machines: Machine[] = Array.from({ length: MACHINES }, (_, i) => ({ name: `m${i}` }));
@@ -302,7 +305,7 @@ function printFailures(rec: Recorder): void {
 const startedAt = new Date();
 const load0 = loadavg();
 console.log(
-  `bench/boot-storm: ${formatCount(MACHINES)} machines, ${CONCURRENCY} in flight, ${PAYLOAD_KIB} KiB payload, targets ${targets.join(",")}; routing ${ROUTING}; ${ENTRY.replace(REPO, "")} on ${nodeVersion}${NODE_FLAGS.length ? ` ${NODE_FLAGS.join(" ")}` : ""}; watchdog ${TARGET_S} s per target, deadline ${DEADLINE_S} s`,
+  `bench/boot-storm: ${formatCount(MACHINES)} machines, ${CONCURRENCY} in flight, ${PAYLOAD_KIB} KiB payload, targets ${targets.join(",")}; routing ${ROUTING}; oneTimeFetch ${opts["one-time"] ?? "default"}; ${ENTRY.replace(REPO, "")} on ${nodeVersion}${NODE_FLAGS.length ? ` ${NODE_FLAGS.join(" ")}` : ""}; watchdog ${TARGET_S} s per target, deadline ${DEADLINE_S} s`,
 );
 const payload = payloadMaker(PAYLOAD_KIB * 1024);
 const outcomes = new Map<TargetName, Outcome | undefined>();

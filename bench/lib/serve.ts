@@ -85,6 +85,8 @@ export async function startServe(
 export async function benchConfig(opts: {
   readonly uses: number;
   readonly logLevel: string | undefined;
+  /** `oneTimeFetch`; undefined keeps the service default. */
+  readonly oneTime?: string | undefined;
 }): Promise<{ config: Record<string, unknown>; controller: string; identity: string }> {
   const identity = await generateX25519Identity();
   const recipient = await identityToRecipient(identity);
@@ -103,6 +105,7 @@ export async function benchConfig(opts: {
     limits: { maxConnectionsPerAddress: 0 },
   };
   if (opts.logLevel !== undefined) config.logLevel = opts.logLevel;
+  if (opts.oneTime !== undefined) config.oneTimeFetch = opts.oneTime;
   return { config, controller, identity };
 }
 

@@ -64,6 +64,8 @@ export interface TargetOptions {
   readonly baoPolicy: BaoPolicy;
   /** Node options for each `bootseal serve` (--node-flags), e.g. V8 heap sizes. */
   readonly nodeFlags: readonly string[];
+  /** `oneTimeFetch` for bootseal (--one-time); undefined: the service default. */
+  readonly oneTime: string | undefined;
 }
 
 const run = promisify(execFile);
@@ -150,7 +152,11 @@ async function bootseal(
 
 async function startFile(o: TargetOptions): Promise<Started> {
   // The service's default log level (info: the access log's lines per request included).
-  const { config, controller, identity } = await benchConfig({ uses: 10, logLevel: undefined });
+  const { config, controller, identity } = await benchConfig({
+    uses: 10,
+    logLevel: undefined,
+    oneTime: o.oneTime,
+  });
   const server = await startServe(
     o.entry,
     o.dir,
@@ -175,7 +181,11 @@ async function startS3(o: TargetOptions, replicas: number): Promise<Started> {
   }
   const servers: BenchServer[] = [];
   try {
-    const { config, controller, identity } = await benchConfig({ uses: 10, logLevel: undefined });
+    const { config, controller, identity } = await benchConfig({
+      uses: 10,
+      logLevel: undefined,
+      oneTime: o.oneTime,
+    });
     for (let i = 0; i < replicas; i++) {
       servers.push(
         await startServe(
