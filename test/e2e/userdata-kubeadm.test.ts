@@ -346,7 +346,11 @@ test("Ignition machine: stub's storage.files → verify → fetch; files, unit, 
     "/etc/kubeadm/join.yaml",
     "",
   ]);
-  assert.ok(await exists(join(root, SENTINEL)), "the fetcher wrote the sentinel after the command");
+  assert.equal(
+    await readFile(join(root, SENTINEL), "utf8"),
+    "success\n",
+    "the fetcher's sentinel, after the command",
+  );
   assert.equal(JSON.parse(await readFile(join(root, MARKER), "utf8")).kind, "ignition");
   assert.deepEqual(posts.map((p) => p.phase).slice(-3), ["written", "running", "succeeded"]);
   assert.equal(posts.at(-1)?.exitCode, 0);
