@@ -16,10 +16,13 @@
  * with the provider's arguments after the files were in place, the sentinel exists only on
  * success, and the status history ends `succeeded`, or `failed` with the exit code (then no
  * sentinel, no marker). Ignition machine: the stub's storage.files applied as Ignition does
- * (source downloaded, verification.hash checked), the payload's files and unit written, the
- * recording systemctl called, the bootstrap command (a service rule) run, and the same ends.
+ * (source downloaded, verification.hash checked; Ignition v2.27.0's own ignition-apply on the
+ * same stub gives the same files), the payload's files and unit equal what ignition-apply
+ * writes from the payload, the recording systemctl called, the bootstrap command (a service
+ * rule) run, and the same ends.
  */
 import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
 import { access, mkdir, readFile, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
@@ -27,6 +30,7 @@ import { parse } from "yaml";
 import { EXIT_CODES } from "../../src/cli/exit-codes.ts";
 import { cloudInitPython, type Entry, runOracle, seedRoot, snapshot } from "../fetcher/cloud-init-oracle.ts";
 import { type AgeKey, ageKey, REPO, type RunResult, run, tempDir } from "../fetcher/helpers.ts";
+import { peer } from "../helpers/peers.ts";
 import { until } from "../helpers/until.ts";
 import {
   applyIgnitionFile,
@@ -41,6 +45,7 @@ import { DIST, type E2EService, ensureBundle, startE2EService } from "./service.
 
 const SENTINEL = "run/cluster-api/bootstrap-success.complete";
 const MARKER = "var/lib/bootseal/bootstrap.done";
+const PRESET = "etc/systemd/system-preset/20-ignition.preset";
 const IGN_COMMAND = "kubeadm join --config /etc/kubeadm/join.yaml";
 
 let dir: { path: string; remove: () => Promise<void> };
@@ -268,7 +273,8 @@ test("cloud-init machine, kubeadm fails: failed with exit code 1, fetch exit 60,
 async function ignitionMachine(machine: string, exit: number) {
   const payload = await readFile(join(REPO, "test/fixtures/e2e/ignition-join.json"), "utf8");
   await publish(machine, payload);
-  const config = JSON.parse(await stub(machine, "ignition")) as {
+  const stubText = await stub(machine, "ignition");
+  const config = JSON.parse(stubText) as {
     ignition: { version: string };
     storage: { files: IgnitionFile[] };
     systemd: {
@@ -293,6 +299,17 @@ async function ignitionMachine(machine: string, exit: number) {
   for (const d of unit.dropins)
     await writeUnder(root, `${unitDir}/${unit.name}.d/${d.name}`, d.contents, 0o644);
   const dropins = [...unit.dropins].sort((a, b) => a.name.localeCompare(b.name)).map((d) => d.contents);
+  // Ignition itself (v2.27.0, ignition-apply) on the same stub, sources fetched: the same files.
+  const real = join(dir.path, `${machine.replace("/", "-")}-ignition-apply`);
+  await ignitionApply(real, stubText, false);
+  for (const f of config.storage.files) {
+    assert.deepEqual(await readFile(join(real, f.path)), written.get(f.path), f.path);
+    assert.equal((await stat(join(real, f.path))).mode & 0o7777, f.mode, `${f.path} mode`);
+  }
+  for (const d of unit.dropins) {
+    assert.equal(await readFile(join(real, unitDir, `${unit.name}.d`, d.name), "utf8"), d.contents);
+  }
+  assert.match(await readFile(join(real, PRESET), "utf8"), /^enable bootseal-fetch\.service$/m);
   const env = envFileValues(written.get("/etc/bootseal/fetch.env")?.toString() ?? "");
   // ExecStartPre (the verify drop-in): OpenSSL checks the Ed25519 signature first.
   const pre = effective("ExecStartPre", unit.contents, dropins);
@@ -311,23 +328,46 @@ async function ignitionMachine(machine: string, exit: number) {
   return { r, root, posts: await history(machine) };
 }
 
+/** Ignition v2.27.0's own files stage (ignition-apply, the peer) on a config, into a root. */
+async function ignitionApply(root: string, config: string, offline: boolean): Promise<void> {
+  await seedRoot(root);
+  const file = `${root}.ign`;
+  await writeFile(file, config);
+  const args = ["--root", root, ...(offline ? ["--offline"] : []), file];
+  // container=…: ignition-apply's own switch for running outside an initramfs (no relabel).
+  const r = await run(
+    args,
+    { PATH: process.env.PATH, container: "bootseal-test" },
+    peer("IGNITION_APPLY_BIN"),
+  );
+  assert.equal(r.code, 0, `ignition-apply: ${r.stdout}${r.stderr}`);
+}
+
+/** The payload's files and unit (not the stub's, the stand-ins', the marker or the sentinel). */
+const ignitionPayloadPath = (p: string) =>
+  /^(etc\/kubernetes|etc\/kubeadm|run\/cluster-api|etc\/systemd\/system\/kubeadm\.service)(\/|$|\.d)/.test(
+    p,
+  ) && p !== SENTINEL;
+
+/** The fetcher's result equals what Ignition itself writes from the same payload (bytes, modes, owners). */
 async function assertIgnitionFiles(root: string): Promise<void> {
-  const payload = JSON.parse(await readFile(join(REPO, "test/fixtures/e2e/ignition-join.json"), "utf8")) as {
-    storage: { files: IgnitionFile[] };
-    systemd: { units: { name: string; contents: string; dropins: { name: string; contents: string }[] }[] };
-  };
-  for (const f of payload.storage.files) {
-    const want = await applyIgnitionFile(join(dir.path, "scratch"), f);
-    assert.deepEqual(await readFile(join(root, f.path)), want, f.path);
-    assert.equal((await stat(join(root, f.path))).mode & 0o7777, f.mode ?? 0o644, `${f.path} mode`);
-  }
+  const oracle = join(dir.path, `oracle-${randomBytes(4).toString("hex")}`);
+  await ignitionApply(
+    oracle,
+    await readFile(join(REPO, "test/fixtures/e2e/ignition-join.json"), "utf8"),
+    true,
+  );
+  const want = (await snapshot(oracle)).filter((e) => ignitionPayloadPath(e.path));
+  assert.equal(
+    want.filter((e) => e.bytes !== undefined).length,
+    5,
+    "Ignition wrote 3 files, the unit and its drop-in",
+  );
+  assert.deepEqual(
+    (await snapshot(root)).filter((e) => ignitionPayloadPath(e.path)),
+    want,
+  );
   assert.equal((await stat(join(root, "etc/kubeadm"))).mode & 0o7777, 0o750);
-  const [u] = payload.systemd.units;
-  assert.ok(u);
-  assert.equal(await readFile(join(root, "etc/systemd/system", u.name), "utf8"), u.contents);
-  const d = u.dropins[0];
-  assert.ok(d);
-  assert.equal(await readFile(join(root, "etc/systemd/system", `${u.name}.d`, d.name), "utf8"), d.contents);
 }
 
 test("Ignition machine: stub's storage.files → verify → fetch; files, unit, systemctl, bootstrap command, sentinel, succeeded", {
