@@ -334,7 +334,7 @@ async function ignitionApply(root: string, config: string, offline: boolean): Pr
   const file = `${root}.ign`;
   await writeFile(file, config);
   const args = ["--root", root, ...(offline ? ["--offline"] : []), file];
-  // container=…: ignition-apply's own switch for running outside an initramfs (no relabel).
+  // ignition-apply refuses to run "on a host system" unless `container` is set (docs/fetcher.md).
   const r = await run(
     args,
     { PATH: process.env.PATH, container: "bootseal-test" },
