@@ -1,0 +1,122 @@
+/**
+ * The service side of the end-to-end test: a real `bootseal serve` from the bundle
+ * (dist/cli/main.js) with a file store, an age recipient for the machine, a controller, a
+ * token derivation key (so GET …/userdata is stable) and an artifact directory.
+ */
+import assert from "node:assert/strict";
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { createHash, randomBytes } from "node:crypto";
+import { access, mkdir, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { REPO } from "../fetcher/helpers.ts";
+import { freePort } from "../helpers/ports.ts";
+import { until } from "../helpers/until.ts";
+
+export const DIST = join(REPO, "dist/cli/main.js");
+
+/** Builds dist/ once when it is missing (bounded). */
+export async function ensureBundle(): Promise<void> {
+  const built = await access(DIST).then(
+    () => true,
+    () => false,
+  );
+  if (built) return;
+  const r = spawnSync(process.execPath, ["scripts/bundle.ts"], {
+    cwd: REPO,
+    encoding: "utf8",
+    timeout: 300_000,
+  });
+  assert.equal(r.status, 0, `scripts/bundle.ts: ${r.stderr}`);
+}
+
+export interface E2EService {
+  readonly url: string;
+  readonly controllerToken: string;
+  readonly controllerTokenFile: string;
+  log(): string;
+  stop(): Promise<void>;
+  get(path: string): Promise<Response>;
+}
+
+export async function startE2EService(opts: {
+  dir: string;
+  ageRecipient: string;
+  artifactsDir: string;
+  bootstrapCommands: readonly { match: string; command: string }[];
+}): Promise<E2EService> {
+  const { dir } = opts;
+  const controllerToken = randomBytes(24).toString("hex");
+  const controllerTokenFile = join(dir, "controller-token");
+  await writeFile(controllerTokenFile, controllerToken, { mode: 0o600 });
+  const derivationKey = join(dir, "token-derivation.key");
+  await writeFile(derivationKey, randomBytes(32), { mode: 0o600 });
+  await mkdir(join(dir, "store"));
+  const config = join(dir, "bootseal.yaml");
+  await writeFile(
+    config,
+    [
+      `store: file://${join(dir, "store")}`,
+      "creation_rules:",
+      "  - path_regex: .*",
+      `    age: ${opts.ageRecipient}`,
+      "controllers:",
+      "  - name: e2e",
+      `    tokenSha256: ${createHash("sha256").update(controllerToken).digest("hex")}`,
+      "    scopes: [configs:write, tokens:mint, configs:read, status:read]",
+      "bootstrapToken:",
+      "  ttl: 1h",
+      "  uses: 20",
+      `  derivationKeyFile: ${derivationKey}`,
+      "bootstrapCommands:",
+      ...opts.bootstrapCommands.flatMap((c) => [
+        `  - match: ${JSON.stringify(c.match)}`,
+        `    command: ${JSON.stringify(c.command)}`,
+      ]),
+      "artifacts:",
+      `  dir: ${opts.artifactsDir}`,
+      `  signingKeyFile: ${join(dir, "keys", "artifact-signing.pem")}`,
+      `dataDir: ${join(dir, "data")}`,
+      "audit:",
+      `  path: ${join(dir, "audit.log")}`,
+      "logLevel: warn",
+      "",
+    ].join("\n"),
+  );
+  const port = await freePort();
+  const child: ChildProcess = spawn(
+    process.execPath,
+    [DIST, "serve", "--config", config, "--listen", `127.0.0.1:${port}`],
+    { cwd: dir, env: { PATH: process.env.PATH, HOME: dir }, stdio: ["ignore", "pipe", "pipe"] },
+  );
+  let output = "";
+  child.stdout?.on("data", (c) => {
+    output += c;
+  });
+  child.stderr?.on("data", (c) => {
+    output += c;
+  });
+  const exited = new Promise<void>((r) => child.once("exit", () => r()));
+  const url = `http://127.0.0.1:${port}`;
+  // Up once /healthz answers and the artifacts are hashed (the stub needs their pins).
+  await until(
+    "bootseal serve to come up with its artifacts",
+    async () => {
+      if (child.exitCode !== null) throw new Error(`bootseal serve exited: ${output}`);
+      const res = await fetch(`${url}/v1/artifacts/SHA256SUMS`).catch(() => undefined);
+      return res?.status === 200 && (await res.text()).includes("bootseal-linux-x64");
+    },
+    { tries: 900 },
+  );
+  const auth = { authorization: `Bearer ${controllerToken}` };
+  return {
+    url,
+    controllerToken,
+    controllerTokenFile,
+    log: () => output,
+    get: (path) => fetch(`${url}${path}`, { headers: auth }),
+    stop: () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
+      return exited;
+    },
+  };
+}
