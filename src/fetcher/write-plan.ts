@@ -249,6 +249,20 @@ export interface ApplyOptions {
   readonly log?: (line: string) => void;
 }
 
+/** applyPlan, with the planned contents (secrets) wiped by `wipe` when it fails. */
+export async function applyPlanOrWipe(
+  planned: readonly PlannedFile[],
+  options: ApplyOptions,
+  wipe: () => void,
+): Promise<void> {
+  try {
+    await applyPlan(planned, options);
+  } catch (err) {
+    wipe();
+    throw err;
+  }
+}
+
 /** Writes every planned file, or (on the first failure) undoes what this call did and throws. */
 export async function applyPlan(planned: readonly PlannedFile[], options: ApplyOptions): Promise<void> {
   const write = options.write ?? atomicWriter;

@@ -80,15 +80,17 @@ export function mintToken(
 ): { token: string; record: TokenRecord } {
   const secret = randomBytes(SECRET_BYTES).toString("base64url");
   const token = `${PREFIX}.${machine.namespace}.${machine.name}.${secret}`;
+  return { token, record: recordOf(token, machine, ttlMs, uses, now) };
+}
+
+/** The stored record of a token: its hash, never the token. */
+function recordOf(token: string, machine: MachineId, ttlMs: number, uses: number, now: Date): TokenRecord {
   return {
-    token,
-    record: {
-      machine: formatMachineId(machine),
-      sha256: sha256Hex(token),
-      issuedAt: now.toISOString(),
-      expiresAt: new Date(now.getTime() + ttlMs).toISOString(),
-      usesLeft: uses,
-    },
+    machine: formatMachineId(machine),
+    sha256: sha256Hex(token),
+    issuedAt: now.toISOString(),
+    expiresAt: new Date(now.getTime() + ttlMs).toISOString(),
+    usesLeft: uses,
   };
 }
 
@@ -124,18 +126,7 @@ export function mintDerivedToken(
   now: Date,
 ): { token: string; record: TokenRecord } {
   const token = deriveToken(key, machine, version, salt);
-  return {
-    token,
-    record: {
-      machine: formatMachineId(machine),
-      sha256: sha256Hex(token),
-      issuedAt: now.toISOString(),
-      expiresAt: new Date(now.getTime() + ttlMs).toISOString(),
-      usesLeft: uses,
-      salt,
-      version,
-    },
-  };
+  return { token, record: { ...recordOf(token, machine, ttlMs, uses, now), salt, version } };
 }
 
 /** True when the text has the shape of a bootstrap token (it may still be wrong). */

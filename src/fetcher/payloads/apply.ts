@@ -10,7 +10,7 @@ import { loadAccounts } from "../owners.ts";
 import { type PathPolicy, resolveTarget } from "../paths.ts";
 import type { SelinuxLabeler } from "../selinux.ts";
 import {
-  applyPlan,
+  applyPlanOrWipe,
   checkReserved,
   type FileWriter,
   type PlannedFile,
@@ -62,16 +62,11 @@ async function writePlanned(
   const wipe = (): void => {
     for (const f of planned) f.content.fill(0);
   };
-  try {
-    await applyPlan(planned, {
-      labeler: ctx.labeler,
-      log: ctx.log,
-      ...(ctx.write ? { write: ctx.write } : {}),
-    });
-  } catch (err) {
-    wipe();
-    throw err;
-  }
+  await applyPlanOrWipe(
+    planned,
+    { labeler: ctx.labeler, log: ctx.log, ...(ctx.write ? { write: ctx.write } : {}) },
+    wipe,
+  );
   return { kind, written: planned.map((f) => f.target.requested), commands: [], writesSentinel: false, wipe };
 }
 

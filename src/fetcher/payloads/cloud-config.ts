@@ -19,7 +19,13 @@ import type { FileSpec } from "../apply-manifest.ts";
 import { type Accounts, loadAccounts } from "../owners.ts";
 import { displayPath, type PathPolicy, type ResolvedTarget } from "../paths.ts";
 import type { SelinuxLabeler } from "../selinux.ts";
-import { applyPlan, type FileWriter, type PlannedFile, planFiles, type Reserved } from "../write-plan.ts";
+import {
+  applyPlanOrWipe,
+  type FileWriter,
+  type PlannedFile,
+  planFiles,
+  type Reserved,
+} from "../write-plan.ts";
 import { type CloudCommand, parseCloudConfig, type WriteFileEntry } from "./cloud-config-parse.ts";
 import type { CommandRunner } from "./commands.ts";
 
@@ -174,15 +180,10 @@ export async function applyCloudConfig(
     for (const f of planned) f.content.fill(0);
     for (const f of config.writeFiles) f.content.fill(0);
   };
-  try {
-    await applyPlan(planned, {
-      labeler: ctx.labeler,
-      log: ctx.log,
-      ...(ctx.write ? { write: ctx.write } : {}),
-    });
-  } catch (err) {
-    wipe();
-    throw err;
-  }
+  await applyPlanOrWipe(
+    planned,
+    { labeler: ctx.labeler, log: ctx.log, ...(ctx.write ? { write: ctx.write } : {}) },
+    wipe,
+  );
   return { written: planned.map((f) => f.target.requested), runcmd: config.runcmd, writesSentinel, wipe };
 }

@@ -62,15 +62,7 @@ export function azureVerifier(options: AzureVerifierOptions): IdentityVerifier {
   }
   const tenant = options.tenant.toLowerCase();
   const issuers = options.issuers ?? azureIssuers(tenant);
-  const keys = remoteKeys(
-    {
-      jwksUrl: options.jwksUrl ?? azureJwksUrl(tenant),
-      timeoutMs: options.timeoutMs ?? JWKS_DEFAULTS.timeoutMs,
-      cooldownMs: options.cooldownMs ?? JWKS_DEFAULTS.cooldownMs,
-      cacheMaxAgeMs: options.cacheMaxAgeMs ?? JWKS_DEFAULTS.cacheMaxAgeMs,
-    },
-    WHAT,
-  );
+  const keys = remoteKeys({ ...options, jwksUrl: options.jwksUrl ?? azureJwksUrl(tenant) }, WHAT);
   const clockSkewMs = options.clockSkewMs ?? JWKS_DEFAULTS.clockSkewMs;
   return {
     method: "azure",

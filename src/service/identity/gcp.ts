@@ -34,15 +34,7 @@ export interface GcpVerifierOptions {
 export function gcpVerifier(options: GcpVerifierOptions = {}): IdentityVerifier {
   const issuer = options.issuer ?? GOOGLE_ISSUER;
   const issuers = issuer.startsWith("https://") ? [issuer, issuer.slice("https://".length)] : [issuer];
-  const keys = remoteKeys(
-    {
-      jwksUrl: options.jwksUrl ?? GOOGLE_JWKS_URL,
-      timeoutMs: options.timeoutMs ?? JWKS_DEFAULTS.timeoutMs,
-      cooldownMs: options.cooldownMs ?? JWKS_DEFAULTS.cooldownMs,
-      cacheMaxAgeMs: options.cacheMaxAgeMs ?? JWKS_DEFAULTS.cacheMaxAgeMs,
-    },
-    WHAT,
-  );
+  const keys = remoteKeys({ ...options, jwksUrl: options.jwksUrl ?? GOOGLE_JWKS_URL }, WHAT);
   const clockSkewMs = options.clockSkewMs ?? JWKS_DEFAULTS.clockSkewMs;
   return {
     method: "gcp",

@@ -7,6 +7,7 @@
  * all of it.
  */
 import { createRemoteJWKSet, errors, type JWTPayload, type JWTVerifyGetKey, jwtVerify } from "jose";
+import { JWKS_DEFAULTS } from "../../config/machine-auth-jwt.ts";
 import { BootsealError } from "../../errors.ts";
 
 /** A cloud identity token is 1-3 KiB; anything far larger is refused before parsing. */
@@ -28,7 +29,16 @@ export interface JwksSettings {
 /** A key lookup for jose: the remote set, with its failures sorted into token ones and issuer ones. */
 export type KeyLookup = JWTVerifyGetKey;
 
-export function remoteKeys(settings: JwksSettings, what: string): KeyLookup {
+/** The JWKS URL, and any timing not given taken from JWKS_DEFAULTS. */
+export type JwksOptions = Pick<JwksSettings, "jwksUrl"> & Partial<Omit<JwksSettings, "jwksUrl">>;
+
+export function remoteKeys(options: JwksOptions, what: string): KeyLookup {
+  const settings: JwksSettings = {
+    jwksUrl: options.jwksUrl,
+    timeoutMs: options.timeoutMs ?? JWKS_DEFAULTS.timeoutMs,
+    cooldownMs: options.cooldownMs ?? JWKS_DEFAULTS.cooldownMs,
+    cacheMaxAgeMs: options.cacheMaxAgeMs ?? JWKS_DEFAULTS.cacheMaxAgeMs,
+  };
   let url: URL;
   try {
     url = new URL(settings.jwksUrl);
