@@ -13,29 +13,29 @@
  */
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { mkdir, readdir, readFile } from "node:fs/promises";
+import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import type { FastifyInstance } from "fastify";
 import { MemoryStore } from "../../providers/stores/memory.ts";
 import { EXIT_CODES } from "../../src/cli/exit-codes.ts";
 import { parseMachineAuth, type RawMachineAuth } from "../../src/config/machine-auth.ts";
-import { applyEnv, SCOPES, validateServiceConfig } from "../../src/config/service-config.ts";
+import { applyEnv, validateServiceConfig } from "../../src/config/service-config.ts";
 import { parseSopsConfig } from "../../src/config/sops-config.ts";
 import { BootsealError } from "../../src/errors.ts";
 import { buildApp } from "../../src/service/app.ts";
 import { loginFlags } from "../../src/service/identity/index.ts";
 import { type AzureImdsFake, EXAMPLE_VM, startAzureImds, TOKEN_PATH } from "../fakes/azure-imds.ts";
 import { type JwksServer, makeTestKey, startJwksServer, type TestKey } from "../fakes/jwks-server.ts";
-import { type AgeKey, ageKey, machineEnv, run, tempDir } from "../fetcher/helpers.ts";
+import { type AgeKey, ageKey, tempDir } from "../fetcher/helpers.ts";
 import { freePort } from "../helpers/ports.ts";
 import { appConfig } from "./app-config.ts";
+import { fetchWithLogin, loginService, phasesOf, publishAs } from "./login-harness.ts";
 
 const AUDIENCE = "https://bootseal-azure.login.test";
 const APP_ID_URI = "api://bootseal-machines";
 const TENANT = EXAMPLE_VM.tenant;
-const ADMIN = "controller-admin-token-0123456789abcdefghijkl";
-const sha = (s: string) => createHash("sha256").update(s).digest("hex");
+const _sha = (s: string) => createHash("sha256").update(s).digest("hex");
 
 let dir: { path: string; remove: () => Promise<void> };
 let key: AgeKey;
@@ -73,16 +73,7 @@ function raw(jwksUrl: string, azure: Record<string, unknown> = {}): RawMachineAu
 }
 
 function serviceWith(jwksUrl: string, azure: Record<string, unknown> = {}): FastifyInstance {
-  return buildApp({
-    logger: false,
-    store: new MemoryStore(),
-    config: appConfig({
-      creationRules: parseSopsConfig(`creation_rules:\n  - age: ${key.recipient}\n`, "t"),
-      controllers: [{ name: "admin", tokenSha256: sha(ADMIN), scopes: [...SCOPES] }],
-      rateLimit: { authFailuresPerMinute: 100 },
-      machineAuth: parseMachineAuth(raw(jwksUrl, azure), undefined),
-    }),
-  });
+  return loginService(key.recipient, parseMachineAuth(raw(jwksUrl, azure), undefined));
 }
 
 before(async () => {
@@ -102,53 +93,26 @@ after(async () => {
   await dir?.remove();
 });
 
-async function publish(machine: string, payload: string, svc: FastifyInstance = app): Promise<void> {
-  const res = await svc.inject({
-    method: "PUT",
-    url: `/v1/machines/${machine}/config`,
-    headers: { authorization: `Bearer ${ADMIN}`, "content-type": "text/plain" },
-    payload,
-  });
-  assert.equal(res.statusCode, 201, res.body);
-}
+const publish = (machine: string, payload: string, svc: FastifyInstance = app) =>
+  publishAs(svc, machine, payload);
 
-async function phases(machine: string, svc: FastifyInstance = app): Promise<string[]> {
-  const res = await svc.inject({
-    method: "GET",
-    url: `/v1/machines/${machine}/status`,
-    headers: { authorization: `Bearer ${ADMIN}` },
-  });
-  assert.equal(res.statusCode, 200, res.body);
-  return (res.json() as { history: { phase: string }[] }).history.map((h) => h.phase);
-}
+const phases = (machine: string, svc: FastifyInstance = app) => phasesOf(svc, machine);
 
 async function fetchAs(
   machine: string,
   imds: AzureImdsFake,
   options: { base?: string; serverId?: string; deadline?: string; extra?: string[] } = {},
 ) {
-  const root = join(dir.path, `root-${machine.replace("/", "-")}-${Math.random().toString(36).slice(2, 8)}`);
-  await mkdir(root);
-  const r = await run(
-    [
-      "fetch",
-      "--from",
-      `${options.base ?? url}/v1/machines/${machine}/config`,
-      "--auth",
-      "azure",
-      "--server-id",
-      options.serverId ?? AUDIENCE,
-      ...(options.extra ?? []),
-      "--out",
-      "/etc/bootseal/secret.txt",
-      "--root",
-      root,
-      "--deadline",
-      options.deadline ?? "60s",
-    ],
-    machineEnv({ BOOTSEAL_AZURE_IMDS_ENDPOINT: imds.endpoint, SOPS_AGE_KEY_FILE: key.file }),
-  );
-  return { r, root };
+  return fetchWithLogin({
+    dir: dir.path,
+    base: options.base ?? url,
+    machine,
+    method: "azure",
+    serverId: options.serverId ?? AUDIENCE,
+    deadline: options.deadline,
+    extra: options.extra,
+    env: { BOOTSEAL_AZURE_IMDS_ENDPOINT: imds.endpoint, SOPS_AGE_KEY_FILE: key.file },
+  });
 }
 
 test("azure (fake IMDS, fake JWKS): an allowed VM logs in, fetches, writes and reports", async () => {

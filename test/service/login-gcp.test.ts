@@ -10,16 +10,12 @@
  */
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { mkdir, readdir, readFile } from "node:fs/promises";
+import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import type { FastifyInstance } from "fastify";
-import { MemoryStore } from "../../providers/stores/memory.ts";
 import { EXIT_CODES } from "../../src/cli/exit-codes.ts";
 import { parseMachineAuth } from "../../src/config/machine-auth.ts";
-import { SCOPES } from "../../src/config/service-config.ts";
-import { parseSopsConfig } from "../../src/config/sops-config.ts";
-import { buildApp } from "../../src/service/app.ts";
 import { identityVerifiers, loginFlags } from "../../src/service/identity/index.ts";
 import {
   EXAMPLE_INSTANCE,
@@ -28,13 +24,12 @@ import {
   startGceMetadata,
 } from "../fakes/gce-metadata.ts";
 import { type JwksServer, makeTestKey, startJwksServer, type TestKey } from "../fakes/jwks-server.ts";
-import { type AgeKey, ageKey, machineEnv, run, tempDir } from "../fetcher/helpers.ts";
+import { type AgeKey, ageKey, tempDir } from "../fetcher/helpers.ts";
 import { freePort } from "../helpers/ports.ts";
-import { appConfig } from "./app-config.ts";
+import { fetchWithLogin, loginService, phasesOf, publishAs } from "./login-harness.ts";
 
 const AUDIENCE = "https://bootseal-gcp.login.test";
-const ADMIN = "controller-admin-token-0123456789abcdefghijkl";
-const sha = (s: string) => createHash("sha256").update(s).digest("hex");
+const _sha = (s: string) => createHash("sha256").update(s).digest("hex");
 
 let dir: { path: string; remove: () => Promise<void> };
 let key: AgeKey;
@@ -70,16 +65,7 @@ function machineAuth(jwksUrl: string) {
 }
 
 function serviceWith(jwksUrl: string): FastifyInstance {
-  return buildApp({
-    logger: false,
-    store: new MemoryStore(),
-    config: appConfig({
-      creationRules: parseSopsConfig(`creation_rules:\n  - age: ${key.recipient}\n`, "t"),
-      controllers: [{ name: "admin", tokenSha256: sha(ADMIN), scopes: [...SCOPES] }],
-      rateLimit: { authFailuresPerMinute: 100 },
-      machineAuth: machineAuth(jwksUrl),
-    }),
-  });
+  return loginService(key.recipient, machineAuth(jwksUrl));
 }
 
 before(async () => {
@@ -103,52 +89,25 @@ after(async () => {
   await dir?.remove();
 });
 
-async function publish(machine: string, payload: string, svc: FastifyInstance = app): Promise<void> {
-  const res = await svc.inject({
-    method: "PUT",
-    url: `/v1/machines/${machine}/config`,
-    headers: { authorization: `Bearer ${ADMIN}`, "content-type": "text/plain" },
-    payload,
-  });
-  assert.equal(res.statusCode, 201, res.body);
-}
+const publish = (machine: string, payload: string, svc: FastifyInstance = app) =>
+  publishAs(svc, machine, payload);
 
-async function phases(machine: string): Promise<string[]> {
-  const res = await app.inject({
-    method: "GET",
-    url: `/v1/machines/${machine}/status`,
-    headers: { authorization: `Bearer ${ADMIN}` },
-  });
-  assert.equal(res.statusCode, 200, res.body);
-  return (res.json() as { history: { phase: string }[] }).history.map((h) => h.phase);
-}
+const phases = (machine: string, svc: FastifyInstance = app) => phasesOf(svc, machine);
 
 async function fetchAs(
   machine: string,
   metadata: GceMetadataFake,
   options: { base?: string; serverId?: string; deadline?: string } = {},
 ) {
-  const root = join(dir.path, `root-${machine.replace("/", "-")}-${Math.random().toString(36).slice(2, 8)}`);
-  await mkdir(root);
-  const r = await run(
-    [
-      "fetch",
-      "--from",
-      `${options.base ?? url}/v1/machines/${machine}/config`,
-      "--auth",
-      "gcp",
-      "--server-id",
-      options.serverId ?? AUDIENCE,
-      "--out",
-      "/etc/bootseal/secret.txt",
-      "--root",
-      root,
-      "--deadline",
-      options.deadline ?? "60s",
-    ],
-    machineEnv({ GCE_METADATA_HOST: metadata.host, SOPS_AGE_KEY_FILE: key.file }),
-  );
-  return { r, root };
+  return fetchWithLogin({
+    dir: dir.path,
+    base: options.base ?? url,
+    machine,
+    method: "gcp",
+    serverId: options.serverId ?? AUDIENCE,
+    deadline: options.deadline,
+    env: { GCE_METADATA_HOST: metadata.host, SOPS_AGE_KEY_FILE: key.file },
+  });
 }
 
 test("gcp (fake metadata server, fake JWKS): an allowed instance logs in, fetches, writes and reports", async () => {
