@@ -192,9 +192,6 @@ export function buildApp(deps: AppDeps): FastifyInstance {
       maxHeldMachines: config.statusReports.maxHeldMachines,
       maxHeldBytes: HELD_BYTES_MAX,
       write: (m, entries, tokenSha256, seen) => machines.recordPhase(m, { entries, tokenSha256, seen }),
-      written: (m, entries, record) => {
-        for (const e of entries) events.publish({ ...m, phase: e.phase, version: record.version, at: e.at });
-      },
       dropped: (m, entries, err) => {
         metrics.statusReportsDropped.inc(entries.length);
         api.log.warn(

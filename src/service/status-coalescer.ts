@@ -35,8 +35,6 @@ export interface CoalescerOptions {
     tokenSha256: string,
     seen?: Seen<StatusRecord>,
   ): Promise<StatusRecord>;
-  /** After every write of reports (events, metrics). */
-  written(m: MachineId, entries: readonly Report[], record: StatusRecord): void;
   /** Held reports that could not be written: the token was revoked, or the store stayed down. */
   dropped(m: MachineId, entries: readonly Report[], err: unknown): void;
 }
@@ -119,9 +117,7 @@ export class StatusCoalescer {
     const taken = held && digestsEqual(held.tokenSha256, tokenSha256) ? this.#take(key) : undefined;
     const entries = taken ? [...taken.entries, report] : [report];
     try {
-      const record = await this.#options.write(m, entries, tokenSha256, seen);
-      this.#options.written(m, entries, record);
-      return record;
+      return await this.#options.write(m, entries, tokenSha256, seen);
     } catch (err) {
       if (taken) this.#retryOrDrop(key, taken, err);
       throw err;
@@ -157,8 +153,7 @@ export class StatusCoalescer {
     if (!held) return;
     const run = (async () => {
       try {
-        const record = await this.#options.write(held.m, held.entries, held.tokenSha256);
-        this.#options.written(held.m, held.entries, record);
+        await this.#options.write(held.m, held.entries, held.tokenSha256);
       } catch (err) {
         this.#retryOrDrop(key, held, err);
       }

@@ -47,9 +47,13 @@ export async function reportPhase(
   const entry: Report = { phase, at: now.toISOString(), by: "machine", ...details };
   ctx.metrics.statusPosts.inc({ phase });
   if (INTERMEDIATE.has(phase) && statusReports.hold(m, entry, reporter.token.sha256)) {
-    return { statusCode: 202, phase, version: reporter.seen?.value.version ?? 0, updatedAt: entry.at };
+    // The event goes out now: readers are level-triggered, it only wakes them (docs/api.md).
+    const version = reporter.seen?.value.version ?? 0;
+    ctx.events.publish({ ...m, phase, version, at: entry.at });
+    return { statusCode: 202, phase, version, updatedAt: entry.at };
   }
   const record = await statusReports.commit(m, entry, reporter.token.sha256, reporter.seen ?? undefined);
+  ctx.events.publish({ ...m, phase, version: record.version, at: entry.at });
   if (phase === "succeeded" && ctx.oneTimeFetch === "after-success") {
     // The token is retired, not deleted: `bootseal fetch --one-time` still sends its DELETE.
     if (await machines.deleteConfigRetireToken(m)) await machines.recordDeleted(m, now);
