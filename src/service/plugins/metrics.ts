@@ -87,6 +87,32 @@ const DROPPED_DEFAULTS = [
   "nodejs_active_resources_total",
 ];
 
+/** Defaults whose `type` label is Node's class name (`PipeWrap`, `Socket`): lower-cased (`pipewrap`). */
+const LOWER_CASED_DEFAULTS = ["nodejs_active_handles", "nodejs_active_requests", "nodejs_active_resources"];
+
+/** Serves a registered metric with its label values lower-cased. */
+function lowerCaseLabels(registry: Registry, name: string): void {
+  const metric = registry.getSingleMetric(name);
+  if (!metric) return;
+  const get = metric.get.bind(metric);
+  const lowered: typeof metric.get = async () => {
+    const out = await get();
+    return {
+      ...out,
+      values: out.values.map((v) => ({
+        ...v,
+        labels: Object.fromEntries(
+          Object.entries(v.labels).map(([k, value]) => [
+            k,
+            typeof value === "string" ? value.toLowerCase() : value,
+          ]),
+        ),
+      })),
+    };
+  };
+  metric.get = lowered;
+}
+
 /** Published to succeeded, seconds: a boot takes seconds to tens of minutes. */
 const BOOT_BUCKETS = [0.5, 1, 2.5, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600];
 
@@ -94,6 +120,7 @@ export function createMetrics(): Metrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   for (const name of DROPPED_DEFAULTS) registry.removeSingleMetric(name);
+  for (const name of LOWER_CASED_DEFAULTS) lowerCaseLabels(registry, name);
   new Gauge({
     name: "bootseal_build_info",
     help: "Always 1: the service's version and the Node version it runs on",
