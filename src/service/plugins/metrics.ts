@@ -133,10 +133,16 @@ export function createMetrics(): Metrics {
     help: "Counts of machines per phase that failed (the store did not answer); the last count is served meanwhile",
     registers: [registry],
   });
-  const countedAt = new Gauge({
+  // Both gauges ask the counter: a scrape collects them concurrently, and they share one count.
+  new Gauge({
     name: "bootseal_machines_counted_timestamp_seconds",
     help: "When the count bootseal_machines shows began (Unix time): it includes every status written before",
     registers: [registry],
+    async collect() {
+      const count = await counter?.current();
+      this.reset();
+      if (count) this.set(count.startedAt / 1000);
+    },
   });
   new Gauge({
     name: "bootseal_machines",
@@ -146,10 +152,7 @@ export function createMetrics(): Metrics {
     async collect() {
       const count = await counter?.current();
       this.reset();
-      countedAt.reset();
-      if (!count) return;
-      for (const phase of PHASES) this.set({ phase }, count.counts[phase]);
-      countedAt.set(count.startedAt / 1000);
+      if (count) for (const phase of PHASES) this.set({ phase }, count.counts[phase]);
     },
   });
   const bootDuration = new Histogram({
