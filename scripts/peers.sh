@@ -18,7 +18,7 @@ set -euo pipefail
 # gcp-kms-fake and azure-kv-fake are hand-written fakes (test/fakes/): no real peer installs here.
 # azure-kv-fake's NODE_EXTRA_CA_CERTS bundle takes in one exported by a peer listed before it
 # (no other peer exports one now): list a peer that would, before azure-kv-fake.
-PEERS=(age gpg shells sops sops-3-13-3 seaweedfs moto moto-sts local-kms fake-gcs openbao gcp-kms-fake azure-kv-fake cloud-init ignition-validate ignition qemu wine kube)
+PEERS=(age gpg shells sops sops-3-13-3 seaweedfs moto moto-sts local-kms fake-gcs openbao gcp-kms-fake azure-kv-fake cloud-init ignition-validate ignition qemu wine kube promtool)
 # BOOTSEAL_PEERS_ONLY="name ...": only these peers (in PEERS order), e.g. to start some peers in
 # a second run directory (BOOTSEAL_PEERS_RUN) beside a full set in another one.
 if [[ -n "${BOOTSEAL_PEERS_ONLY:-}" ]]; then
@@ -190,6 +190,22 @@ apt_install() {
     fi
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@"
   ) 9>"$C/.apt.lock"
+}
+
+# apt_download PKG DIR : downloads PKG's .deb (the candidate version) into DIR, without
+# installing it (no root needed unless `apt-get update` has to run first); prints its path.
+apt_download() {
+  mkdir -p "$C" "$2"
+  if ! apt-cache show "$1" >/dev/null 2>&1; then
+    (
+      flock 9
+      if [[ ! -f "$RUN/tmp/apt-updated" ]]; then
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q >&2
+        mkdir -p "$RUN/tmp" && touch "$RUN/tmp/apt-updated"
+      fi
+    ) 9>"$C/.apt.lock"
+  fi
+  (cd "$2" && apt-get download -q "$1" >&2) && compgen -G "$2/${1}_*.deb" | head -n 1
 }
 
 # deb_version PKG : the installed Debian version of PKG, or nothing.

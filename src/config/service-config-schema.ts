@@ -483,6 +483,17 @@ export const SERVICE_CONFIG_SCHEMA: SchemaNode = {
         ),
       },
     },
+    metrics: {
+      type: "object",
+      additionalProperties: false,
+      default: {},
+      properties: {
+        phaseRefresh: duration(
+          "how often a replica counts machines per phase for `bootseal_machines` (one listing of the status records, then reads of the records that changed), at most; a scrape in between gets the last count (docs/api.md, Metrics). `0`: every scrape counts",
+          "30s",
+        ),
+      },
+    },
     dataDir: text("the embedded default's directory", { default: "./data", "x-flag": "--data-dir" }),
     logLevel: {
       type: "string",

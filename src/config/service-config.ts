@@ -177,6 +177,8 @@ export interface ServiceConfig {
   readonly events: { readonly heartbeatSeconds: number; readonly bufferSize: number };
   /** 0: no coalescing (every status report written before its answer). */
   readonly statusReports: { readonly coalesceMs: number; readonly maxHeldMachines: number };
+  /** How often, at most, a replica counts machines per phase (`bootseal_machines`). */
+  readonly metrics: { readonly phaseRefreshMs: number };
   readonly dataDir: string;
   readonly logLevel: LogLevel;
 }
@@ -294,6 +296,7 @@ interface Checked {
   audit: { path: string; mode: string };
   events: { heartbeatSeconds: number; bufferSize: number };
   statusReports: { coalesce: string | number; maxHeldMachines: number };
+  metrics: { phaseRefresh: string | number };
   dataDir: string;
   logLevel: LogLevel;
 }
@@ -516,6 +519,7 @@ export function validateServiceConfig(rawInput: Raw, cwd: string = process.cwd()
       coalesceMs: parseDuration(c.statusReports.coalesce, "statusReports.coalesce", { min: 0 }),
       maxHeldMachines: c.statusReports.maxHeldMachines,
     },
+    metrics: { phaseRefreshMs: parseDuration(c.metrics.phaseRefresh, "metrics.phaseRefresh", { min: 0 }) },
     dataDir: resolve(cwd, c.dataDir),
     logLevel: c.logLevel,
   };

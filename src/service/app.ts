@@ -65,6 +65,7 @@ export type AppConfig = Pick<
   | "trustProxy"
   | "events"
   | "statusReports"
+  | "metrics"
   | "logLevel"
 >;
 
@@ -156,6 +157,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   // The last seen token and status records: first guesses for compare-and-swap (record-cache.ts).
   const machines = machineStore(store, new RecordCache());
   const storeProbe: ReadinessProbe = { name: "store", check: () => machines.probe() };
+  metrics.countMachines(machines, config.metrics.phaseRefreshMs);
+  app.addHook("onClose", async () => metrics.close());
 
   void app.register(swagger, {
     openapi: {

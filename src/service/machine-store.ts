@@ -414,6 +414,12 @@ export interface MachineStore {
     after: string | undefined,
     options?: CallOptions,
   ): AsyncIterable<MachineId>;
+  /** Every status record's version as the listing gives it: the phase counts (phase-counts.ts). */
+  statusVersions(
+    options?: CallOptions,
+  ): AsyncIterable<{ readonly machine: MachineId; readonly etag: string }>;
+  /** A status record's phase, read without touching this replica's record cache; null when absent. */
+  readPhase(m: MachineId, options?: CallOptions): Promise<Phase | null>;
 }
 
 export interface PhaseRecord {
@@ -660,6 +666,18 @@ export function machineStore(store: ObjectStore, cache?: RecordCache): MachineSt
         const machine = machineFromStatusKey(info.key);
         if (machine) yield machine;
       }
+    },
+
+    async *statusVersions(options = {}) {
+      for await (const info of store.list(statusPrefix(undefined), options)) {
+        const machine = machineFromStatusKey(info.key);
+        if (machine) yield { machine, etag: info.etag };
+      }
+    },
+
+    async readPhase(m, options = {}) {
+      const obj = await store.get(statusKey(m), options);
+      return obj ? decodeStatus(obj.body).phase : null;
     },
   };
 }

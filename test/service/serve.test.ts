@@ -611,7 +611,7 @@ describe("bootseal serve (file store)", () => {
     const metrics = (await call(`${a.url}/metrics`)).body.toString();
     assert.match(
       metrics,
-      /bootseal_http_requests_total\{method="PUT",route="\/v1\/machines\/:ns\/:name\/config",status="201"\}/,
+      /bootseal_http_requests_total\{method="put",route="\/v1\/machines\/:ns\/:name\/config",status="201"\}/,
     );
     assert.match(metrics, /bootseal_publishes_total\{outcome="ok"\}/);
     assert.match(metrics, /bootseal_status_posts_total\{phase="succeeded"\}/);

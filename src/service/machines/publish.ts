@@ -15,6 +15,7 @@ import { contentTypeOf } from "../../envelope/document.ts";
 import { BootsealError } from "../../errors.ts";
 import { formatMachineId, type MachineId } from "../../machine/machine-id.ts";
 import { quoteEtag, type ServiceContext } from "../context.ts";
+import { errorLabel } from "../plugins/metrics.ts";
 import { type PreparedDocument, prepareDocument } from "../publish.ts";
 import { mintDerivedToken, mintToken, newSalt, sha256Hex, type TokenRecord } from "../tokens.ts";
 
@@ -160,7 +161,7 @@ export async function publishConfig(
       tokenExpiresAt: record.expiresAt,
     };
   } catch (err) {
-    metrics.publishes.inc({ outcome: err instanceof BootsealError ? err.code : "INTERNAL" });
+    metrics.publishes.inc({ outcome: errorLabel(err) });
     throw err;
   }
 }

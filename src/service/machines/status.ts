@@ -53,6 +53,7 @@ export async function reportPhase(
     return { statusCode: 202, phase, version, updatedAt: entry.at };
   }
   const record = await statusReports.commit(m, entry, reporter.token.sha256, reporter.seen ?? undefined);
+  ctx.metrics.observeReport(record, entry);
   ctx.events.publish({ ...m, phase, version: record.version, at: entry.at });
   if (phase === "succeeded" && ctx.oneTimeFetch === "after-success") {
     // The token is retired, not deleted: `bootseal fetch --one-time` still sends its DELETE.

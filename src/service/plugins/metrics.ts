@@ -1,15 +1,22 @@
 /**
- * Prometheus metrics (GET /metrics): requests by route and status with latency, publishes,
- * fetches, status posts by phase, store operations by kind and outcome (with latency and
- * errors), key-service calls, and Node's defaults (event loop delay `nodejs_eventloop_lag_*`,
- * heap, GC). One registry per app, so tests can build several apps in one process.
+ * Prometheus metrics (GET /metrics; every metric and label in docs/api.md "Metrics"): build
+ * info, machines per phase (fleet-wide, phase-counts.ts), boot durations and failures by
+ * reason, requests by route and status with latency, publishes, fetches, status posts by
+ * phase, store operations by kind and outcome (with latency and errors), key-service calls,
+ * and Node's defaults (event loop delay `nodejs_eventloop_lag_*`, heap, GC) without the three
+ * `nodejs_active_*_total` gauges (a gauge must not end in `_total`: `promtool check metrics`).
+ * Every label value is lower case; error codes become snake case (`PRECONDITION_FAILED` ->
+ * `precondition_failed`). One registry per app, so tests can build several apps in one process.
  */
+import { readFileSync } from "node:fs";
 import type { FastifyInstance } from "fastify";
-import { Counter, collectDefaultMetrics, Histogram, Registry } from "prom-client";
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 import type { ObjectStore } from "../../../providers/stores/object-store.ts";
 import type { CallOptions } from "../../call-options.ts";
 import type { MasterKey } from "../../envelope/sops/master-key.ts";
-import { BootsealError } from "../../errors.ts";
+import { BootsealError, ERROR_CODES } from "../../errors.ts";
+import { PHASES, type StatusRecord } from "../machine-store.ts";
+import { PhaseCounter, type StatusSource } from "../phase-counts.ts";
 
 export interface Metrics {
   readonly registry: Registry;
@@ -22,15 +29,144 @@ export interface Metrics {
   readonly statusReportsDropped: Counter;
   instrumentStore(store: ObjectStore): ObjectStore;
   instrumentKey(key: MasterKey): MasterKey;
+  /**
+   * Machines per phase from now on, counted from `source` at most once per `refreshMs`
+   * (`metrics.phaseRefresh`). Until it is called, `bootseal_machines` has no samples.
+   */
+  countMachines(source: StatusSource, refreshMs: number): void;
+  /**
+   * A machine's report, once written (`record` is what the store holds now): `succeeded`
+   * observes the boot duration (the first success of a publish only, so once per machine and
+   * version across replicas), `failed` counts its reason code.
+   */
+  observeReport(record: StatusRecord, report: { readonly phase: string; readonly message?: string }): void;
+  /** Stops a phase count in flight (app close). */
+  close(): void;
 }
 
-function codeOf(err: unknown): string {
-  return err instanceof BootsealError ? err.code : "INTERNAL";
+/** A label value: lower case, `-` as `_` (`PRECONDITION_FAILED`, `not-modified` -> snake case). */
+export function labelValue(text: string): string {
+  return text.toLowerCase().replaceAll("-", "_");
 }
+
+/** An error as a label value: its code in snake case, `internal` for anything else. */
+export function errorLabel(err: unknown): string {
+  return labelValue(err instanceof BootsealError ? err.code : "INTERNAL");
+}
+
+/** The reason codes `bootseal_machine_failures_total` knows (the fetcher reports an ErrorCode), plus `other`. */
+export const FAILURE_REASONS: readonly string[] = [...ERROR_CODES.map(labelValue), "other"];
+const KNOWN_CODES: ReadonlySet<string> = new Set(ERROR_CODES);
+
+/** A failed report's reason: the fetcher leads its message with the code (`MAC_MISMATCH: …`). */
+export function failureReason(message: string | undefined): string {
+  const code = /^([A-Z][A-Z0-9_]*):/.exec(message ?? "")?.[1];
+  return code && KNOWN_CODES.has(code) ? labelValue(code) : "other";
+}
+
+/** The package version, as `bootseal --version` reads it; found upwards of this module (src/ or dist/). */
+function packageVersion(): string {
+  for (const up of ["../../../package.json", "../../package.json", "../package.json"]) {
+    try {
+      const pkg = JSON.parse(readFileSync(new URL(up, import.meta.url), "utf8")) as {
+        name?: string;
+        version?: string;
+      };
+      if (pkg.name === "bootseal" && typeof pkg.version === "string") return pkg.version;
+    } catch {
+      // not this one
+    }
+  }
+  return "unknown";
+}
+
+/** `nodejs_active_{handles,requests,resources}_total`: gauges named like counters (sum the unsuffixed gauges instead). */
+const DROPPED_DEFAULTS = [
+  "nodejs_active_handles_total",
+  "nodejs_active_requests_total",
+  "nodejs_active_resources_total",
+];
+
+/** Defaults whose `type` label is Node's class name (`PipeWrap`, `Socket`): lower-cased (`pipewrap`). */
+const LOWER_CASED_DEFAULTS = ["nodejs_active_handles", "nodejs_active_requests", "nodejs_active_resources"];
+
+/** Serves a registered metric with its label values lower-cased. */
+function lowerCaseLabels(registry: Registry, name: string): void {
+  const metric = registry.getSingleMetric(name);
+  if (!metric) return;
+  const get = metric.get.bind(metric);
+  const lowered: typeof metric.get = async () => {
+    const out = await get();
+    return {
+      ...out,
+      values: out.values.map((v) => ({
+        ...v,
+        labels: Object.fromEntries(
+          Object.entries(v.labels).map(([k, value]) => [
+            k,
+            typeof value === "string" ? value.toLowerCase() : value,
+          ]),
+        ),
+      })),
+    };
+  };
+  metric.get = lowered;
+}
+
+/** Published to succeeded, seconds: a boot takes seconds to tens of minutes. */
+const BOOT_BUCKETS = [0.5, 1, 2.5, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600];
 
 export function createMetrics(): Metrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
+  for (const name of DROPPED_DEFAULTS) registry.removeSingleMetric(name);
+  for (const name of LOWER_CASED_DEFAULTS) lowerCaseLabels(registry, name);
+  new Gauge({
+    name: "bootseal_build_info",
+    help: "Always 1: the service's version and the Node version it runs on",
+    labelNames: ["version", "node_version"] as const,
+    registers: [registry],
+  }).set({ version: packageVersion().toLowerCase(), node_version: process.versions.node }, 1);
+  let counter: PhaseCounter | undefined;
+  const countErrors = new Counter({
+    name: "bootseal_machines_count_errors_total",
+    help: "Counts of machines per phase that failed (the store did not answer); the last count is served meanwhile",
+    registers: [registry],
+  });
+  // Both gauges ask the counter: a scrape collects them concurrently, and they share one count.
+  new Gauge({
+    name: "bootseal_machines_counted_timestamp_seconds",
+    help: "When the count bootseal_machines shows began (Unix time): it includes every status written before",
+    registers: [registry],
+    async collect() {
+      const count = await counter?.current();
+      this.reset();
+      if (count) this.set(count.startedAt / 1000);
+    },
+  });
+  new Gauge({
+    name: "bootseal_machines",
+    help: "Machines by current phase, fleet-wide (from the store's status records; the same on every replica: aggregate with max by (phase))",
+    labelNames: ["phase"] as const,
+    registers: [registry],
+    async collect() {
+      const count = await counter?.current();
+      this.reset();
+      if (count) for (const phase of PHASES) this.set({ phase }, count.counts[phase]);
+    },
+  });
+  const bootDuration = new Histogram({
+    name: "bootseal_machine_bootstrap_duration_seconds",
+    help: "Time from a publish to the machine's first succeeded report for it, observed once per machine and publish by the replica that writes it",
+    buckets: BOOT_BUCKETS,
+    registers: [registry],
+  });
+  const failures = new Counter({
+    name: "bootseal_machine_failures_total",
+    help: "Failed reports written, by reason code (the fetcher's error code in snake case, or other)",
+    labelNames: ["reason"] as const,
+    registers: [registry],
+  });
   const requests = new Counter({
     name: "bootseal_http_requests_total",
     help: "HTTP requests by method, route and status code",
@@ -114,9 +250,9 @@ export function createMetrics(): Metrics {
       return out;
     } catch (err) {
       // A lost race is the store working as designed, not a store error.
-      const code = codeOf(err);
-      observeStore(op, started, code === "PRECONDITION_FAILED" ? "conflict" : "error");
-      if (code !== "PRECONDITION_FAILED") storeErrors.inc({ op, code });
+      const code = errorLabel(err);
+      observeStore(op, started, code === "precondition_failed" ? "conflict" : "error");
+      if (code !== "precondition_failed") storeErrors.inc({ op, code });
       throw err;
     }
   }
@@ -147,7 +283,7 @@ export function createMetrics(): Metrics {
                 observeStore("list", started, "ok");
               } catch (err) {
                 observeStore("list", started, "error");
-                storeErrors.inc({ op: "list", code: codeOf(err) });
+                storeErrors.inc({ op: "list", code: errorLabel(err) });
                 throw err;
               }
             },
@@ -169,11 +305,28 @@ export function createMetrics(): Metrics {
             return enc;
           } catch (err) {
             end({ outcome: "error" });
-            kmsErrors.inc({ kind: key.kind, op: "wrap", code: codeOf(err) });
+            kmsErrors.inc({ kind: key.kind, op: "wrap", code: errorLabel(err) });
             throw err;
           }
         },
       };
+    },
+    countMachines(source, refreshMs) {
+      counter?.close();
+      counter = new PhaseCounter({ source, refreshMs, failed: () => countErrors.inc() });
+    },
+    observeReport(record, report) {
+      if (report.phase === "failed") failures.inc({ reason: failureReason(report.message) });
+      if (report.phase !== "succeeded") return;
+      const mine = record.history.filter((e) => e.version === record.version);
+      const published = mine.findLast((e) => e.phase === "published");
+      const successes = mine.filter((e) => e.phase === "succeeded");
+      if (!published || successes.length !== 1) return;
+      const seconds = (Date.parse(successes[0]!.at) - Date.parse(published.at)) / 1000;
+      if (Number.isFinite(seconds)) bootDuration.observe(Math.max(0, seconds));
+    },
+    close() {
+      counter?.close();
     },
   };
 }
@@ -186,7 +339,7 @@ export function metricsPlugin(app: FastifyInstance, metrics: Metrics): void {
   ) as Histogram<string>;
   app.addHook("onResponse", async (request, reply) => {
     const labels = {
-      method: request.method,
+      method: labelValue(request.method),
       route: request.routeOptions.url ?? "unmatched",
       status: String(reply.statusCode),
     };

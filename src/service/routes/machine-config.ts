@@ -14,6 +14,7 @@ import { deleteConfig } from "../machines/delete.ts";
 import { fetchConfig } from "../machines/fetch.ts";
 import { bootstrapCommandHeader, publishConfig } from "../machines/publish.ts";
 import { signalFor } from "../plugins/auth.ts";
+import { labelValue } from "../plugins/metrics.ts";
 import { machineTokenOf, mayMintTokens, stateOf, who } from "../request-state.ts";
 import { deleteSchema, fetchSchema, publishSchema } from "../schemas/config.ts";
 import type { RequestTypeProvider } from "../schemas/type-provider.ts";
@@ -112,7 +113,7 @@ export function machineConfigRoutes(parent: FastifyInstance, ctx: ServiceContext
         const errorCode = stateOf(request).errorCode;
         ctx.metrics.fetches.inc({
           who: stateOf(request).principal?.kind === "machine" ? "machine" : "controller",
-          outcome: reply.statusCode === 304 ? "not-modified" : (errorCode ?? "ok"),
+          outcome: reply.statusCode === 304 ? "not_modified" : labelValue(errorCode ?? "ok"),
         });
       },
     },
