@@ -72,6 +72,17 @@ function valuesFile(name: string, values: object): string {
 // biome-ignore lint/suspicious/noExplicitAny: rendered manifests are walked by the assertions themselves
 type Obj = Record<string, any>;
 
+/** helm template with these values must fail: its error output. */
+async function templateRefused(values: object, name: string): Promise<string> {
+  const result = await runChild(
+    peer("HELM_BIN"),
+    ["template", RELEASE, CHART, "--kube-version", kubeVersion, "--values", valuesFile(name, values)],
+    { env: { PATH: process.env.PATH, HOME: join(dir, "helm-home") } },
+  );
+  assert.notEqual(result.status, 0, `helm accepted ${JSON.stringify(values)}`);
+  return result.stderr;
+}
+
 let kubeVersion = "";
 
 async function render(values?: object, name = "values"): Promise<Obj[]> {
@@ -668,42 +679,16 @@ describe("the chart itself", () => {
       [{ controller: { scopes: ["configs:write", "root"] } }, /scopes/],
     ];
     for (const [i, [values, message]] of cases.entries()) {
-      const result = await runChild(
-        peer("HELM_BIN"),
-        [
-          "template",
-          RELEASE,
-          CHART,
-          "--kube-version",
-          kubeVersion,
-          "--values",
-          valuesFile(`bad-${i}`, values),
-        ],
-        { env: { PATH: process.env.PATH, HOME: join(dir, "helm-home") } },
-      );
-      assert.notEqual(result.status, 0, `helm accepted ${JSON.stringify(values)}`);
-      assert.match(result.stderr, message);
+      assert.match(await templateRefused(values, `bad-${i}`), message);
     }
   });
 
   test("config.existingSecret and config.inline together are refused", async () => {
-    const result = await runChild(
-      peer("HELM_BIN"),
-      [
-        "template",
-        RELEASE,
-        CHART,
-        "--kube-version",
-        kubeVersion,
-        "--values",
-        valuesFile("both-configs", {
-          config: { existingSecret: "x", inline: { creation_rules: [{ age: RECIPIENT }] } },
-        }),
-      ],
-      { env: { PATH: process.env.PATH, HOME: join(dir, "helm-home") } },
+    const values = { config: { existingSecret: "x", inline: { creation_rules: [{ age: RECIPIENT }] } } };
+    assert.match(
+      await templateRefused(values, "both-configs"),
+      /config\.existingSecret or config\.inline, not both/,
     );
-    assert.notEqual(result.status, 0);
-    assert.match(result.stderr, /config\.existingSecret or config\.inline, not both/);
   });
 });
 
@@ -870,28 +855,47 @@ describe("helm template, every feature on (GCS, configuration in an existing Sec
   });
 });
 
+describe("helm template, the service alone", () => {
+  test("controller.enabled=false: no controller, no ClusterRole; the service still reviews tokens", async () => {
+    const objects = await render(
+      {
+        controller: { enabled: false },
+        kubernetesBindings: [{ serviceAccount: "team-a/*", scopes: ["status:read"] }],
+      },
+      "no-controller",
+    );
+    assert.equal(deployments(objects).controller, undefined);
+    assert.deepEqual(
+      objects.filter((o) => /^(ClusterRole|Role|RoleBinding)$/.test(o.kind)),
+      [],
+    );
+    const config = parseYaml(only(objects, "ConfigMap").data["bootseal.yaml"]);
+    assert.deepEqual(config.kubernetesBindings, [{ serviceAccount: "team-a/*", scopes: ["status:read"] }]);
+    checkNetworkPolicies(objects, 7480);
+    assertNoSecretsInPlaintext(objects);
+  });
+
+  test("controller.enabled without controllerAuth.kubernetes is refused with a reason", async () => {
+    const stderr = await templateRefused({ controllerAuth: { kubernetes: { enabled: false } } }, "no-review");
+    assert.match(stderr, /controller\.enabled needs controllerAuth\.kubernetes\.enabled/);
+  });
+});
+
 describe("against the real API server", () => {
   test("the CRDs in crds/ install, are established, and carry Cluster API's contract label", async () => {
     const crds = crdFiles();
-    assert.deepEqual(
-      crds.map((c) => [c.kind, c.metadata.name, c.spec.group, c.spec.names.kind, c.spec.scope]),
-      [
-        [
-          "CustomResourceDefinition",
-          "bootsealconfigs.bootstrap.bootseal.dev",
-          "bootstrap.bootseal.dev",
-          "BootsealConfig",
-          "Namespaced",
-        ],
-        [
-          "CustomResourceDefinition",
-          "bootsealconfigtemplates.bootstrap.bootseal.dev",
-          "bootstrap.bootseal.dev",
-          "BootsealConfigTemplate",
-          "Namespaced",
-        ],
-      ],
-    );
+    const names = crds.map((c) => [c.kind, c.metadata.name, c.spec.group, c.spec.names.kind, c.spec.scope]);
+    for (const [name, kind] of [
+      ["bootsealconfigs.bootstrap.bootseal.dev", "BootsealConfig"],
+      ["bootsealconfigtemplates.bootstrap.bootseal.dev", "BootsealConfigTemplate"],
+    ]) {
+      assert.ok(
+        names.some(
+          (n) => n.join(" ") === `CustomResourceDefinition ${name} bootstrap.bootseal.dev ${kind} Namespaced`,
+        ),
+        `crds/ defines ${kind} (${name}), namespaced`,
+      );
+    }
     for (const crd of crds) {
       assert.equal(
         crd.metadata.labels?.["cluster.x-k8s.io/v1beta2"],
