@@ -83,7 +83,11 @@ async function templateRefused(values: object, name: string): Promise<string> {
   return result.stderr;
 }
 
-let kubeVersion = "";
+/**
+ * The Kubernetes version helm renders for: the kube peer's (scripts/peers/kube.sh; the API-server
+ * tests check the server reports it). A constant, so the rendering tests need no API server.
+ */
+const kubeVersion = "v1.34.4";
 
 async function render(values?: object, name = "values"): Promise<Obj[]> {
   const args = ["template", RELEASE, CHART, "--namespace", ns, "--kube-version", kubeVersion];
@@ -575,7 +579,26 @@ class DryRunApi extends KubernetesObjectApi {
 }
 
 let api: DryRunApi;
-let caPem = "";
+/** Any CA certificate: the rendered configuration's caFile must hold one (its key was discarded). */
+const caPem = readFileSync(join(ROOT, "test", "fixtures", "helm", "ca.crt"), "utf8");
+
+/** The admin of the kube peer (a static token in system:masters). */
+function kubeConfig(namespace?: string): KubeConfig {
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [
+      {
+        name: "peer",
+        server: peer("KUBE_SERVER"),
+        caData: readFileSync(peer("KUBE_CA_FILE")).toString("base64"),
+      },
+    ],
+    users: [{ name: "admin", token: peer("KUBE_ADMIN_TOKEN") }],
+    contexts: [{ name: "peer", cluster: "peer", user: "admin", ...(namespace ? { namespace } : {}) }],
+    currentContext: "peer",
+  });
+  return kc;
+}
 
 async function dryRunAll(objects: Obj[]): Promise<void> {
   for (const o of objects) {
@@ -613,33 +636,6 @@ function docExamples(): Obj[] {
 }
 
 // ---------------------------------------------------------------- the tests
-
-before(async () => {
-  caPem = readFileSync(peer("KUBE_CA_FILE"), "utf8");
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    clusters: [{ name: "peer", server: peer("KUBE_SERVER"), caData: Buffer.from(caPem).toString("base64") }],
-    users: [{ name: "admin", token: peer("KUBE_ADMIN_TOKEN") }],
-    contexts: [{ name: "peer", cluster: "peer", user: "admin", namespace: ns }],
-    currentContext: "peer",
-  });
-  kubeVersion = (await kc.makeApiClient(VersionApi).getCode()).gitVersion;
-  api = DryRunApi.forConfig(kc);
-  await kc.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name: ns } } });
-});
-
-after(async () => {
-  // The namespace only; the CRDs stay (other tests of this API server may use them, and a later
-  // run applies them again). Without a controller manager the namespace stays Terminating.
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    clusters: [{ name: "peer", server: peer("KUBE_SERVER"), caData: Buffer.from(caPem).toString("base64") }],
-    users: [{ name: "admin", token: peer("KUBE_ADMIN_TOKEN") }],
-    contexts: [{ name: "peer", cluster: "peer", user: "admin" }],
-    currentContext: "peer",
-  });
-  await kc.makeApiClient(CoreV1Api).deleteNamespace({ name: ns });
-});
 
 describe("the chart itself", () => {
   test("Chart.yaml: apiVersion v2, appVersion is package.json's version", () => {
@@ -882,6 +878,23 @@ describe("helm template, the service alone", () => {
 });
 
 describe("against the real API server", () => {
+  before(async () => {
+    api = DryRunApi.forConfig(kubeConfig(ns));
+    await kubeConfig()
+      .makeApiClient(CoreV1Api)
+      .createNamespace({ body: { metadata: { name: ns } } });
+  });
+
+  after(async () => {
+    // The namespace only; the CRDs stay (other tests of this API server may use them, and a later
+    // run applies them again). Without a controller manager the namespace stays Terminating.
+    await kubeConfig().makeApiClient(CoreV1Api).deleteNamespace({ name: ns });
+  });
+
+  test("the API server is the version the chart is rendered for", async () => {
+    assert.equal((await kubeConfig().makeApiClient(VersionApi).getCode()).gitVersion, kubeVersion);
+  });
+
   test("the CRDs in crds/ install, are established, and carry Cluster API's contract label", async () => {
     const crds = crdFiles();
     const names = crds.map((c) => [c.kind, c.metadata.name, c.spec.group, c.spec.names.kind, c.spec.scope]);

@@ -26,16 +26,22 @@
 {{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 {{- end }}
 
-{{- define "bootseal.labels" -}}
+{{/* The labels every object carries beside its selector labels. */}}
+{{- define "bootseal.metaLabels" -}}
 helm.sh/chart: {{ include "bootseal.chart" . }}
-app.kubernetes.io/name: {{ include "bootseal.name" . }}
-app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: bootseal
 {{- with .Values.commonLabels }}
 {{ toYaml . }}
 {{- end }}
+{{- end }}
+
+{{/* Object labels: name, instance and the meta labels (the component is added per object). */}}
+{{- define "bootseal.labels" -}}
+app.kubernetes.io/name: {{ include "bootseal.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{ include "bootseal.metaLabels" . }}
 {{- end }}
 
 {{- define "bootseal.serverSelectorLabels" -}}
