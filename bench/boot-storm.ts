@@ -41,7 +41,7 @@ import { join, resolve } from "node:path";
 import { argv, exit, version as nodeVersion } from "node:process";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { killAll, sampleRss } from "./lib/processes.ts";
+import { cpuMsOfAll, killAll, sampleRss } from "./lib/processes.ts";
 import {
   crossTokenCheck,
   HttpClient,
@@ -188,7 +188,9 @@ async function runTarget(name: TargetName, payload: (n: string) => string): Prom
     const rec = newRecorder();
     const rss = sampleRss(started.pids);
     const m0 = await scrape(started.metricsUrls);
+    const cpu0 = cpuMsOfAll(started.pids);
     const pub = await publishAll(client, started.protocol, machines, CONCURRENCY, rec, ac.signal);
+    const cpu1 = cpuMsOfAll(started.pids);
     const m1 = await scrape(started.metricsUrls);
     // Not for the no-op server: it answers every token.
     const cross =
@@ -204,6 +206,7 @@ async function runTarget(name: TargetName, payload: (n: string) => string): Prom
         ? await started.protocol.fetch(client, first, first.token).catch((err: Error) => err)
         : undefined;
     const rssBefore = rss.now();
+    const cpu2 = cpuMsOfAll(started.pids);
     const st = await storm(
       client,
       started.protocol,
@@ -213,6 +216,7 @@ async function runTarget(name: TargetName, payload: (n: string) => string): Prom
       rec,
       ac.signal,
     );
+    const cpu3 = cpuMsOfAll(started.pids);
     const m2 = await scrape(started.metricsUrls);
     let confirmed = "";
     if (started.confirm && early !== undefined) {
@@ -241,6 +245,7 @@ async function runTarget(name: TargetName, payload: (n: string) => string): Prom
       publish: lat("publish"),
       peakRssMiB: peaks.map(MiB),
       storeOpsPerMachine: ops(m1, m2, STORE_OPS_COUNTER),
+      cpuMsPerMachine: { publish: (cpu1 - cpu0) / MACHINES, storm: (cpu3 - cpu2) / MACHINES },
       errors: rec.failures.length,
     };
     const line = (k: Kind) => {
@@ -256,6 +261,9 @@ async function runTarget(name: TargetName, payload: (n: string) => string): Prom
     console.log(`  latency p50 / p99 / max (count): ${line("publish")}; ${line("fetch")}; ${line("status")}`);
     console.log(
       `  peak RSS ${peaks.map((k) => `${formatCount(MiB(k))} MiB`).join(" + ")} (VmHWM and 100 ms VmRSS samples); RSS (all processes) ${formatCount(MiB(rssBefore))} MiB before the storm, ${formatCount(MiB(rssAfter))} MiB after`,
+    );
+    console.log(
+      `  server CPU (user + system, all its processes) per machine: publish ${formatCount(result.cpuMsPerMachine?.publish, 1)} ms, storm ${formatCount(result.cpuMsPerMachine?.storm, 1)} ms`,
     );
     if (hasMetrics) {
       const hist = "bootseal_store_operation_duration_seconds_count";

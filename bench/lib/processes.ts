@@ -47,6 +47,30 @@ export function memoryOf(pid: number): { rssKiB: number; hwmKiB: number } | unde
   }
 }
 
+/**
+ * CPU time (user + system) a process has used so far, in milliseconds, from /proc/<pid>/stat;
+ * undefined once it is gone. On a loaded machine this is the fairer measure of the work per
+ * request: the wall-clock rates also count the time the process waited for a core.
+ */
+export function cpuMsOf(pid: number): number | undefined {
+  try {
+    const text = readFileSync(`/proc/${pid}/stat`, "utf8");
+    // The command (field 2) is in parentheses and may hold spaces: fields count from its end.
+    const fields = text.slice(text.lastIndexOf(")") + 2).split(" ");
+    const ticks = Number(fields[11]) + Number(fields[12]); // utime, stime (fields 14 and 15)
+    return Number.isFinite(ticks) ? ticks * (1000 / CLOCK_TICKS) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** USER_HZ: 100 on every Linux this runs on (sysconf(_SC_CLK_TCK)). */
+const CLOCK_TICKS = 100;
+
+/** CPU ms of all the processes, summed (a missing one counts 0). */
+export const cpuMsOfAll = (pids: readonly number[]): number =>
+  pids.reduce((a, pid) => a + (cpuMsOf(pid) ?? 0), 0);
+
 export interface RssSampler {
   /** The current RSS of each process (KiB), summed. */
   now(): number;

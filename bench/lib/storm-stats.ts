@@ -86,6 +86,8 @@ export interface TargetResult {
   /** Per server process (two for the replicas). */
   readonly peakRssMiB: readonly number[];
   readonly storeOpsPerMachine: number | undefined;
+  /** CPU time of the server process(es) per machine, publish and storm phases (ms); undefined: not measured. */
+  readonly cpuMsPerMachine?: { readonly publish: number; readonly storm: number } | undefined;
   readonly errors: number;
 }
 
@@ -132,6 +134,7 @@ export function markdownTable(rows: readonly TargetResult[], reference: TargetRe
     "publish p99",
     "peak RSS",
     "store ops/machine",
+    "server CPU ms/machine (publish + storm)",
     "machines/s ÷ OpenBao",
     "publish/s ÷ OpenBao",
     "fetch p99 ÷ OpenBao",
@@ -153,6 +156,9 @@ export function markdownTable(rows: readonly TargetResult[], reference: TargetRe
         formatMs(r.publish.p99),
         r.peakRssMiB.length ? `${r.peakRssMiB.map((m) => formatCount(m)).join(" + ")} MiB` : "n/a",
         formatCount(r.storeOpsPerMachine, 1),
+        r.cpuMsPerMachine
+          ? `${formatCount(r.cpuMsPerMachine.publish, 1)} + ${formatCount(r.cpuMsPerMachine.storm, 1)}`
+          : "n/a",
         ref ? ratio(machinesPerSecond(r), machinesPerSecond(ref)) : "–",
         ref ? ratio(publishPerSecond(r), publishPerSecond(ref)) : "–",
         ref ? ratio(r.fetch.p99, ref.fetch.p99) : "–",

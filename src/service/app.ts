@@ -194,7 +194,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
       windowMs: config.statusReports.coalesceMs,
       maxHeldMachines: config.statusReports.maxHeldMachines,
       maxHeldBytes: HELD_BYTES_MAX,
-      write: (m, entries, tokenSha256, seen) => machines.recordPhase(m, { entries, tokenSha256, seen }),
+      write: (m, entries, tokenSha256, seen, configDeleted) =>
+        machines.recordPhase(m, { entries, tokenSha256, seen, configDeleted }),
       dropped: (m, entries, err) => {
         metrics.statusReportsDropped.inc(entries.length);
         api.log.warn(

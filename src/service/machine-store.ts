@@ -398,12 +398,19 @@ export interface MachineStore {
   ): Promise<{ readonly claimed: true; readonly record: TokenRecord } | { readonly claimed: false }>;
   deleteConfigAndToken(m: MachineId, options?: CallOptions): Promise<boolean>;
   /**
-   * One-time fetch `after-success`: deletes the config and retires the token (no fetch left,
-   * `retired` set) instead of deleting it, so the machine can still authenticate the DELETE
-   * `bootseal fetch --one-time` sends next (204, no failed authentication). True when a
-   * config was there.
+   * One-time fetch `after-success`, before the `succeeded` report is written: deletes the
+   * config if it is still the version `configEtag` (undefined: whatever is there) and retires
+   * the token with this hash (no fetch left, `retired` set) instead of deleting it, so the
+   * machine can still authenticate the DELETE `bootseal fetch --one-time` sends next (204, no
+   * failed authentication). A token or config another publish replaced is left alone (the
+   * report's write then refuses the old token). Idempotent: a retried report redoes it.
    */
-  deleteConfigRetireToken(m: MachineId, options?: CallOptions): Promise<boolean>;
+  retireAfterSuccess(
+    m: MachineId,
+    tokenSha256: string,
+    configEtag: string | undefined,
+    options?: CallOptions,
+  ): Promise<void>;
   deleteToken(m: MachineId, options?: CallOptions): Promise<void>;
   /**
    * Machines with a status record, in store (key) order; `after` (`<ns>/<name>`, a page
@@ -428,6 +435,11 @@ export interface PhaseRecord {
   /** SHA-256 of the reporting machine's token. */
   readonly tokenSha256: string;
   readonly seen?: Seen<StatusRecord>;
+  /**
+   * The config was deleted and the token retired just before (one-time fetch `after-success`,
+   * retireAfterSuccess): the same write sets `config` and the token mirror to null.
+   */
+  readonly configDeleted?: boolean;
 }
 
 export interface PublishRecord {
@@ -516,7 +528,7 @@ export function machineStore(store: ObjectStore, cache?: RecordCache): MachineSt
       return out as StatusRecord;
     },
 
-    async recordPhase(m, { entries, tokenSha256, seen }, options = {}) {
+    async recordPhase(m, { entries, tokenSha256, seen, configDeleted = false }, options = {}) {
       const out = await records.update(
         statusKey(m),
         decodeStatus,
@@ -546,12 +558,12 @@ export function machineStore(store: ObjectStore, cache?: RecordCache): MachineSt
             phase: now.phase,
             version,
             updatedAt: now.updatedAt,
-            config: current?.config ?? null,
+            config: configDeleted ? null : (current?.config ?? null),
             history: mergeHistory(
               current?.history ?? [],
               entries.map((e) => ({ ...e, version })),
             ),
-            token: current?.token,
+            token: configDeleted ? null : current?.token,
           };
         },
         options,
@@ -630,18 +642,25 @@ export function machineStore(store: ObjectStore, cache?: RecordCache): MachineSt
       return already || !out ? { claimed: false } : { claimed: true, record: out };
     },
 
-    async deleteConfigRetireToken(m, options = {}) {
-      const existed = await store.delete(configKey(m), undefined, options);
+    async retireAfterSuccess(m, tokenSha256, configEtag, options = {}) {
+      if (configEtag === undefined) await store.delete(configKey(m), undefined, options);
+      else {
+        try {
+          await store.delete(configKey(m), { ifMatch: configEtag }, options);
+        } catch (err) {
+          // Another publish replaced it: its token too, so the report will be refused.
+          if (!isLostRace(err)) throw err;
+        }
+      }
       await records.update(
         tokenKey(m),
         decodeTokenRecord,
         (current) =>
-          current && current.retired === undefined
+          current && current.retired === undefined && digestsEqual(current.sha256, tokenSha256)
             ? { ...current, usesLeft: 0, retired: "after-success" as const }
             : undefined,
         options,
       );
-      return existed;
     },
 
     async deleteConfigAndToken(m, options = {}) {

@@ -28,12 +28,16 @@ export interface CoalescerOptions {
   readonly windowMs: number;
   readonly maxHeldMachines: number;
   readonly maxHeldBytes: number;
-  /** One conditional write of the machine's status record (machine-store recordPhase). */
+  /**
+   * One conditional write of the machine's status record (machine-store recordPhase);
+   * `configDeleted`: the same write records that the config and token are gone.
+   */
   write(
     m: MachineId,
     entries: readonly Report[],
     tokenSha256: string,
     seen?: Seen<StatusRecord>,
+    configDeleted?: boolean,
   ): Promise<StatusRecord>;
   /** Held reports that could not be written: the token was revoked, or the store stayed down. */
   dropped(m: MachineId, entries: readonly Report[], err: unknown): void;
@@ -105,19 +109,22 @@ export class StatusCoalescer {
    * Writes a report now, with what is held for the machine under the same token, in one
    * write. When that write fails for a reason a later one could get past, the held reports
    * are held again; the report itself fails with the error (its sender retries it).
+   * `configDeleted`: the write also records the config and token as gone (a one-time delete
+   * after `succeeded`, made just before it).
    */
   async commit(
     m: MachineId,
     report: Report,
     tokenSha256: string,
     seen?: Seen<StatusRecord>,
+    configDeleted = false,
   ): Promise<StatusRecord> {
     const key = formatMachineId(m);
     const held = this.#held.get(key);
     const taken = held && digestsEqual(held.tokenSha256, tokenSha256) ? this.#take(key) : undefined;
     const entries = taken ? [...taken.entries, report] : [report];
     try {
-      return await this.#options.write(m, entries, tokenSha256, seen);
+      return await this.#options.write(m, entries, tokenSha256, seen, configDeleted);
     } catch (err) {
       if (taken) this.#retryOrDrop(key, taken, err);
       throw err;

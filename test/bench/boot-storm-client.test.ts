@@ -107,7 +107,11 @@ function result(label: string, over: Partial<TargetResult>): TargetResult {
 
 describe("the result table", () => {
   const bao = result("OpenBao", { stormSeconds: 5, publishSeconds: 2, fetch: lat(50) });
-  const file = result("bootseal, file store", { storeOpsPerMachine: 13, peakRssMiB: [238.4, 246.6] });
+  const file = result("bootseal, file store", {
+    storeOpsPerMachine: 13,
+    peakRssMiB: [238.4, 246.6],
+    cpuMsPerMachine: { publish: 1.54, storm: 3 },
+  });
   const table = markdownTable([file, bao], bao).split("\n");
 
   it("has a header, a separator of the same width and one row per target", () => {
@@ -127,19 +131,21 @@ describe("the result table", () => {
     assert.equal(cells[5], "100 ms");
     assert.equal(cells[8], "238 + 247 MiB");
     assert.equal(cells[9], "13.0");
-    assert.equal(cells[10], "0.50×"); // machines/s: 200 / 400
-    assert.equal(cells[11], "0.50×"); // publish/s: 500 / 1000
-    assert.equal(cells[12], "2.00×"); // fetch p99: 100 / 50
-    assert.equal(cells[13], "1.00×");
+    assert.equal(cells[10], "1.5 + 3.0"); // server CPU ms per machine, publish + storm
+    assert.equal(cells[11], "0.50×"); // machines/s: 200 / 400
+    assert.equal(cells[12], "0.50×"); // publish/s: 500 / 1000
+    assert.equal(cells[13], "2.00×"); // fetch p99: 100 / 50
+    assert.equal(cells[14], "1.00×");
   });
   it("OpenBao's own row has no ratios; a missing store-op count is n/a", () => {
     const cells = (table[3] as string).split(" | ");
     assert.equal(cells[9], "n/a");
-    assert.deepEqual(cells.slice(10, 14), ["–", "–", "–", "–"]);
+    assert.equal(cells[10], "n/a");
+    assert.deepEqual(cells.slice(11, 15), ["–", "–", "–", "–"]);
   });
   it("without OpenBao every ratio is a dash", () => {
     const only = markdownTable([file], undefined).split("\n")[2] as string;
-    assert.deepEqual(only.split(" | ").slice(10, 14), ["–", "–", "–", "–"]);
+    assert.deepEqual(only.split(" | ").slice(11, 15), ["–", "–", "–", "–"]);
   });
   it("formats the storm line and the helpers", () => {
     assert.equal(

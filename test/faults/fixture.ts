@@ -26,7 +26,13 @@ export interface FaultsFixture {
   /** A fresh SeaweedFS bucket as a store, removed after the tests. */
   bucket(name: string, prefix: string): Promise<ServiceStore & { readonly bucket: string }>;
   /** Writes `<label>.yaml` for `sut` with `controllerToken` (admin scopes) and returns its path. */
-  writeConfig(sut: ServiceStore, label: string, controllerToken: string, uses?: number): Promise<string>;
+  writeConfig(
+    sut: ServiceStore,
+    label: string,
+    controllerToken: string,
+    uses?: number,
+    oneTimeFetch?: "off" | "after-success",
+  ): Promise<string>;
   /** The environment a service process gets. */
   env(sut: ServiceStore): Record<string, string | undefined>;
 }
@@ -59,7 +65,7 @@ export function faultsFixture(name: string): FaultsFixture {
       buckets.push(made.bucket);
       return made;
     },
-    async writeConfig(sut, label, controllerToken, uses) {
+    async writeConfig(sut, label, controllerToken, uses, oneTimeFetch) {
       const { dir: path, operator: key } = ready();
       const file = join(path, `${label}.yaml`);
       const text = serviceConfig({
@@ -70,6 +76,7 @@ export function faultsFixture(name: string): FaultsFixture {
         dataDir: join(path, `data-${label}`),
         audit: join(path, `audit-${label}.log`),
         uses,
+        ...(oneTimeFetch ? { oneTimeFetch } : {}),
       });
       await writeFile(file, text);
       return file;

@@ -69,6 +69,8 @@ export function serviceConfig(opts: {
   extra?: readonly string[];
   /** Fetches per bootstrap token (default 1000). */
   uses?: number;
+  /** Default `off`: most fault tests read configs back after `succeeded`. */
+  oneTimeFetch?: "off" | "after-success";
 }): string {
   return [
     `store: ${opts.store}`,
@@ -85,7 +87,7 @@ export function serviceConfig(opts: {
     "  ttl: 1h",
     `  uses: ${opts.uses ?? 1000}`,
     // The fault tests read configs back after `succeeded`: the pre-#13 default keeps them.
-    "oneTimeFetch: off",
+    `oneTimeFetch: ${opts.oneTimeFetch ?? "off"}`,
     `dataDir: ${opts.dataDir}`,
     "audit:",
     `  path: ${opts.audit}`,

@@ -131,6 +131,66 @@ for (const kind of ["file", "seaweedfs"] as const) {
     }
   });
 
+  test(`boot storm through two replicas round robin, oneTimeFetch after-success, ${kind}: every config gone once its succeeded is 200, every history whole`, {
+    timeout: 600_000,
+  }, async () => {
+    const sut = await storeFor(kind, `once-${kind}`);
+    const config = await fx.writeConfig(sut, `once-${kind}`, controller, USES, "after-success");
+    const replicas: Service[] = [];
+    try {
+      for (let i = 0; i < 2; i++) replicas.push(await startService(config, fx.env(sut)));
+      const urls = replicas.map((r) => r.url);
+      let turn = 0;
+      const next = () => urls[turn++ % urls.length] as string;
+      const machines = await publishAll(urls, `once-${kind}`);
+      await pool(MACHINES, async (i) => {
+        const m = machines[i] as Machine;
+        const got = await call(`${next()}/v1/machines/storm/${m.name}/config`, { token: m.token });
+        assert.equal(got.status, 200, `${m.name} fetch: ${got.body.toString()}`);
+        for (const phase of PHASES) {
+          const r = await call(`${next()}/v1/machines/storm/${m.name}/status`, {
+            method: "POST",
+            token: m.token,
+            contentType: "application/json",
+            body: JSON.stringify({ phase, message: `${m.name}-${phase}` }),
+          });
+          assert.equal(
+            r.status,
+            phase === "succeeded" ? 200 : 202,
+            `${m.name} ${phase}: ${r.body.toString()}`,
+          );
+        }
+        // A 200 to `succeeded` means the config is already gone, through either replica.
+        for (const url of urls) {
+          const after = await call(`${url}/v1/machines/storm/${m.name}/config`, { token: controller });
+          assert.equal(after.status, 404, `${m.name}: the config is gone after its succeeded`);
+        }
+        const del = await call(`${next()}/v1/machines/storm/${m.name}/config`, {
+          method: "DELETE",
+          token: m.token,
+        });
+        assert.equal(del.status, 204, `${m.name}: the machine's own DELETE: ${del.body.toString()}`);
+      });
+      for (const m of machines) {
+        let record: { phase: string; published: boolean; history: { phase: string }[] } | undefined;
+        await until(`${m.name}'s held reports`, async () => {
+          const st = await call(`${urls[1]}/v1/machines/storm/${m.name}/status`, { token: controller });
+          record = st.json();
+          return (record?.history.length ?? 0) >= PHASES.length + 1;
+        });
+        assert.deepEqual(
+          record?.history.map((e) => e.phase),
+          ["published", ...PHASES],
+          `${m.name}: the publish and the five phases, in order`,
+        );
+        assert.equal(record?.phase, "succeeded");
+        assert.equal(record?.published, false, `${m.name}: recorded as deleted`);
+      }
+    } finally {
+      for (const r of replicas) await r.stop();
+    }
+  });
+
   test(`kill -9 in the middle of a boot storm, ${kind}: every 2xx'd status post survives the restart`, {
     timeout: 600_000,
   }, async (t) => {

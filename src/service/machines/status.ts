@@ -52,13 +52,25 @@ export async function reportPhase(
     ctx.events.publish({ ...m, phase, version, at: entry.at });
     return { statusCode: 202, phase, version, updatedAt: entry.at };
   }
-  const record = await statusReports.commit(m, entry, reporter.token.sha256, reporter.seen ?? undefined);
+  // One-time fetch `after-success` (docs/api.md "Status durability"): the config is deleted
+  // and the token retired (not deleted: `bootseal fetch --one-time` still sends its DELETE)
+  // BEFORE the report is written, and the report's own write records them gone. A failure on
+  // the way answers 5xx with nothing recorded, and the machine's retry redoes it all.
+  const oneTime = phase === "succeeded" && ctx.oneTimeFetch === "after-success";
+  if (oneTime) {
+    // The config the checked record names: a publish since then is not deleted.
+    const etag = reporter.seen ? (reporter.seen.value.config?.etag ?? null) : undefined;
+    if (etag !== null) await machines.retireAfterSuccess(m, reporter.token.sha256, etag);
+  }
+  const record = await statusReports.commit(
+    m,
+    entry,
+    reporter.token.sha256,
+    reporter.seen ?? undefined,
+    oneTime,
+  );
   ctx.metrics.observeReport(record, entry);
   ctx.events.publish({ ...m, phase, version: record.version, at: entry.at });
-  if (phase === "succeeded" && ctx.oneTimeFetch === "after-success") {
-    // The token is retired, not deleted: `bootseal fetch --one-time` still sends its DELETE.
-    if (await machines.deleteConfigRetireToken(m)) await machines.recordDeleted(m, now);
-  }
   return { statusCode: 200, phase: record.phase, version: record.version, updatedAt: record.updatedAt };
 }
 
