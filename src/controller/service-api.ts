@@ -10,7 +10,7 @@ import { request as httpRequest } from "node:http";
 import { request as httpsRequest } from "node:https";
 import { BootsealError, isBootsealError } from "../errors.ts";
 import { readTokenFile } from "../files/token-file.ts";
-import { type HttpResponse, HttpStatusError, send, sendOk } from "../http/client.ts";
+import { type HttpResponse, HttpStatusError, send, sendOk, statusError } from "../http/client.ts";
 import type { MachineId } from "../machine/machine-id.ts";
 import type { MachineStatus } from "./phase-conditions.ts";
 import type { UserDataFormat } from "./spec.ts";
@@ -108,7 +108,8 @@ export class ServiceApi {
   async status(m: MachineId): Promise<StatusAnswer | null> {
     const res = await this.#send("GET", path(m, "status"), { ok: false });
     if (res.status === 404) return null;
-    if (res.status < 200 || res.status > 299) await this.#send("GET", path(m, "status"));
+    if (res.status < 200 || res.status > 299)
+      throw statusError(res, `GET ${this.#s.server.origin}${path(m, "status")}`);
     return JSON.parse(new TextDecoder().decode(res.body)) as StatusAnswer;
   }
 

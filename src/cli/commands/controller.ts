@@ -102,8 +102,7 @@ export const controllerCommand: Command = {
     const health = parseListenAddress(values["health-listen"], "--health-listen");
     const leaseNs =
       values["leader-election-namespace"] ??
-      (existsSync(SA_NAMESPACE) ? readFileSync(SA_NAMESPACE, "utf8").trim() : "") ??
-      "default";
+      (existsSync(SA_NAMESPACE) ? readFileSync(SA_NAMESPACE, "utf8").trim() : "");
 
     const log = pino(
       { base: { component: "bootseal-controller" } },
@@ -136,6 +135,8 @@ export const controllerCommand: Command = {
       process.off("SIGTERM", onSignal);
       process.off("SIGINT", onSignal);
     }
+    // Everything is stopped; a keep-alive socket of a client library must not hold the exit.
+    setTimeout(() => process.exit(process.exitCode ?? 0), 2000).unref();
     return 0;
   },
 };
