@@ -7,10 +7,10 @@
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
 import { readdir, readFile, writeFile } from "node:fs/promises";
+import { request as httpsRequest } from "node:https";
 import { connect, createServer, type Server, type Socket } from "node:net";
 import { join } from "node:path";
 import {
-  ApiextensionsV1Api,
   CoreV1Api,
   CustomObjectsApi,
   KubeConfig,
@@ -67,27 +67,75 @@ export async function kubeconfigFile(dir: string, token = peer("KUBE_ADMIN_TOKEN
   return file;
 }
 
+/**
+ * One raw request with the admin token: the CRDs go as they are written (client-node's typed
+ * serializer drops keys it has no model field for, such as x-kubernetes-int-or-string).
+ */
+export async function rawRequest(
+  method: string,
+  path: string,
+  body?: unknown,
+): Promise<{ status: number; body: Any }> {
+  const ca = await readFile(peer("KUBE_CA_FILE"));
+  const url = new URL(path, peer("KUBE_SERVER"));
+  const data = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
+  return new Promise((resolve, reject) => {
+    const req = httpsRequest(
+      url,
+      {
+        method,
+        ca,
+        headers: {
+          authorization: `Bearer ${peer("KUBE_ADMIN_TOKEN")}`,
+          "content-type": "application/json",
+          ...(data ? { "content-length": String(data.length) } : {}),
+        },
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (c: Buffer) => chunks.push(c));
+        res.on("end", () => {
+          const text = Buffer.concat(chunks).toString("utf8");
+          let parsed: Any = text;
+          try {
+            parsed = JSON.parse(text);
+          } catch {
+            // not JSON
+          }
+          resolve({ status: res.statusCode ?? 0, body: parsed });
+        });
+      },
+    );
+    req.on("error", reject);
+    req.end(data);
+  });
+}
+
 /** Cluster API's CRDs (the capi peer) and ours, created or updated, then established. */
 export async function installCrds(): Promise<void> {
-  const api = kc().makeApiClient(ApiextensionsV1Api);
   const files = [
     ...(await readdir(peer("CAPI_CRDS_DIR"))).map((f) => join(peer("CAPI_CRDS_DIR"), f)),
     join(REPO, "deploy/helm/bootseal/crds/bootstrap.bootseal.dev_bootsealconfigs.yaml"),
     join(REPO, "deploy/helm/bootseal/crds/bootstrap.bootseal.dev_bootsealconfigtemplates.yaml"),
   ];
+  const base = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
   for (const file of files) {
     const crd = parse(await readFile(file, "utf8")) as Any;
-    try {
-      await api.createCustomResourceDefinition({ body: crd });
-    } catch (err) {
-      if ((err as Any).code !== 409) throw err;
-      const old = await api.readCustomResourceDefinition({ name: crd.metadata.name });
-      crd.metadata.resourceVersion = old.metadata?.resourceVersion;
-      await api.replaceCustomResourceDefinition({ name: crd.metadata.name, body: crd });
+    let r = await rawRequest("POST", base, crd);
+    if (r.status === 409) {
+      const old = await rawRequest("GET", `${base}/${crd.metadata.name}`);
+      crd.metadata.resourceVersion = old.body.metadata.resourceVersion;
+      r = await rawRequest("PUT", `${base}/${crd.metadata.name}`, crd);
     }
+    assert.ok(
+      r.status === 200 || r.status === 201,
+      `CRD ${crd.metadata.name}: ${JSON.stringify(r.body).slice(0, 2000)}`,
+    );
     await until(`CRD ${crd.metadata.name} established`, async () => {
-      const c = await api.readCustomResourceDefinition({ name: crd.metadata.name });
-      return (c.status?.conditions ?? []).some((x) => x.type === "Established" && x.status === "True");
+      const c = await rawRequest("GET", `${base}/${crd.metadata.name}`);
+      return (c.body.status?.conditions ?? []).some(
+        (x: Any) => x.type === "Established" && x.status === "True",
+      );
     });
   }
 }
@@ -112,7 +160,7 @@ export async function createCluster(ns: string, name: string): Promise<Any> {
       apiVersion: `${CAPI.group}/${CAPI.version}`,
       kind: "Cluster",
       metadata: { name, namespace: ns },
-      spec: {},
+      spec: { controlPlaneEndpoint: { host: "10.0.0.10", port: 6443 } },
     },
   });
   const now = new Date().toISOString().replace(/\.\d+Z$/, "Z");

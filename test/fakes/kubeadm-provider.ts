@@ -18,7 +18,8 @@
  *
  * The bootstrap data is the fixture a real kubeadm provider rendered for a join
  * (test/fixtures/e2e/kubeadm-join.yaml, or ignition-join.json for format ignition), with the
- * node name from the config's joinConfiguration.
+ * node name from the config's joinConfiguration and the sentinel under $BOOTSEAL_ROOT (the test
+ * machine is a directory).
  */
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
@@ -54,7 +55,10 @@ export function startKubeadmProviderDouble(
         return readFile(join(REPO, "test/fixtures/e2e/ignition-join.json"), "utf8");
       const text = await readFile(join(REPO, "test/fixtures/e2e/kubeadm-join.yaml"), "utf8");
       const node = config.spec?.joinConfiguration?.nodeRegistration?.name;
-      return node ? text.replace("name: worker-0", `name: ${node}`) : text;
+      // The sentinel under the test machine's root (on a machine BOOTSEAL_ROOT is /), as
+      // test/e2e/userdata-kubeadm.test.ts does with the same fixture.
+      const rooted = text.replace("> /run/cluster-api/", "> $BOOTSEAL_ROOT/run/cluster-api/");
+      return node ? rooted.replace("name: worker-0", `name: ${node}`) : rooted;
     });
 
   async function reconcileOne(config: Any): Promise<void> {
