@@ -100,9 +100,23 @@ const CASES: readonly Case[] = [
   C("src/service/a.ts", "../config/service-config.ts", false),
   C("src/service/routes/b.ts", "../../fetcher/source.ts", true),
   C("src/service/plugins/c.ts", "../../cli/main.ts", true),
+  C("src/service/d.ts", "../controller/reconciler.ts", true),
+  C("src/fetcher/g.ts", "../controller/reconciler.ts", true),
+  // 5 the Cluster API controller: layers 0-4, never the service, the fetcher or the CLI.
+  C("src/controller/a.ts", "../http/client.ts", false),
+  C("src/controller/b.ts", "../machine/machine-id.ts", false),
+  C("src/controller/c.ts", "@kubernetes/client-node", false),
+  C("src/controller/d.ts", "../service/app.ts", true),
+  C("src/controller/e.ts", "../fetcher/fetch-run.ts", true),
+  C("src/controller/f.ts", "../cli/command.ts", true),
+  C("src/config/e.ts", "../controller/reconciler.ts", true),
+  C("src/http/f.ts", "../controller/reconciler.ts", true),
+  C("providers/keys/j.ts", "../../src/controller/reconciler.ts", true),
+  C("src/envelope/x.ts", "../controller/reconciler.ts", true),
   // 6 the CLI (and tests) may import anything.
   C("src/cli/a.ts", "../fetcher/fetch-run.ts", false),
   C("src/cli/commands/b.ts", "../../service/app.ts", false),
+  C("src/cli/commands/c.ts", "../../controller/run.ts", false),
   C("test/c.ts", "../src/cli/main.ts", false),
 ];
 

@@ -29,6 +29,10 @@ export const COMMANDS: readonly CommandEntry[] = [
     load: async () => (await import("./commands/serve.ts")).serveCommand,
   },
   {
+    name: "controller",
+    load: async () => (await import("./commands/controller.ts")).controllerCommand,
+  },
+  {
     name: "encrypt",
     load: async () => (await import("./commands/encrypt.ts")).encryptCommand,
   },

@@ -156,6 +156,8 @@ test("a boolean flag takes =true and =false, as sops's flags do", () => {
 /** Every flag as it was before the tables (name/-alias:type=default): scripts rely on them. */
 const EXPECTED_FLAGS: Record<string, string> = {
   serve: "config:s data-dir:s listen:s log-level:s store:s",
+  controller:
+    "ca-file:s concurrency:s=4 health-listen:s=0.0.0.0:8081 kubeconfig:s leader-elect:b leader-election-namespace:s namespace:s resync:s=10m server:s token-file:s",
   encrypt:
     "age/-a:s aws-profile:s azure-kv:s config:s enable-local-keyservice:b=true encrypted-comment-regex:s encrypted-regex:s encrypted-suffix:s encryption-context:s filename-override:s format:s=sops gcp-kms:s hc-vault-transit:s in-place/-i:b indent:s input-type:s keyservice:s kms/-k:s mac-only-encrypted:b machine:s output-type:s output:s pgp/-p:s shamir-secret-sharing-threshold:s unencrypted-comment-regex:s unencrypted-regex:s unencrypted-suffix:s",
   decrypt:

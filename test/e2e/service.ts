@@ -43,6 +43,13 @@ export async function startE2EService(opts: {
   ageRecipient: string;
   artifactsDir: string;
   bootstrapCommands: readonly { match: string; command: string }[];
+  /** More controllers, each limited to its namespaces (a tenant's token). */
+  controllers?: readonly {
+    name: string;
+    token: string;
+    scopes: readonly string[];
+    namespaces: readonly string[];
+  }[];
 }): Promise<E2EService> {
   const { dir } = opts;
   const controllerToken = randomBytes(24).toString("hex");
@@ -63,6 +70,12 @@ export async function startE2EService(opts: {
       "  - name: e2e",
       `    tokenSha256: ${createHash("sha256").update(controllerToken).digest("hex")}`,
       "    scopes: [configs:write, tokens:mint, configs:read, status:read]",
+      ...(opts.controllers ?? []).flatMap((c) => [
+        `  - name: ${c.name}`,
+        `    tokenSha256: ${createHash("sha256").update(c.token).digest("hex")}`,
+        `    scopes: [${c.scopes.join(", ")}]`,
+        `    namespaces: [${c.namespaces.map((n) => JSON.stringify(n)).join(", ")}]`,
+      ]),
       "bootstrapToken:",
       "  ttl: 1h",
       "  uses: 20",

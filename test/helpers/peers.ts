@@ -42,7 +42,8 @@ export type PeerName =
   | "KUBE_SA_KEY_FILE" // the ServiceAccount signing key (to sign an expired token)
   | "KUBE_ISSUER" // the ServiceAccount token issuer
   | "PROMTOOL" // path of promtool 2.42 (Debian 12 prometheus package, binary only): check metrics, check/test rules
-  | "HELM_BIN"; // path of helm v3.22.0 (helm.sh/helm/v3/cmd/helm): lint and template the chart
+  | "HELM_BIN" // path of helm v3.22.0 (helm.sh/helm/v3/cmd/helm): lint and template the chart
+  | "CAPI_CRDS_DIR"; // Cluster API v1.11.3's Cluster, Machine, MachineDeployment, MachineSet, KubeadmConfig(Template) CRDs
 
 export function peer(name: PeerName): string {
   if (env.BOOTSEAL_LANE === "unit") {

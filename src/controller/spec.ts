@@ -1,0 +1,150 @@
+/**
+ * The BootsealConfig API (bootstrap.bootseal.dev/v1alpha1): names, labels, annotations and
+ * the spec check. Pure: no Kubernetes call, so the rules are unit tested on their own. The
+ * CRD schemas (deploy/helm/bootseal/crds/) say the same things to the API server; this is
+ * what the controller relies on even when an old CRD let something through.
+ */
+import { BootsealError } from "../errors.ts";
+
+export const GROUP = "bootstrap.bootseal.dev";
+export const VERSION = "v1alpha1";
+export const API_VERSION = `${GROUP}/${VERSION}`;
+export const KIND = "BootsealConfig";
+export const PLURAL = "bootsealconfigs";
+export const TEMPLATE_KIND = "BootsealConfigTemplate";
+export const TEMPLATE_PLURAL = "bootsealconfigtemplates";
+export const FINALIZER = "bootstrap.bootseal.dev/config";
+
+/** sha256 (hex) of the inner data secret's `value` the service holds for this config. */
+export const ANNOTATION_PUBLISHED_SHA256 = "bootstrap.bootseal.dev/published-sha256";
+/** The service's publish counter of that publish (its `version`). */
+export const ANNOTATION_PUBLISHED_VERSION = "bootstrap.bootseal.dev/published-version";
+/** The machine id at the service (`<ns>/<machine>`), kept so cleanup works without the Machine. */
+export const ANNOTATION_MACHINE = "bootstrap.bootseal.dev/machine";
+/** Set once the config was deleted at the service because the Machine has its nodeRef. */
+export const ANNOTATION_CONFIG_DELETED = "bootstrap.bootseal.dev/config-deleted";
+
+/** Cluster API's names (sigs.k8s.io/cluster-api v1.11.3, api/core/v1beta2). */
+export const CAPI_GROUP = "cluster.x-k8s.io";
+export const CAPI_VERSION = "v1beta2";
+export const CLUSTER_NAME_LABEL = "cluster.x-k8s.io/cluster-name";
+export const CLUSTER_SECRET_TYPE = "cluster.x-k8s.io/secret";
+
+export const USER_DATA_FORMATS = ["cloud-init", "ignition", "powershell"] as const;
+export type UserDataFormat = (typeof USER_DATA_FORMATS)[number];
+export const PAYLOADS = ["cloud-config", "ignition", "manifest", "raw"] as const;
+export type Payload = (typeof PAYLOADS)[number];
+
+/** The data secret's `format` key (Cluster API's bootstrap data formats, plus powershell). */
+export const SECRET_FORMAT: Record<UserDataFormat, string> = {
+  "cloud-init": "cloud-config",
+  ignition: "ignition",
+  powershell: "powershell",
+};
+
+export interface InnerSpec {
+  readonly apiVersion: string;
+  readonly kind: string;
+  readonly spec?: Record<string, unknown>;
+  readonly templateRef?: { readonly name: string };
+}
+
+/** A BootsealConfig spec with its defaults applied. */
+export interface BootsealConfigSpec {
+  readonly inner: InnerSpec;
+  readonly userDataFormat: UserDataFormat;
+  readonly payload?: Payload;
+  readonly bootstrapCommand?: string;
+  readonly deleteConfigOnNodeRef: boolean;
+}
+
+const NAME = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
+const API_VERSION_RE = /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?\/v[0-9a-z]+$/;
+const KIND_RE = /^[A-Z][A-Za-z0-9]{0,62}$/;
+
+function bad(message: string): BootsealError {
+  return new BootsealError("BAD_INPUT", `spec.${message}`);
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+/** Checks a spec as the API server handed it over and applies the defaults. */
+export function validateSpec(raw: unknown): BootsealConfigSpec {
+  if (!isObject(raw)) throw new BootsealError("BAD_INPUT", "spec is missing");
+  const inner = raw.inner;
+  if (!isObject(inner)) throw bad("inner is missing");
+  const { apiVersion, kind } = inner;
+  if (typeof apiVersion !== "string" || !API_VERSION_RE.test(apiVersion))
+    throw bad("inner.apiVersion must be GROUP/VERSION (e.g. bootstrap.cluster.x-k8s.io/v1beta2)");
+  if (typeof kind !== "string" || !KIND_RE.test(kind)) throw bad("inner.kind must be a Kind name");
+  if (apiVersion.startsWith(`${GROUP}/`)) throw bad("inner cannot be a BootsealConfig (no nesting)");
+  const hasSpec = inner.spec !== undefined;
+  const hasRef = inner.templateRef !== undefined;
+  if (hasSpec === hasRef) throw bad("inner needs exactly one of spec and templateRef");
+  let out: InnerSpec;
+  if (hasSpec) {
+    if (!isObject(inner.spec)) throw bad("inner.spec must be an object");
+    out = { apiVersion, kind, spec: inner.spec };
+  } else {
+    const ref = inner.templateRef;
+    if (!isObject(ref) || typeof ref.name !== "string" || !NAME.test(ref.name))
+      throw bad("inner.templateRef.name must be the name of a template in the same namespace");
+    out = { apiVersion, kind, templateRef: { name: ref.name } };
+  }
+  const format = raw.userDataFormat ?? "cloud-init";
+  if (!(USER_DATA_FORMATS as readonly unknown[]).includes(format))
+    throw bad(`userDataFormat must be one of ${USER_DATA_FORMATS.join(", ")}`);
+  const payload = raw.payload;
+  if (payload !== undefined && !(PAYLOADS as readonly unknown[]).includes(payload))
+    throw bad(`payload must be one of ${PAYLOADS.join(", ")}`);
+  const command = raw.bootstrapCommand;
+  if (command !== undefined) {
+    // The service's own rule (docs/userdata.md): printable UTF-8, at most 4096 bytes.
+    if (typeof command !== "string") throw bad("bootstrapCommand must be a string");
+    if (Buffer.byteLength(command) > 4096) throw bad("bootstrapCommand is longer than 4096 bytes");
+    if (/[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/u.test(command))
+      throw bad("bootstrapCommand must be printable (no control or line-separator characters)");
+  }
+  const del = raw.deleteConfigOnNodeRef ?? true;
+  if (typeof del !== "boolean") throw bad("deleteConfigOnNodeRef must be true or false");
+  return {
+    inner: out,
+    userDataFormat: format as UserDataFormat,
+    ...(payload !== undefined ? { payload: payload as Payload } : {}),
+    ...(command !== undefined && command !== "" ? { bootstrapCommand: command } : {}),
+    deleteConfigOnNodeRef: del,
+  };
+}
+
+/**
+ * Whether the inner data looks like the payload kind the spec names (the fetcher detects the
+ * kind itself; this catches a spec that says `ignition` over a cloud-config). null: it does.
+ */
+export function payloadMismatch(payload: Payload | undefined, data: Uint8Array): string | null {
+  if (payload === undefined || payload === "raw") return null;
+  const text = new TextDecoder().decode(data.subarray(0, 65536));
+  if (payload === "cloud-config") {
+    const ok = /^\s*(## template: jinja\s*\n\s*)?#cloud-config/i.test(text);
+    return ok ? null : "the inner data does not start with #cloud-config";
+  }
+  if (payload === "ignition") {
+    try {
+      const doc = JSON.parse(new TextDecoder().decode(data)) as { ignition?: { version?: unknown } };
+      if (typeof doc?.ignition?.version === "string" && doc.ignition.version.startsWith("3.")) return null;
+    } catch {
+      // falls through
+    }
+    return "the inner data is not an Ignition v3 config";
+  }
+  return null;
+}
+
+/** `<name>-inner`, `<name>-bootseal`: the objects a BootsealConfig owns. */
+export function innerName(name: string): string {
+  return `${name}-inner`;
+}
+export function dataSecretName(name: string): string {
+  return `${name}-bootseal`;
+}
