@@ -218,7 +218,11 @@ function isEntryPoint(): boolean {
   }
 }
 
-if (isEntryPoint()) {
+/**
+ * Runs the command line of this process and sets its exit code: the npm bin entry
+ * (./bin.ts, once it has checked the Node version) calls it, as does `node src/cli/main.ts`.
+ */
+export function runCli(): void {
   // V8's code cache on disk (Node 22+): later runs skip most parsing of the bundle.
   enableCompileCache?.();
   const io: CliIo = {
@@ -236,3 +240,5 @@ if (isEntryPoint()) {
     process.exitCode = code;
   });
 }
+
+if (isEntryPoint()) runCli();
