@@ -3,7 +3,8 @@
  * that each command's code loads only when it runs). A bundle starts several times faster
  * than hundreds of separate modules: module resolution dominated `bootseal decrypt` of a small
  * file (docs/benchmarks.md). Cloud SDKs, Fastify and pino stay external: they load from
- * node_modules, and only when a command needs them.
+ * node_modules, and only when a command needs them. package.json's bin, dist/cli/main.js, is
+ * a small separate file (src/cli/bin.ts) that checks the Node version, then loads the bundle.
  */
 import { rmSync } from "node:fs";
 import { build } from "esbuild";
@@ -22,8 +23,9 @@ const EXTERNAL = [
 ];
 
 rmSync("dist", { recursive: true, force: true });
+// The CLI itself: dist/cli/bootseal.js and its chunks.
 await build({
-  entryPoints: ["src/cli/main.ts"],
+  entryPoints: [{ in: "src/cli/main.ts", out: "bootseal" }],
   outdir: "dist/cli",
   bundle: true,
   splitting: true,
@@ -36,5 +38,17 @@ await build({
     js: "import { createRequire as __bootsealCreateRequire } from 'node:module'; const require = __bootsealCreateRequire(import.meta.url);",
   },
   chunkNames: "chunks/[name]-[hash]",
+  logLevel: "warning",
+});
+// The bin entry, dist/cli/main.js: the Node version check (src/cli/bin.ts), in syntax an old
+// Node parses (Node 14's, so Node 20 prints the one-line message instead of a SyntaxError),
+// then an import() of ./bootseal.js.
+await build({
+  entryPoints: ["src/cli/bin.ts"],
+  outfile: "dist/cli/main.js",
+  bundle: true,
+  format: "esm",
+  platform: "node",
+  target: "node14",
   logLevel: "warning",
 });

@@ -35,6 +35,7 @@ export type ErrorCode =
   | "REQUEST_TIMEOUT" // the client sent its request too slowly (the service closed the connection)
   | "RATE_LIMITED"
   | "IO_ERROR"
+  | "LISTEN_FAILED" // serve: the listen address cannot be bound (in use, not ours, no permission)
   | "SERVICE_UNAVAILABLE" // the bootseal service is unreachable or answered 5xx (retryable)
   | "PATH_NOT_ALLOWED" // a file to write lies outside the allowed roots, or a symlink leads out
   | "EXEC_FAILED" // the bootstrap command (fetch --exec) exited non-zero or was killed
@@ -79,6 +80,7 @@ export const ERROR_CODES: readonly ErrorCode[] = [
   "REQUEST_TIMEOUT",
   "RATE_LIMITED",
   "IO_ERROR",
+  "LISTEN_FAILED",
   "SERVICE_UNAVAILABLE",
   "PATH_NOT_ALLOWED",
   "EXEC_FAILED",

@@ -136,6 +136,11 @@ export const EXIT_CLASSES: Readonly<Record<ErrorCode, ExitClass>> = {
     meaning: "the service closed the connection: the request arrived too slowly",
   },
   IO_ERROR: { exit: 40, meaning: "a local file of `fetch`, `serve` or a store could not be read or written" },
+  LISTEN_FAILED: {
+    exit: 42,
+    meaning:
+      "`serve`: the listen address cannot be bound (already in use, not this host's, no permission); nothing was created",
+  },
   PATH_NOT_ALLOWED: {
     exit: 41,
     meaning:

@@ -113,6 +113,9 @@ export const CA_FILE_FLAG = {
   help: "extra CA certificates (PEM) for an https service",
 } as const satisfies Flag;
 
+/** `--deadline`'s default for the controller clients: one request, all retries included. */
+export const DEFAULT_CLIENT_DEADLINE = "30s";
+
 /** publish, status, userdata: how to reach the service and who we are. */
 export const CLIENT_FLAGS = [
   {
@@ -130,4 +133,22 @@ export const CLIENT_FLAGS = [
     help: "file holding the controller token (not readable by group or others); else $BOOTSEAL_TOKEN",
   },
   CA_FILE_FLAG,
+  {
+    name: "deadline",
+    type: "string",
+    value: "DUR",
+    default: DEFAULT_CLIENT_DEADLINE,
+    help: "give up after DUR, all retries included (500ms, 2s, 1m)",
+  },
 ] as const satisfies readonly Flag[];
+
+/**
+ * fetch, publish, status, rotate --store: the result as JSON on standard output (one object,
+ * or JSON lines), and a failure as one `{"error":{"code","message"}}` line on standard error
+ * (main.ts), with the same exit code as without the flag.
+ */
+export const JSON_FLAG = {
+  name: "json",
+  type: "boolean",
+  help: "machine-readable output: JSON on standard output, an error as a JSON line on standard error",
+} as const satisfies Flag;

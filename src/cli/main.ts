@@ -6,7 +6,7 @@
  */
 import { createRequire, enableCompileCache } from "node:module";
 import { fileURLToPath } from "node:url";
-import { BootsealError, isBootsealError } from "../errors.ts";
+import { BootsealError, type ErrorCode, isBootsealError } from "../errors.ts";
 import type { CliIo, Command, CommandEntry } from "./command.ts";
 import { EXIT_CODES, EXIT_OK } from "./exit-codes.ts";
 import { helpText } from "./flags.ts";
@@ -148,14 +148,25 @@ export async function help(): Promise<string> {
   ].join("\n");
 }
 
-function describe(err: unknown): { message: string; code: number } {
-  if (isBootsealError(err)) return { message: err.message, code: EXIT_CODES[err.code] };
+function describe(err: unknown): { message: string; code: number; name: ErrorCode } {
+  if (isBootsealError(err)) return { message: err.message, code: EXIT_CODES[err.code], name: err.code };
   // node:util parseArgs reports unknown or malformed flags with these codes.
   const code = (err as { code?: unknown } | null)?.code;
   if (typeof code === "string" && code.startsWith("ERR_PARSE_ARGS")) {
-    return { message: (err as Error).message, code: EXIT_CODES.USAGE };
+    return { message: (err as Error).message, code: EXIT_CODES.USAGE, name: "USAGE" };
   }
-  return { message: `internal error: ${(err as Error)?.message ?? String(err)}`, code: EXIT_CODES.INTERNAL };
+  return {
+    message: `internal error: ${(err as Error)?.message ?? String(err)}`,
+    code: EXIT_CODES.INTERNAL,
+    name: "INTERNAL",
+  };
+}
+
+/** The command has a `--json` flag and it is given (before a `--`): its failure is JSON too. */
+function wantsJson(command: Command | undefined, args: readonly string[]): boolean {
+  if (!command?.spec.flags.some((f) => f.name === "json")) return false;
+  const end = args.indexOf("--");
+  return (end === -1 ? args : args.slice(0, end)).some((a) => a === "--json" || /^--json=true$/i.test(a));
 }
 
 export async function main(args: readonly string[], cliIo: CliIo): Promise<number> {
@@ -177,18 +188,23 @@ export async function main(args: readonly string[], cliIo: CliIo): Promise<numbe
     return EXIT_OK;
   }
   const entry = COMMANDS.find((c) => c.name === name);
+  let command: Command | undefined;
   try {
     if (!entry && isLegacyForm(argv, COMMANDS_NAMES, io.cwd)) return await runLegacy(argv, io, loadCommand);
     if (!entry) throw new BootsealError("USAGE", `unknown command "${name}"; see 'bootseal --help'`);
-    const command = await entry.load();
+    command = await entry.load();
     if (rest.includes("--help") || rest.includes("-h")) {
       io.stdout.write(helpText(command.spec));
       return EXIT_OK;
     }
     return await command.run(rest, io);
   } catch (err) {
-    const { message, code } = describe(err);
-    io.stderr.write(`bootseal: ${message}\n`);
+    const { message, code, name: errorCode } = describe(err);
+    if (wantsJson(command, rest)) {
+      // The client errors end in their code (service-client.ts): the object has it as a field.
+      const text = message.endsWith(` (${errorCode})`) ? message.slice(0, -errorCode.length - 3) : message;
+      io.stderr.write(`${JSON.stringify({ error: { code: errorCode, message: text, exit: code } })}\n`);
+    } else io.stderr.write(`bootseal: ${message}\n`);
     if (io.env.BOOTSEAL_DEBUG === "1" && err instanceof Error && err.stack) io.stderr.write(`${err.stack}\n`);
     return code;
   }
@@ -206,7 +222,11 @@ function isEntryPoint(): boolean {
   }
 }
 
-if (isEntryPoint()) {
+/**
+ * Runs the command line of this process and sets its exit code: the npm bin entry
+ * (./bin.ts, once it has checked the Node version) calls it, as does `node src/cli/main.ts`.
+ */
+export function runCli(): void {
   // V8's code cache on disk (Node 22+): later runs skip most parsing of the bundle.
   enableCompileCache?.();
   const io: CliIo = {
@@ -224,3 +244,5 @@ if (isEntryPoint()) {
     process.exitCode = code;
   });
 }
+
+if (isEntryPoint()) runCli();

@@ -36,6 +36,10 @@ export interface RotateStoreOptions {
   readonly keyServices?: KeyServices;
   /** One line per object, without the newline; never plaintext or key material. */
   readonly report: (line: string) => void;
+  /** Called once, after the listing and before any object is read: how many there are. */
+  readonly onListed?: (total: number) => void;
+  /** Called once per object as it finishes (after its report line). */
+  readonly onOutcome?: (key: string, outcome: Outcome) => void;
   readonly signal?: AbortSignal;
 }
 
@@ -48,7 +52,7 @@ export interface RotateStoreResult {
   readonly firstFailure?: ErrorCode;
 }
 
-type Outcome =
+export type Outcome =
   | { readonly kind: "rotated" }
   | { readonly kind: "skipped"; readonly reason: string }
   | { readonly kind: "failed"; readonly code: ErrorCode };
@@ -133,6 +137,7 @@ export async function rotateStore(options: RotateStoreOptions): Promise<RotateSt
     listed.push({ key: info.key, size: info.size });
   }
   listed.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  options.onListed?.(listed.length);
 
   const outcomes: Outcome[] = new Array(listed.length);
   let next = 0;
@@ -140,7 +145,9 @@ export async function rotateStore(options: RotateStoreOptions): Promise<RotateSt
     while (next < listed.length) {
       const i = next++;
       const item = listed[i] as { key: string; size: number };
-      outcomes[i] = await rotateOne(item.key, item.size, options);
+      const outcome = await rotateOne(item.key, item.size, options);
+      outcomes[i] = outcome;
+      options.onOutcome?.(item.key, outcome);
     }
   };
   const workers = Math.max(1, Math.min(options.concurrency, listed.length));

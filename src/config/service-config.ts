@@ -25,7 +25,7 @@ import {
 } from "./service-config-schema.ts";
 import { parseSopsConfig, type SopsConfig } from "./sops-config.ts";
 
-export { envName, LOG_LEVELS, ONE_TIME_MODES, SCOPES } from "./service-config-schema.ts";
+export { envName, LOG_LEVELS, ONE_TIME_MODES, SCOPES, schemaDefault } from "./service-config-schema.ts";
 export type Scope = (typeof SCOPES)[number];
 export type OneTimeFetch = (typeof ONE_TIME_MODES)[number];
 export type LogLevel = (typeof LOG_LEVELS)[number];

@@ -78,6 +78,11 @@ export interface FetchOptions {
   readonly allowUnknownModules?: boolean;
   /** The systemctl an Ignition config's units are enabled with (default `systemctl`). */
   readonly systemctl?: string;
+  /**
+   * --json: standard output gets one JSON object, the result; the bootstrap commands' own
+   * output goes to standard error instead, so nothing else lands there.
+   */
+  readonly json?: boolean;
 }
 
 /**
@@ -106,7 +111,11 @@ function describe(err: unknown): { code: string; message: string } {
 }
 
 export async function runFetch(options: FetchOptions, deps: FetchDeps): Promise<number> {
-  const { io } = deps;
+  const result = deps.io.stdout;
+  const io: FetchIo = options.json ? { ...deps.io, stdout: deps.io.stderr } : deps.io;
+  const emit = (answer: Record<string, unknown>): void => {
+    if (options.json) result.write(`${JSON.stringify(answer)}\n`);
+  };
   const log = (line: string): void => {
     io.stderr.write(`bootseal fetch: ${line}\n`);
   };
@@ -118,6 +127,7 @@ export async function runFetch(options: FetchOptions, deps: FetchDeps): Promise<
   const marker = await resolveTarget(options.marker, anywhere);
   if (marker.existing !== null && !options.force) {
     log(`already bootstrapped (${options.marker} exists); nothing to do (--force runs again)`);
+    emit({ outcome: "already-bootstrapped", marker: options.marker });
     return 0;
   }
   const sentinel = options.sentinel === null ? null : await resolveTarget(options.sentinel, anywhere);
@@ -144,6 +154,7 @@ export async function runFetch(options: FetchOptions, deps: FetchDeps): Promise<
   let attempts = 0;
   let payload: Uint8Array | undefined;
   let applied: AppliedPayload | undefined;
+  let outcome: Record<string, unknown> = {};
   const commandIo = { env: io.env, stdout: io.stdout, stderr: io.stderr, root };
   const timeout = options.execTimeoutMs ? { timeoutMs: options.execTimeoutMs } : {};
   const onStart = (label: string): void => {
@@ -248,6 +259,17 @@ export async function runFetch(options: FetchOptions, deps: FetchDeps): Promise<
       ...(last ? { exitCode: last.exitCode ?? -1, output: last.outputTail } : {}),
     };
     reporter.report(done);
+    outcome = {
+      outcome: "succeeded",
+      machine: record.machine,
+      source: record.source,
+      kind,
+      files: written,
+      sha256: record.sha256,
+      ...(doc.etag ? { etag: doc.etag } : {}),
+      attempts,
+      ...(last ? { exitCode: last.exitCode ?? -1 } : {}),
+    };
   } catch (err) {
     const { code, message } = describe(err);
     const result = err instanceof ExecFailedError ? err.result : undefined;
@@ -267,6 +289,7 @@ export async function runFetch(options: FetchOptions, deps: FetchDeps): Promise<
   await reporter.flush(options.reportTimeoutMs);
   if (options.oneTime && source.kind === "service") await deleteConfig(source, token, ca, log);
   log(`succeeded in ${((Date.now() - started) / 1000).toFixed(2)}s`);
+  emit({ ...outcome, seconds: Number(((Date.now() - started) / 1000).toFixed(3)) });
   return 0;
 }
 

@@ -103,6 +103,8 @@ function loggerOptions(deps: AppDeps): FastifyServerOptions["logger"] {
   return {
     level: deps.config.logLevel,
     redact: { paths: REDACT_PATHS, censor: "[redacted]" },
+    // The audit log's format (plugins/audit.ts): every log line's `time` is ISO-8601 UTC.
+    timestamp: pino.stdTimeFunctions.isoTime,
     // Standard output written asynchronously (pino flushes it on exit): a blocking write per
     // line held the event loop on every request of a boot storm.
     stream: deps.logger?.stream ?? pino.destination({ dest: 1, sync: false }),

@@ -3,9 +3,13 @@
  * binds it, and closes it gracefully: on SIGINT/SIGTERM Fastify stops accepting connections,
  * the event streams are ended, and in-flight requests finish before the process exits. SIGHUP
  * and changes of the config file reload the controller credentials (controllers/reload.ts).
+ *
+ * Nothing is created before the address is known to be bindable (checkListen): a busy port
+ * fails with LISTEN_FAILED and its reason before the store, the audit log or (serve.ts) the
+ * embedded default's keys exist.
  */
 import { readFile } from "node:fs/promises";
-import { isIPv4 } from "node:net";
+import { createServer, isIPv4 } from "node:net";
 import type { FastifyInstance } from "fastify";
 import { FileStore } from "../../providers/stores/file.ts";
 import { openStore } from "../../providers/stores/index.ts";
@@ -52,6 +56,38 @@ async function readTls(config: ServiceConfig) {
 }
 
 /** How to read the configuration again for a live reload of the controller credentials. */
+const LISTEN_REASONS: Readonly<Record<string, string>> = {
+  EADDRINUSE: "address already in use",
+  EACCES: "permission denied",
+  EADDRNOTAVAIL: "address not available on this host",
+  ENOTFOUND: "host name not found",
+  EAI_AGAIN: "host name lookup failed",
+};
+
+/** `cannot listen on 127.0.0.1:7480: address already in use (EADDRINUSE)`. */
+export function listenError(host: string, port: number, cause: unknown): BootsealError {
+  const code = (cause as NodeJS.ErrnoException | null)?.code;
+  const reason = code
+    ? `${LISTEN_REASONS[code] ?? "failed"} (${code})`
+    : ((cause as Error | null)?.message ?? String(cause));
+  const shown = host.includes(":") ? `[${host}]` : host;
+  return new BootsealError("LISTEN_FAILED", `cannot listen on ${shown}:${port}: ${reason}`, { cause });
+}
+
+/**
+ * Binds host:port for real and lets go at once: the check `serve` makes before it creates
+ * anything. (The listener itself binds a moment later; the address may in principle be taken
+ * in between, which startServer then reports the same way.)
+ */
+export async function checkListen(host: string, port: number): Promise<void> {
+  const probe = createServer();
+  await new Promise<void>((resolve, reject) => {
+    probe.once("error", (err) => reject(listenError(host, port, err)));
+    probe.listen({ host, port, exclusive: true }, () => resolve());
+  });
+  await new Promise<void>((resolve) => probe.close(() => resolve()));
+}
+
 export interface ReloadSource {
   /** Watched for changes; undefined: SIGHUP only. */
   readonly file: string | undefined;
@@ -62,6 +98,7 @@ export async function startServer(
   config: ServiceConfig,
   options: { readonly reload?: ReloadSource } = {},
 ): Promise<RunningServer> {
+  await checkListen(config.listen.host, config.listen.port);
   const store = openStore(config.store, { s3: config.s3 });
   const audit = createAuditLogger(config.audit.path, config.audit.mode);
   const https = await readTls(config);
@@ -85,7 +122,7 @@ export async function startServer(
     await app.listen({ host, port });
   } catch (cause) {
     await app.close();
-    throw new BootsealError("IO_ERROR", `cannot listen on ${host}:${port}`, { cause });
+    throw listenError(host, port, cause);
   }
   // Report the bound port, not the requested one: --listen 127.0.0.1:0 picks a free port.
   const bound = app.server.address();

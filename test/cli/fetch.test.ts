@@ -154,6 +154,40 @@ test("--exec exiting 1: status failed with the exit code and the output tail, no
   assert.ok(!files.includes("/run/cluster-api/bootstrap-success.complete"));
 });
 
+test("--json: one result object on stdout, the command's output on stderr; a failure as a JSON error line", async () => {
+  const root = await newRoot();
+  const r = await run(
+    fetchArgs(root, manifestDoc, "--json", "--exec", "echo from-the-command"),
+    machineEnv({ SOPS_AGE_KEY_FILE: key.file }),
+  );
+  assert.equal(r.code, 0, r.stderr);
+  const result = JSON.parse(r.stdout) as Record<string, unknown>;
+  assert.equal(result.outcome, "succeeded");
+  assert.equal(result.kind, "manifest");
+  assert.deepEqual(result.files, [
+    "/etc/kubernetes/bootstrap-kubelet.conf",
+    "/etc/kubernetes/pki/ca.crt",
+    "/var/lib/kubelet/token",
+  ]);
+  assert.match(String(result.sha256), /^[0-9a-f]{64}$/);
+  assert.equal(result.exitCode, 0);
+  assert.match(r.stderr, /from-the-command/);
+  const again = await run(
+    fetchArgs(root, manifestDoc, "--json"),
+    machineEnv({ SOPS_AGE_KEY_FILE: key.file }),
+  );
+  assert.equal(again.code, 0, again.stderr);
+  assert.equal((JSON.parse(again.stdout) as { outcome: string }).outcome, "already-bootstrapped");
+  const wrong = await run(
+    fetchArgs(await newRoot(), manifestDoc, "--json"),
+    machineEnv({ SOPS_AGE_KEY_FILE: other.file }),
+  );
+  assert.equal(wrong.code, EXIT_CODES.NO_KEY_AVAILABLE);
+  assert.equal(wrong.stdout, "");
+  const last = wrong.stderr.trimEnd().split("\n").at(-1) ?? "";
+  assert.equal((JSON.parse(last) as { error: { code: string } }).error.code, "NO_KEY_AVAILABLE");
+});
+
 async function expectFailure(
   docPath: string,
   env: Record<string, string | undefined>,

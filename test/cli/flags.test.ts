@@ -163,7 +163,7 @@ const EXPECTED_FLAGS: Record<string, string> = {
   decrypt:
     "decryption-order:s enable-local-keyservice:b=true extract:s filename-override:s ignore-mac:b in-place/-i:b indent:s input-type:s keyservice:s machine:s output-type:s output:s",
   rotate:
-    "add-age:s add-azure-kv:s add-gcp-kms:s add-hc-vault-transit:s add-kms:s add-pgp:s aws-profile:s concurrency:s=4 decryption-order:s dry-run:b enable-local-keyservice:b=true encryption-context:s filename-override:s ignore-mac:b in-place/-i:b indent:s input-type:s keyservice:s output-type:s output:s prefix:s=configs/ rm-age:s rm-azure-kv:s rm-gcp-kms:s rm-hc-vault-transit:s rm-kms:s rm-pgp:s store:s",
+    "add-age:s add-azure-kv:s add-gcp-kms:s add-hc-vault-transit:s add-kms:s add-pgp:s aws-profile:s concurrency:s=4 decryption-order:s dry-run:b enable-local-keyservice:b=true encryption-context:s filename-override:s ignore-mac:b in-place/-i:b indent:s input-type:s json:b keyservice:s output-type:s output:s prefix:s=configs/ rm-age:s rm-azure-kv:s rm-gcp-kms:s rm-hc-vault-transit:s rm-kms:s rm-pgp:s store:s",
   updatekeys:
     "config:s decryption-order:s enable-local-keyservice:b=true input-type:s keyservice:s shamir-secret-sharing-threshold:s yes/-y:b",
   keyservice: "addr:s address:s=127.0.0.1:5000 net:s network:s=tcp prompt:b verbose:b",
@@ -178,13 +178,13 @@ const EXPECTED_FLAGS: Record<string, string> = {
     "age:s aws-profile:s azure-kv:s enable-local-keyservice:b=true encryption-context:s file/-f:s gcp-kms:s hc-vault-transit:s in-place/-i:b keyservice:s kms:s pgp:s shamir-secret-sharing-threshold:s",
   completion: "",
   fetch:
-    "allow-unknown-modules:b allow-unsafe-modes:b allowed-roots:s=/etc,/var/lib,/run,/opt apply:b attempt-timeout:s=30s auth:s=token aws-sts-endpoint:s aws-sts-region:s azure-resource:s ca-file:s deadline:s=10m decryption-order:s exec-timeout:s exec:s force:b from:s input-type:s machine:s marker:s=/var/lib/bootseal/bootstrap.done one-time:b out:s payload:s=auto report-timeout:s=15s report:s root:s=/ sentinel:s=/run/cluster-api/bootstrap-success.complete server-id:s systemctl:s=systemctl token-file:s",
+    "allow-unknown-modules:b allow-unsafe-modes:b allowed-roots:s=/etc,/var/lib,/run,/opt apply:b attempt-timeout:s=30s auth:s=token aws-sts-endpoint:s aws-sts-region:s azure-resource:s ca-file:s deadline:s=10m decryption-order:s exec-timeout:s exec:s force:b from:s input-type:s json:b machine:s marker:s=/var/lib/bootseal/bootstrap.done one-time:b out:s payload:s=auto report-timeout:s=15s report:s root:s=/ sentinel:s=/run/cluster-api/bootstrap-success.complete server-id:s systemctl:s=systemctl token-file:s",
   "sign-artifact": "generate-key:s key:s public-out:s sha256-out:s signature-out:s",
   "verify-artifact": "public-key:s sha256:s signature:s",
   publish:
-    "bootstrap-token-out:s ca-file:s format:s if-match:s if-none-match:b machine:s server:s token-file:s",
-  status: "ca-file:s namespace:s phase:s server:s token-file:s",
-  userdata: "ca-file:s format:s=cloud-init machine:s output:s server:s token-file:s",
+    "bootstrap-token-out:s ca-file:s deadline:s=30s format:s if-match:s if-none-match:b json:b machine:s server:s token-file:s",
+  status: "ca-file:s deadline:s=30s json:b namespace:s phase:s server:s token-file:s",
+  userdata: "ca-file:s deadline:s=30s format:s=cloud-init machine:s output:s server:s token-file:s",
 };
 
 test("every command keeps its flag names, aliases, types and defaults", () => {

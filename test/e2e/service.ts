@@ -16,7 +16,8 @@ export const DIST = join(REPO, "dist/cli/main.js");
 
 /** Builds dist/ once when it is missing (bounded). */
 export async function ensureBundle(): Promise<void> {
-  const built = await access(DIST).then(
+  // The bundle itself (dist/cli/main.js is only the Node-version entry that loads it).
+  const built = await access(join(REPO, "dist/cli/bootseal.js")).then(
     () => true,
     () => false,
   );

@@ -39,7 +39,8 @@ let doc: string;
 let bin: string;
 
 before(async () => {
-  const built = await access(DIST).then(
+  // The bundle itself (dist/cli/main.js is only the Node-version entry that loads it).
+  const built = await access(join(REPO, "dist/cli/bootseal.js")).then(
     () => true,
     () => false,
   );

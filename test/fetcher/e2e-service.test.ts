@@ -177,7 +177,7 @@ async function publish(
 
 async function history(machine: string, svc: Service = service): Promise<Array<Record<string, unknown>>> {
   const r = await run(
-    ["status", "--server", svc.url, "--token-file", controllerTokenFile, machine],
+    ["status", "--server", svc.url, "--token-file", controllerTokenFile, "--json", machine],
     machineEnv(),
   );
   assert.equal(r.code, 0, r.stderr);

@@ -508,7 +508,7 @@ describe("serve's surroundings", () => {
     try {
       const url = await new Promise<string>((resolve, reject) => {
         const guard = setTimeout(() => reject(new Error(`serve did not start: ${out}`)), 30_000);
-        child.stdout.on("data", () => {
+        child.stderr.on("data", () => {
           const m = /listening on (http\S+)/.exec(out);
           if (m && out.includes("controller token:")) {
             clearTimeout(guard);

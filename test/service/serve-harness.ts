@@ -54,10 +54,13 @@ export function serve(
       if (m && out.includes("controllers:")) {
         clearTimeout(timer);
         child.stdout?.off("data", onData);
+        child.stderr?.off("data", onData);
         resolve({ url: m[1] as string, child, output: () => out, stop });
       }
     };
+    // The banner is on stderr, the JSON log on stdout: either may complete the picture.
     child.stdout?.on("data", onData);
+    child.stderr?.on("data", onData);
     child.once("exit", (code) => {
       clearTimeout(timer);
       reject(new Error(`${name}: serve exited early (${code}): ${out}`));

@@ -25,7 +25,7 @@ function serve(dataDir: string, artifacts: string): Promise<{ child: ChildProces
   return new Promise((resolve, reject) => {
     let out = "";
     const timer = setTimeout(() => reject(new Error(`serve did not start: ${out}`)), 60_000);
-    child.stdout?.on("data", (chunk: Buffer) => {
+    child.stderr?.on("data", (chunk: Buffer) => {
       out += chunk.toString();
       const match = /listening on (http:\/\/\S+)/.exec(out);
       if (match && out.includes("token key:")) {

@@ -9,7 +9,7 @@ import { PAYLOAD_CHOICES, type PayloadChoice } from "../../fetcher/payloads/kind
 import { defaultLabeler } from "../../fetcher/selinux.ts";
 import { CLOUD_AUTH_METHODS, isCloudAuthMethod } from "../../machine/identity-login.ts";
 import type { Command } from "../command.ts";
-import { CA_FILE_FLAG, DECRYPTION_ORDER_FLAG, INPUT_TYPE_FLAG } from "../flag-groups.ts";
+import { CA_FILE_FLAG, DECRYPTION_ORDER_FLAG, INPUT_TYPE_FLAG, JSON_FLAG } from "../flag-groups.ts";
 import { type CommandSpec, parseFlags } from "../flags.ts";
 import { parseDecryptionOrder } from "../sops-file.ts";
 
@@ -186,6 +186,10 @@ const spec = {
       help: "force the SOPS store format (yaml, json, binary, dotenv, ini); default: detected",
     },
     DECRYPTION_ORDER_FLAG,
+    {
+      ...JSON_FLAG,
+      help: "print the result as one JSON object (outcome, files, sha256, attempts); commands' output goes to standard error",
+    },
   ],
   notes: [
     "URL: https://HOST[/PREFIX]/v1/machines/NS/NAME/config, s3://BUCKET/KEY, gs://BUCKET/KEY or file:///PATH",
@@ -254,6 +258,7 @@ export const fetchCommand: Command = {
         caFile: values["ca-file"],
         inputType: inputType as Format | undefined,
         order,
+        json: values.json === true,
       },
       { io, labeler: defaultLabeler() },
     );

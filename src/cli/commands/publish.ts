@@ -3,7 +3,7 @@ import { writeFileAtomic } from "../../files/atomic-write.ts";
 import { parseMachineId } from "../../machine/machine-id.ts";
 import type { Command } from "../command.ts";
 import { readInput } from "../file-io.ts";
-import { CLIENT_FLAGS } from "../flag-groups.ts";
+import { CLIENT_FLAGS, JSON_FLAG } from "../flag-groups.ts";
 import { type CommandSpec, parseFlags } from "../flags.ts";
 import { call, clientSettings, serviceUrl } from "../service-client.ts";
 
@@ -13,6 +13,21 @@ function encryptedType(bytes: Uint8Array): string | null {
   if (/^\s*\{/.test(text))
     return /"sops"\s*:\s*\{/.test(text) && /"mac"\s*:/.test(text) ? "application/sops+json" : null;
   return /^sops:\s*$/m.test(text) && /^\s+mac:/m.test(text) ? "application/sops+yaml" : null;
+}
+
+/** The human answer: what was stored, the token (or where it went) and its expiry. */
+function summary(
+  m: { namespace: string; name: string },
+  answer: Record<string, unknown>,
+  out?: string,
+): string {
+  const lines = [`published ${m.namespace}/${m.name}: version ${answer.version}, etag ${answer.etag}`];
+  const expiry = typeof answer.tokenExpiresAt === "string" ? ` (expires ${answer.tokenExpiresAt})` : "";
+  if (out !== undefined && typeof answer.bootstrapToken === "string")
+    lines.push(`bootstrap token written to ${out}${expiry}`);
+  else if (typeof answer.bootstrapToken === "string")
+    lines.push(`bootstrap token: ${answer.bootstrapToken}${expiry}`);
+  return `${lines.join("\n")}\n`;
 }
 
 const spec = {
@@ -51,6 +66,7 @@ const spec = {
       value: "FILE",
       help: "write the bootstrap token to this file (0600) instead of printing it",
     },
+    { ...JSON_FLAG, help: "print the service's JSON answer (the token as with the summary)" },
   ],
   notes: ["FILE: the plaintext payload (encrypted by the service), or a SOPS document (sent as is)"],
 } as const satisfies CommandSpec;
@@ -65,7 +81,7 @@ export const publishCommand: Command = {
       throw new BootsealError("USAGE", "--format must be yaml or json");
     if (values["if-none-match"] && values["if-match"] !== undefined)
       throw new BootsealError("USAGE", "--if-none-match and --if-match exclude each other");
-    const settings = await clientSettings(values, io.env, (l) => io.stderr.write(`bootseal publish: ${l}\n`));
+    const settings = await clientSettings(values, io, "publish");
     const body = await readInput(positionals[0], io);
     const headers: Record<string, string> = {
       "content-type": encryptedType(body) ?? "application/octet-stream",
@@ -84,7 +100,7 @@ export const publishCommand: Command = {
       await writeFileAtomic(out, new TextEncoder().encode(`${answer.bootstrapToken}\n`), { mode: 0o600 });
       answer.bootstrapToken = `(written to ${out})`;
     }
-    io.stdout.write(`${JSON.stringify(answer, null, 2)}\n`);
+    io.stdout.write(values.json ? `${JSON.stringify(answer, null, 2)}\n` : summary(m, answer, out));
     return 0;
   },
 };

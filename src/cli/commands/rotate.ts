@@ -16,10 +16,17 @@ import { CONFIGS_PREFIX, configKeyMachineText } from "../../machine/store-layout
 import type { CliIo, Command } from "../command.ts";
 import { EXIT_CODES, EXIT_OK } from "../exit-codes.ts";
 import { checkTarget, exists, readInput, writeOutput } from "../file-io.ts";
-import { DECRYPTION_ORDER_FLAG, FORMAT_FLAGS, KEYSERVICE_FLAGS, OUTPUT_FLAGS } from "../flag-groups.ts";
+import {
+  DECRYPTION_ORDER_FLAG,
+  FORMAT_FLAGS,
+  JSON_FLAG,
+  KEYSERVICE_FLAGS,
+  OUTPUT_FLAGS,
+} from "../flag-groups.ts";
 import { type CommandSpec, type Flag, parseFlags } from "../flags.ts";
 import { KMS_FLAGS, keyFlags, parseEncryptionContext } from "../key-flags.ts";
 import { keyServicesOf, keysFromFlags } from "../key-setup.ts";
+import { Progress } from "../progress.ts";
 import { type KeyChanges, rotateDocument } from "../rotate-document.ts";
 import { rotateStore } from "../rotate-store.ts";
 import { parseDecryptionOrder, pickFormats, providerDeps } from "../sops-file.ts";
@@ -89,6 +96,18 @@ async function runStore(
   const concurrency = parseConcurrency(values.concurrency as string);
   const dryRun = values["dry-run"] === true;
   const store = openStore(url, { cwd: io.cwd, env: io.env });
+  const json = values.json === true;
+  // On a terminal: a progress bar on stderr, and only the objects that did not rotate as lines.
+  const tty = !json && (io.stderr as { isTTY?: boolean }).isTTY === true;
+  let progress: Progress | undefined;
+  const line = (text: string) => {
+    if (json) return;
+    if (!tty) io.stdout.write(`${text}\n`);
+    else if (!text.startsWith("rotated ") && !text.startsWith("would rotate ")) {
+      if ((io.stdout as { isTTY?: boolean }).isTTY === true && progress) progress.note(text);
+      else io.stdout.write(`${text}\n`);
+    }
+  };
   const result = await rotateStore({
     store,
     prefix: values.prefix as string,
@@ -98,8 +117,40 @@ async function runStore(
     deps,
     order,
     keyServices: keyServicesOf(values),
-    report: (line) => io.stdout.write(`${line}\n`),
+    report: line,
+    onListed: (total) => {
+      if (json) io.stdout.write(`${JSON.stringify({ type: "start", total, dryRun })}\n`);
+      else if (tty) progress = new Progress({ total, stream: io.stderr });
+    },
+    onOutcome: (key, outcome) => {
+      progress?.tick();
+      if (!json) return;
+      const kind = outcome.kind === "rotated" && dryRun ? "would-rotate" : outcome.kind;
+      io.stdout.write(
+        `${JSON.stringify({
+          type: "object",
+          key,
+          outcome: kind,
+          ...(outcome.kind === "failed" ? { code: outcome.code } : {}),
+          ...(outcome.kind === "skipped" ? { reason: outcome.reason } : {}),
+        })}\n`,
+      );
+    },
   });
+  progress?.finish();
+  const exit =
+    result.firstFailure !== undefined
+      ? EXIT_CODES[result.firstFailure]
+      : result.skipped > 0
+        ? EXIT_CODES.PRECONDITION_FAILED
+        : EXIT_OK;
+  if (json) {
+    const { firstFailure, ...counts } = result;
+    io.stdout.write(
+      `${JSON.stringify({ type: "summary", ...counts, dryRun, ...(firstFailure ? { firstFailure } : {}), exit })}\n`,
+    );
+    return exit;
+  }
   const counts = `unchanged ${result.unchanged}, skipped ${result.skipped}, failed ${result.failed}`;
   io.stdout.write(
     dryRun
@@ -178,6 +229,10 @@ const STORE_FLAGS = [
     help: `with --store: objects rotated at once (1 to ${MAX_CONCURRENCY})`,
   },
   { name: "dry-run", type: "boolean", help: "with --store: verify every object, write nothing" },
+  {
+    ...JSON_FLAG,
+    help: 'with --store: JSON lines on standard output: {"type":"start","total":N}, one {"type":"object","key","outcome","code"} per object, a {"type":"summary"}',
+  },
 ] as const satisfies readonly Flag[];
 
 const spec = {

@@ -4,11 +4,12 @@ import {
   parseListenAddress,
   readServiceConfigFile,
   SCOPES,
+  schemaDefault,
   setConfigPath,
   validateServiceConfig,
 } from "../../config/service-config.ts";
 import { type EmbeddedDefault, prepareEmbeddedDefault } from "../../service/embedded-default.ts";
-import { closeOnSignals, startServer } from "../../service/server.ts";
+import { checkListen, closeOnSignals, startServer } from "../../service/server.ts";
 import type { Command } from "../command.ts";
 import { type CommandSpec, parseFlags } from "../flags.ts";
 
@@ -81,6 +82,10 @@ export const serveCommand: Command = {
     };
     const raw = merged();
 
+    // Nothing is created (./data, its keys) before the address is known to be bindable.
+    const listen = parseListenAddress(String(raw.listen ?? schemaDefault(["listen"])), "listen");
+    await checkListen(listen.host, listen.port);
+
     let embedded: EmbeddedDefault | undefined;
     if (!configFile) {
       const dataDir = resolve(io.cwd, typeof raw.dataDir === "string" ? raw.dataDir : "./data");
@@ -120,7 +125,8 @@ export const serveCommand: Command = {
     } else {
       lines.push(`  controllers:      ${config.controllers.map((c) => c.name).join(", ")}`);
     }
-    io.stdout.write(`${lines.join("\n")}\n`);
+    // Standard output is the JSON log stream (access and app log): the banner is for people.
+    io.stderr.write(`${lines.join("\n")}\n`);
     if (server.plaintextWarning) io.stderr.write(`WARNING: ${server.plaintextWarning}\n`);
     // Keep running until a signal closes the server.
     await new Promise<never>(() => {});

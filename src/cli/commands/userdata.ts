@@ -40,9 +40,7 @@ export const userdataCommand: Command = {
     if (!(FORMATS as readonly string[]).includes(format))
       throw new BootsealError("USAGE", `--format must be one of ${FORMATS.join(", ")}`);
     const m = parseMachineId(values.machine as string);
-    const settings = await clientSettings(values, io.env, (l) =>
-      io.stderr.write(`bootseal userdata: ${l}\n`),
-    );
+    const settings = await clientSettings(values, io, "userdata");
     const url = serviceUrl(settings, `/v1/machines/${m.namespace}/${m.name}/userdata`, { format });
     const res = await call(settings, "GET", url);
     // The stub holds a bootstrap token: a file gets 0600.

@@ -34,6 +34,7 @@ export const HTTP_STATUS: Record<ErrorCode, number> = {
   REQUEST_TIMEOUT: 408,
   RATE_LIMITED: 429,
   IO_ERROR: 500,
+  LISTEN_FAILED: 500, // client-side (bootseal serve at start-up); never an HTTP answer
   SERVICE_UNAVAILABLE: 503, // a client-side code (bootseal fetch); never raised by the service
   PATH_NOT_ALLOWED: 500, // client-side (bootseal fetch)
   EXEC_FAILED: 500, // client-side (bootseal fetch)
