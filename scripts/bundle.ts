@@ -3,10 +3,12 @@
  * that each command's code loads only when it runs). A bundle starts several times faster
  * than hundreds of separate modules: module resolution dominated `bootseal decrypt` of a small
  * file (docs/benchmarks.md). Cloud SDKs, Fastify and pino stay external: they load from
- * node_modules, and only when a command needs them.
+ * node_modules, and only when a command needs them. The fleet page's assets are rebuilt first
+ * (scripts/fleet-page.ts), so the bundle always carries the page of the browser sources.
  */
 import { rmSync } from "node:fs";
 import { build } from "esbuild";
+import { writeFleetPage } from "./fleet-page.ts";
 
 const EXTERNAL = [
   "@aws-sdk/*",
@@ -21,6 +23,7 @@ const EXTERNAL = [
   "prom-client",
 ];
 
+await writeFleetPage();
 rmSync("dist", { recursive: true, force: true });
 await build({
   entryPoints: ["src/cli/main.ts"],
