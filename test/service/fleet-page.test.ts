@@ -45,7 +45,7 @@ const READER = "fleet-reader-token-0123456789abcdefghijk";
 const PUBLISHER = "fleet-publisher-token-0123456789abcdefgh";
 const sha = (s: string) => createHash("sha256").update(s).digest("hex");
 /** Generous: a loaded machine; the page waits on the DOM, never on a clock. */
-const WAIT = { timeout: 60_000 };
+const WAIT = { timeout: 120_000 };
 const HOSTILE = `<img src=x onerror="window.__pwned=1"> disk </td><script>window.__pwned=2</script>`;
 
 let app: FastifyInstance;
@@ -84,8 +84,12 @@ before(async () => {
     args: ["--no-sandbox", "--headless=new", "--disable-gpu", "--no-first-run"],
     headless: true,
     userDataDir: join(dir, "chromium"),
+    // Generous: 2 shared cores can be busy for minutes.
+    timeout: 180_000,
+    protocolTimeout: 180_000,
   });
   page = await browser.newPage();
+  page.setDefaultTimeout(WAIT.timeout);
   await page.setViewport({ width: 1280, height: 900 });
   await page.setRequestInterception(true);
   page.on("request", (request) => {

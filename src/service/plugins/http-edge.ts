@@ -14,7 +14,8 @@
  * - Error shape: malformed HTTP that Node's parser refuses (request line, header syntax,
  *   unknown method, oversized head, bad Content-Length), an unmet `Expect`, HTTP/1.1 without
  *   `Host`, Fastify's framework errors (bad URL) and duplicated singleton headers such as
- *   `Authorization` all get `{code, message}`; messages never echo the input.
+ *   `Authorization` and the asterisk request target (`GET * HTTP/1.1`) all get `{code, message}`;
+ *   messages never echo the input.
  * - Headers: `X-Content-Type-Options: nosniff`, `Referrer-Policy: no-referrer`,
  *   `Content-Security-Policy: default-src 'none'`, HSTS when serving TLS, and
  *   `Cache-Control: no-store` on every `/v1/` answer. A route that serves a browser page (the
@@ -259,6 +260,10 @@ export function httpEdgePlugin(app: FastifyInstance, options: { readonly tls: bo
       });
     }
     const raw: IncomingMessage = request.raw;
+    // `*` is only meaningful for OPTIONS, which no route serves; the router would take it for `/`.
+    if (raw.url === "*") {
+      return errorReply(reply, 400, { code: "BAD_INPUT", message: "the request target * is not supported" });
+    }
     if (raw.httpVersionMajor === 1 && raw.httpVersionMinor >= 1 && !raw.headers.host) {
       return errorReply(reply, 400, { code: "BAD_INPUT", message: "HTTP/1.1 requests need a Host header" });
     }

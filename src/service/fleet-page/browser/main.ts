@@ -144,6 +144,36 @@ function keepPending(s: Summary): Row {
 
 const rechecks = new Map<string, number>();
 
+/**
+ * Status reads woken by events, one per machine at a time and at most READS_AT_ONCE in all:
+ * a boot storm's events (six per machine) become about one read per machine, however many
+ * arrive while its read is under way.
+ */
+const READS_AT_ONCE = 6;
+const woken = new Map<string, { phase: string; at: string }>();
+const inFlight = new Set<string>();
+
+function wake(ns: string, name: string, reported: { phase: string; at: string }): void {
+  const key = `${ns}/${name}`;
+  const before = woken.get(key);
+  if (!before || before.at <= reported.at) woken.set(key, reported);
+  pump();
+}
+
+function pump(): void {
+  for (const [key, reported] of woken) {
+    if (inFlight.size >= READS_AT_ONCE) return;
+    if (inFlight.has(key)) continue;
+    woken.delete(key);
+    inFlight.add(key);
+    const [ns, name] = key.split("/") as [string, string];
+    void refreshMachine(ns, name, reported).finally(() => {
+      inFlight.delete(key);
+      pump();
+    });
+  }
+}
+
 /** An event named this machine: read its status (and its history when it is open). */
 async function refreshMachine(ns: string, name: string, reported?: { phase: string; at: string }) {
   const key = `${ns}/${name}`;
@@ -215,7 +245,7 @@ async function streamEvents(signal: AbortSignal): Promise<void> {
         if (e.type !== "status") return;
         try {
           const ev = JSON.parse(e.data) as { namespace: string; name: string; phase: string; at: string };
-          void refreshMachine(ev.namespace, ev.name, { phase: ev.phase, at: ev.at });
+          wake(ev.namespace, ev.name, { phase: ev.phase, at: ev.at });
         } catch {
           // Not JSON: nothing to wake up for.
         }
@@ -254,6 +284,7 @@ function signOut(): void {
   window.clearInterval(state.reconcile);
   for (const t of rechecks.values()) window.clearTimeout(t);
   rechecks.clear();
+  woken.clear();
   sessionStorage.removeItem(TOKEN_KEY);
   state.token = "";
   state.rows = new Map();
