@@ -5,9 +5,12 @@
  * file (docs/benchmarks.md). Cloud SDKs, Fastify and pino stay external: they load from
  * node_modules, and only when a command needs them. package.json's bin, dist/cli/main.js, is
  * a small separate file (src/cli/bin.ts) that checks the Node version, then loads the bundle.
+ * The fleet page's assets are rebuilt first (scripts/fleet-page.ts), so the bundle always
+ * carries the page of the browser sources.
  */
 import { rmSync } from "node:fs";
 import { build } from "esbuild";
+import { writeFleetPage } from "./fleet-page.ts";
 
 const EXTERNAL = [
   "@aws-sdk/*",
@@ -22,6 +25,7 @@ const EXTERNAL = [
   "prom-client",
 ];
 
+await writeFleetPage();
 rmSync("dist", { recursive: true, force: true });
 // The CLI itself: dist/cli/bootseal.js and its chunks.
 await build({

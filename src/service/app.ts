@@ -34,6 +34,7 @@ import { RecordCache } from "./record-cache.ts";
 import { artifactsRoutes } from "./routes/artifacts.ts";
 import { docsRoutes } from "./routes/docs.ts";
 import { eventsRoutes } from "./routes/events.ts";
+import { fleetRoutes } from "./routes/fleet.ts";
 import { healthRoutes, type ReadinessProbe } from "./routes/health.ts";
 import { loginRoutes } from "./routes/login.ts";
 import { machineConfigRoutes } from "./routes/machine-config.ts";
@@ -232,6 +233,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     };
     healthRoutes(api, [storeProbe, ...(deps.probes ?? [])], metrics.registry);
     docsRoutes(api);
+    fleetRoutes(api);
     machineStatusRoutes(api, ctx);
     machinesRoutes(api, ctx);
     userdataRoutes(api, ctx);

@@ -356,6 +356,7 @@ test(`the corpus has at least 500 cases over every route (${corpus.cases.length}
     "/metrics",
     "/docs",
     "/docs/openapi.json",
+    "/",
     "unknown",
     "framing",
   ]) {

@@ -1108,8 +1108,25 @@ for (const path of ["/healthz", "/readyz", "/metrics", "/docs", "/docs/openapi.j
     expect: [400],
   });
 }
+// The fleet page: the page, its assets (hashed names only), nothing else under /ui/.
+add({ id: "page:get", route: "/", transport: "fetch", method: "GET", path: "/", expect: [200] });
 for (const path of [
-  "/",
+  "/ui/",
+  "/ui/app.js",
+  "/ui/app-0000000000000000.js",
+  "/ui/%2e%2e%2fapp.ts",
+  "/ui/__proto__",
+]) {
+  add({ id: "page:asset", route: "/", transport: "fetch", method: "GET", path, expect: [404] });
+}
+add({
+  id: "page:dup-host",
+  route: "/",
+  transport: "raw",
+  raw: raw(["GET / HTTP/1.1", "Host: localhost", "Host: evil.example", "Connection: close"]),
+  expect: [400],
+});
+for (const path of [
   "/v1",
   "/v1/",
   "/v2/machines",

@@ -14,10 +14,14 @@
  * - Error shape: malformed HTTP that Node's parser refuses (request line, header syntax,
  *   unknown method, oversized head, bad Content-Length), an unmet `Expect`, HTTP/1.1 without
  *   `Host`, Fastify's framework errors (bad URL) and duplicated singleton headers such as
- *   `Authorization` all get `{code, message}`; messages never echo the input.
+ *   `Authorization` and the asterisk request target (`GET * HTTP/1.1`) all get `{code, message}`;
+ *   messages never echo the input.
  * - Headers: `X-Content-Type-Options: nosniff`, `Referrer-Policy: no-referrer`,
  *   `Content-Security-Policy: default-src 'none'`, HSTS when serving TLS, and
- *   `Cache-Control: no-store` on every `/v1/` answer.
+ *   `Cache-Control: no-store` on every `/v1/` answer. A route that serves a browser page (the
+ *   fleet page, /docs) names its own policy with `config: pageRouteConfig()` (or
+ *   `config: { csp: ... }`): same-origin only, never 'unsafe-inline'; every other answer,
+ *   404s included, keeps `default-src 'none'`.
  * - TLS: 1.2 at least; TLS 1.2 only with forward-secret AEAD suites (ECDHE).
  */
 import { type IncomingMessage, type Server, type ServerResponse, STATUS_CODES } from "node:http";
@@ -60,11 +64,35 @@ export function tlsServerOptions(limits: EdgeLimits) {
 
 export const CSP = "default-src 'none'; frame-ancestors 'none'";
 
+/**
+ * The policy of the service's own browser pages: scripts, styles, images and fetches from
+ * this origin only (images also as data: URLs), nothing inline, no framing, forms post back
+ * here only.
+ */
+export const PAGE_CSP =
+  "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+  "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+
+declare module "fastify" {
+  interface FastifyContextConfig {
+    /** This route's Content-Security-Policy instead of CSP (pageRouteConfig). */
+    csp?: string;
+  }
+}
+
+/**
+ * The route config of a browser page or its assets: `app.get(path, { config: pageRouteConfig() }, …)`.
+ * `csp` defaults to PAGE_CSP; a page that needs more (never anything external) passes its own.
+ */
+export function pageRouteConfig(csp: string = PAGE_CSP): { csp: string } {
+  return { csp };
+}
+
 /** The headers of every answer; `/v1/` answers are also never cached. */
-function setSecurityHeaders(res: ServerResponse, url: string | undefined, tls: boolean): void {
+function setSecurityHeaders(res: ServerResponse, url: string | undefined, tls: boolean, csp = CSP): void {
   res.setHeader("x-content-type-options", "nosniff");
   res.setHeader("referrer-policy", "no-referrer");
-  res.setHeader("content-security-policy", CSP);
+  res.setHeader("content-security-policy", csp);
   if (tls) res.setHeader("strict-transport-security", HSTS);
   if (url?.startsWith("/v1/")) res.setHeader("cache-control", "no-store");
 }
@@ -222,7 +250,7 @@ const CANONICAL: Readonly<Record<string, string>> = {
 export function httpEdgePlugin(app: FastifyInstance, options: { readonly tls: boolean }): void {
   app.addHook("onRequest", async (request, reply) => {
     // Set on the raw response, so hijacked answers (the event stream) carry them too.
-    setSecurityHeaders(reply.raw, request.url, options.tls);
+    setSecurityHeaders(reply.raw, request.url, options.tls, request.routeOptions.config?.csp);
 
     const dup = duplicateSingleton(request.raw.rawHeaders);
     if (dup !== undefined) {
@@ -232,6 +260,10 @@ export function httpEdgePlugin(app: FastifyInstance, options: { readonly tls: bo
       });
     }
     const raw: IncomingMessage = request.raw;
+    // `*` is only meaningful for OPTIONS, which no route serves; the router would take it for `/`.
+    if (raw.url === "*") {
+      return errorReply(reply, 400, { code: "BAD_INPUT", message: "the request target * is not supported" });
+    }
     if (raw.httpVersionMajor === 1 && raw.httpVersionMinor >= 1 && !raw.headers.host) {
       return errorReply(reply, 400, { code: "BAD_INPUT", message: "HTTP/1.1 requests need a Host header" });
     }
