@@ -40,7 +40,8 @@ export type PeerName =
   | "KUBE_CA_FILE" // its self-signed serving certificate
   | "KUBE_ADMIN_TOKEN" // a static token in system:masters (creates ServiceAccounts, bindings, tokens)
   | "KUBE_SA_KEY_FILE" // the ServiceAccount signing key (to sign an expired token)
-  | "KUBE_ISSUER"; // the ServiceAccount token issuer
+  | "KUBE_ISSUER" // the ServiceAccount token issuer
+  | "OPENAPI_SPEC_VALIDATOR"; // path of openapi-spec-validator 0.9.0 (PyPI): checks the service's OpenAPI document
 
 export function peer(name: PeerName): string {
   if (env.BOOTSEAL_LANE === "unit") {

@@ -37,6 +37,7 @@ export const ERROR_STATUSES = {
   413: "TOO_LARGE: the body is over the limit",
   415: "UNSUPPORTED_MEDIA_TYPE: the body is not application/json",
   429: "RATE_LIMITED: too many failed authentications; wait Retry-After seconds",
+  501: "UNSUPPORTED: not configured here (machine login off, a stub whose executable is not served)",
   503: "STORE_UNAVAILABLE, KEY_UNAVAILABLE: a dependency does not answer; retry after Retry-After seconds",
 } as const;
 

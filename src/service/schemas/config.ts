@@ -181,7 +181,7 @@ export const userdataSchema = {
   tags: ["configs"],
   params: machineParams,
   querystring: userdataQuery,
-  response: { 200: userdataStub, ...errorResponses(...AUTH_ERRORS, 404, 409) },
+  response: { 200: userdataStub, ...errorResponses(...AUTH_ERRORS, 404, 409, 501) },
 } as const;
 
 export const userdataMintSchema = {
@@ -192,5 +192,5 @@ export const userdataMintSchema = {
   tags: ["configs"],
   params: machineParams,
   querystring: userdataQuery,
-  response: { 200: userdataStub, ...errorResponses(...AUTH_ERRORS, 404) },
+  response: { 200: userdataStub, ...errorResponses(...AUTH_ERRORS, 404, 501) },
 } as const;

@@ -45,5 +45,5 @@ export const loginSchema = {
   security: [],
   params: machineParams,
   body: loginBody,
-  response: { 200: loginResponse, ...errorResponses(400, 401, 403, 404, 413, 415, 429, 503) },
+  response: { 200: loginResponse, ...errorResponses(400, 401, 403, 404, 413, 415, 429, 501, 503) },
 } as const;
