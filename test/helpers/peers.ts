@@ -41,7 +41,8 @@ export type PeerName =
   | "KUBE_ADMIN_TOKEN" // a static token in system:masters (creates ServiceAccounts, bindings, tokens)
   | "KUBE_SA_KEY_FILE" // the ServiceAccount signing key (to sign an expired token)
   | "KUBE_ISSUER" // the ServiceAccount token issuer
-  | "OPENAPI_SPEC_VALIDATOR"; // path of openapi-spec-validator 0.9.0 (PyPI): checks the service's OpenAPI document
+  | "OPENAPI_SPEC_VALIDATOR" // path of openapi-spec-validator 0.9.0 (PyPI): checks the service's OpenAPI document
+  | "CHROMIUM_BIN"; // path of chromium (Debian 12 package), headless through puppeteer-core
 
 export function peer(name: PeerName): string {
   if (env.BOOTSEAL_LANE === "unit") {
