@@ -170,7 +170,23 @@ export function buildApp(deps: AppDeps): FastifyInstance {
         title: "bootseal",
         version: "v1",
         description: "Machine bootstrap secrets as SOPS v3 documents (docs/api.md)",
+        license: { name: "Apache-2.0", url: "https://www.apache.org/licenses/LICENSE-2.0" },
       },
+      // The configured public address, else relative: the document's own host serves the API.
+      servers: [{ url: config.publicUrl ?? "/", description: "this service" }],
+      tags: [
+        {
+          name: "configs",
+          description: "Publish, fetch and delete a machine's encrypted config; user-data stubs",
+        },
+        {
+          name: "status",
+          description: "Bootstrap phases: reports, records, the machine list and the event stream",
+        },
+        { name: "machines", description: "Machine login with a cloud identity" },
+        { name: "artifacts", description: "The fetcher executables, their signatures and the signing key" },
+        { name: "operations", description: "Liveness, readiness and metrics" },
+      ],
       components: {
         securitySchemes: {
           bearer: {

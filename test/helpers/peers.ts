@@ -44,7 +44,8 @@ export type PeerName =
   | "PROMTOOL" // path of promtool 2.42 (Debian 12 prometheus package, binary only): check metrics, check/test rules
   | "HELM_BIN" // path of helm v3.22.0 (helm.sh/helm/v3/cmd/helm): lint and template the chart
   | "CAPI_CRDS_DIR" // Cluster API v1.11.3's Cluster, Machine, MachineDeployment, MachineSet, KubeadmConfig(Template) CRDs
-  | "CHROMIUM"; // path of chromium (Debian package): headless, driven by puppeteer-core (the fleet page)
+  | "OPENAPI_SPEC_VALIDATOR" // path of openapi-spec-validator 0.9.0 (PyPI): checks the service's OpenAPI document
+  | "CHROMIUM_BIN"; // path of chromium (Debian 12 package), headless through puppeteer-core (the fleet page, Swagger UI)
 
 export function peer(name: PeerName): string {
   if (env.BOOTSEAL_LANE === "unit") {

@@ -58,7 +58,7 @@ const consoleErrors: string[] = [];
 const violations: string[] = [];
 
 before(async () => {
-  const chromium = peer("CHROMIUM");
+  const chromium = peer("CHROMIUM_BIN");
   dir = mkdtempSync(join(tmpdir(), "bootseal-fleet-page-"));
   const recipient = await identityToRecipient(await generateX25519Identity());
   app = buildApp({

@@ -88,6 +88,19 @@ export function pageRouteConfig(csp: string = PAGE_CSP): { csp: string } {
   return { csp };
 }
 
+/**
+ * The CSP of Swagger UI's pages under /docs. @fastify/swagger-ui registers those routes itself,
+ * so routes/docs.ts sets this through the plugin's `staticCSP` (over the default CSP) rather than
+ * pageRouteConfig: its scripts, styles and the document
+ * from this origin, images also inline (`data:`), nothing external, no inline script. The one
+ * hash is the `<style>` of the small logo inside swagger-ui-bundle.js 5.x
+ * (`.logo_small_svg__cls-2{fill:#fff}...`); the headless-browser test fails on any violation.
+ */
+export const DOCS_CSP =
+  "default-src 'none'; script-src 'self'; " +
+  "style-src 'self' 'sha256-RL3ie0nH+Lzz2YNqQN83mnU0J1ot4QL7b99vMdIX99w='; img-src 'self' data:; " +
+  "connect-src 'self'; font-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
 /** The headers of every answer; `/v1/` answers are also never cached. */
 function setSecurityHeaders(res: ServerResponse, url: string | undefined, tls: boolean, csp = CSP): void {
   res.setHeader("x-content-type-options", "nosniff");

@@ -25,6 +25,7 @@ const artifactSchema = {
     "`bootseal-linux-x64`, `bootseal-linux-arm64`, `bootseal-windows-x64.exe` (those present in " +
     "artifacts.dir), each with `<name>.sig` (raw Ed25519 signature), `SHA256SUMS` and `signing-key.pem`. " +
     "No authentication; ETag is the content's SHA-256.",
+  operationId: "getArtifact",
   tags: ["artifacts"],
   security: [],
   params: {
@@ -33,7 +34,25 @@ const artifactSchema = {
     required: ["file"],
     additionalProperties: false,
   },
-  response: { 200: { description: "the file", type: "string" }, ...errorResponses },
+  headers: {
+    type: "object",
+    properties: { "if-none-match": { type: "string", description: "an ETag: 304 when it is still current" } },
+  },
+  response: {
+    200: {
+      description: "the file",
+      headers: { etag: { type: "string", description: "the content's SHA-256" } },
+      content: {
+        "application/octet-stream": {
+          schema: { type: "string", format: "binary", description: "an executable or a `.sig`" },
+        },
+        "text/plain": { schema: { type: "string", description: "SHA256SUMS" } },
+        "application/x-pem-file": { schema: { type: "string", description: "signing-key.pem" } },
+      },
+    },
+    304: { description: "not modified", type: "null" },
+    ...errorResponses(400, 404, 503),
+  },
 } as const;
 
 type Body = { readonly type: string; readonly etag: string; readonly bytes: Uint8Array };

@@ -2,6 +2,7 @@
 import type { FastifyInstance } from "fastify";
 import type { Registry } from "prom-client";
 import { RETRY_AFTER_SECONDS } from "../plugins/error-handler.ts";
+import { errorSchema } from "../schemas/common.ts";
 
 /** Something that can tell whether a dependency answers (the store: a cheap head). */
 export interface ReadinessProbe {
@@ -18,6 +19,15 @@ const statusSchema = {
   required: ["status"],
 } as const;
 
+/** The one error these routes answer: the HTTP edge's refusal of a malformed request. */
+const edgeErrors = {
+  400: {
+    ...errorSchema,
+    description: "BAD_INPUT: the HTTP edge refused the request (a duplicated header, no Host)",
+  },
+  "4xx": { ...errorSchema, description: "another client error (408 REQUEST_TIMEOUT, 431 TOO_LARGE head)" },
+} as const;
+
 export function healthRoutes(
   app: FastifyInstance,
   probes: readonly ReadinessProbe[],
@@ -25,7 +35,15 @@ export function healthRoutes(
 ): void {
   app.get(
     "/healthz",
-    { schema: { summary: "Liveness", tags: ["operations"], response: { 200: statusSchema } } },
+    {
+      schema: {
+        summary: "Liveness",
+        operationId: "healthz",
+        tags: ["operations"],
+        security: [],
+        response: { 200: { ...statusSchema, description: "the process answers" }, ...edgeErrors },
+      },
+    },
     async () => ({ status: "ok" }),
   );
 
@@ -34,8 +52,18 @@ export function healthRoutes(
     {
       schema: {
         summary: "Readiness: the object store answers",
+        operationId: "readyz",
         tags: ["operations"],
-        response: { 200: statusSchema, 503: statusSchema },
+        security: [],
+        response: {
+          200: { ...statusSchema, description: "every check answers" },
+          503: {
+            ...statusSchema,
+            description: "a check failed (named in `checks`); Retry-After",
+            headers: { "retry-after": { type: "integer", description: "seconds to wait" } },
+          },
+          ...edgeErrors,
+        },
       },
     },
     async (request, reply) => {
@@ -65,8 +93,16 @@ export function healthRoutes(
       {
         schema: {
           summary: "Prometheus metrics",
+          operationId: "metrics",
           tags: ["operations"],
-          response: { 200: { type: "string", description: "Prometheus text format" } },
+          security: [],
+          response: {
+            200: {
+              description: "the Prometheus text exposition format",
+              content: { "text/plain; version=0.0.4": { schema: { type: "string" } } },
+            },
+            ...edgeErrors,
+          },
         },
       },
       async (_request, reply) => reply.type(registry.contentType).send(await registry.metrics()),

@@ -16,7 +16,7 @@ import { bootstrapCommandHeader, publishConfig } from "../machines/publish.ts";
 import { signalFor } from "../plugins/auth.ts";
 import { labelValue } from "../plugins/metrics.ts";
 import { machineTokenOf, mayMintTokens, stateOf, who } from "../request-state.ts";
-import { deleteSchema, fetchSchema, publishSchema } from "../schemas/config.ts";
+import { deleteSchema, fetchSchema, publishRequestBody, publishSchema } from "../schemas/config.ts";
 import type { RequestTypeProvider } from "../schemas/type-provider.ts";
 
 function header(request: FastifyRequest, name: string): string | undefined {
@@ -60,7 +60,16 @@ export function machineConfigRoutes(parent: FastifyInstance, ctx: ServiceContext
     {
       schema: publishSchema,
       bodyLimit: ctx.bodyLimit,
-      config: { auth: { scopes: ["configs:write"] }, audit: "publish" },
+      config: {
+        auth: { scopes: ["configs:write"] },
+        audit: "publish",
+        // The body is raw bytes (no body schema, so nothing validates a Buffer): the document
+        // gets its content types from publishRequestBody.
+        swaggerTransform: ({ schema, url }: { schema: object; url: string }) => ({
+          schema: { ...schema, body: publishRequestBody },
+          url,
+        }),
+      },
     },
     async (request, reply) => {
       const condition = writeCondition(request);

@@ -39,10 +39,11 @@ export const loginSchema = {
     "must let that identity act for this machine (else 403). Answers a fresh bootstrap token for this " +
     "machine (machineAuth.tokenTtl, bootstrapToken.uses); the previous one stops working. " +
     "401 for a credential that does not verify, 503 KEY_UNAVAILABLE when the issuer (STS) cannot be reached.",
+  operationId: "loginMachine",
   tags: ["machines"],
   // No bearer token: the body's credential is the authentication.
   security: [],
   params: machineParams,
   body: loginBody,
-  response: { 200: loginResponse, ...errorResponses },
+  response: { 200: loginResponse, ...errorResponses(400, 401, 403, 404, 413, 415, 429, 501, 503) },
 } as const;

@@ -1,6 +1,6 @@
 /** Schemas of the status routes, the machine list and the events stream. */
 import { MACHINE_PHASES, PHASES } from "../machine-store.ts";
-import { errorResponses, machineParams, namespaceSchema } from "./common.ts";
+import { AUTH_ERRORS, errorResponses, machineParams, namespaceSchema } from "./common.ts";
 
 export const MESSAGE_MAX_BYTES = 4 * 1024;
 export const OUTPUT_MAX_BYTES = 16 * 1024;
@@ -72,6 +72,7 @@ function reportAnswer(description: string) {
 
 export const postStatusSchema = {
   summary: "Report a bootstrap phase (the machine, with its bootstrap token)",
+  operationId: "postStatus",
   tags: ["status"],
   params: machineParams,
   body: statusBody,
@@ -80,20 +81,22 @@ export const postStatusSchema = {
     202: reportAnswer(
       "Held (intermediate phases): written with the machine's next terminal report or within `status.coalesce` (docs/api.md, Status durability).",
     ),
-    ...errorResponses,
+    ...errorResponses(...AUTH_ERRORS, 404, 413, 415),
   },
 } as const;
 
 export const getStatusSchema = {
   summary: "Current phase and history (last 100 entries, at most 64 KiB; the latest publish is kept)",
+  operationId: "getStatus",
   tags: ["status"],
   params: machineParams,
-  response: { 200: statusRecordResponse, ...errorResponses },
+  response: { 200: statusRecordResponse, ...errorResponses(...AUTH_ERRORS, 404) },
 } as const;
 
 export const listSchema = {
   summary: "Machines with their current phase",
   description: "Paginated in store order: pass the returned `next` as `after` for the next page.",
+  operationId: "listMachines",
   tags: ["status"],
   querystring: {
     type: "object",
@@ -117,7 +120,7 @@ export const listSchema = {
       },
       required: ["items"],
     },
-    ...errorResponses,
+    ...errorResponses(...AUTH_ERRORS),
   },
 } as const;
 
@@ -127,11 +130,22 @@ export const eventsSchema = {
     "text/event-stream; each event: id (monotonic per replica), event: status, data: JSON " +
     "{namespace, name, phase, version, at}. Last-Event-ID resumes from this replica's ring buffer. " +
     "Comment lines are heartbeats.",
+  operationId: "streamEvents",
   tags: ["status"],
   querystring: {
     type: "object",
     properties: { namespace: namespaceSchema },
     additionalProperties: false,
   },
-  response: { 200: { description: "event stream", type: "string" }, ...errorResponses },
+  headers: {
+    type: "object",
+    properties: { "last-event-id": { type: "string", description: "resume after this event id" } },
+  },
+  response: {
+    200: {
+      description: "the event stream (never ends while the service runs)",
+      content: { "text/event-stream": { schema: { type: "string" } } },
+    },
+    ...errorResponses(...AUTH_ERRORS),
+  },
 } as const;
