@@ -20,6 +20,7 @@ import {
   type Any,
   CAPI,
   condition,
+  core,
   createCluster,
   createMachineWithConfig,
   custom,
@@ -41,6 +42,10 @@ let key: AgeKey;
 let service: E2EService;
 let kubeconfig: string;
 const TENANT_TOKEN = randomBytes(24).toString("hex");
+// The controller's own ServiceAccount (in a namespace of its own) and the audience its
+// projected token is bound to: the service reviews it with TokenReview on the kube peer.
+const SA_HOME = `ctl-sa-home-${randomBytes(4).toString("hex")}`;
+const SA_AUDIENCE = "bootseal-e2e";
 
 const kubeadmSpec = (node: string, extra: Record<string, unknown> = {}) => ({
   inner: {
@@ -65,6 +70,14 @@ before(async () => {
       mode: 0o755,
     },
   );
+  await core().createNamespace({ body: { metadata: { name: SA_HOME } } });
+  await core().createNamespacedServiceAccount({
+    namespace: SA_HOME,
+    body: { metadata: { name: "bootseal-controller" } },
+  });
+  // The reviewer's credential: the peer's admin token (system:masters may create TokenReviews).
+  const reviewerToken = join(dir.path, "reviewer-token");
+  await writeFile(reviewerToken, peer("KUBE_ADMIN_TOKEN"), { mode: 0o600 });
   service = await startE2EService({
     dir: dir.path,
     ageRecipient: key.recipient,
@@ -78,11 +91,26 @@ before(async () => {
         namespaces: ["ctl-tenant-a-*"],
       },
     ],
+    configLines: [
+      "controllerAuth:",
+      "  kubernetes:",
+      `    server: ${peer("KUBE_SERVER")}`,
+      `    caFile: ${peer("KUBE_CA_FILE")}`,
+      `    tokenFile: ${reviewerToken}`,
+      `    audiences: [${SA_AUDIENCE}]`,
+      "kubernetesBindings:",
+      `  - serviceAccount: ${SA_HOME}/bootseal-controller`,
+      "    scopes: [configs:write, tokens:mint, status:read]",
+      '    namespaces: ["ctl-sa-m-*"]',
+    ],
   });
   await installCrds();
   kubeconfig = await kubeconfigFile(dir.path);
 });
 after(async () => {
+  await core()
+    .deleteNamespace({ name: SA_HOME })
+    .catch(() => {});
   await service?.stop();
   await dir?.remove();
 });
@@ -413,6 +441,52 @@ test("one tenant's controller (a namespace-limited token) cannot touch another n
       tries: 600,
     });
     assert.equal(ctl.process.exitCode, null, "still running");
+  } finally {
+    assert.equal(await ctl.stop(), 0);
+    await double.stop();
+  }
+});
+
+test("the controller signs in with its ServiceAccount token (TokenRequest for the service's audience, reviewed by the service with TokenReview): published and ready; a token for another audience is refused", {
+  timeout: 300_000,
+}, async () => {
+  const ns = await namespace("ctl-sa-m");
+  await createCluster(ns, "c1");
+  const tokenFor = async (audience: string) =>
+    (
+      await core().createNamespacedServiceAccountToken({
+        name: "bootseal-controller",
+        namespace: SA_HOME,
+        body: { spec: { audiences: [audience], expirationSeconds: 3600 } },
+      })
+    ).status?.token as string;
+  const tokenFile = join(dir.path, `sa-${ns}`);
+  const double = startKubeadmProviderDouble(kc(), ns);
+  const args = controllerArgs(ns);
+  args[args.indexOf("--token-file") + 1] = tokenFile;
+
+  // First with a token bound to another audience: the service's review refuses it.
+  await writeFile(tokenFile, await tokenFor("another-service"), { mode: 0o600 });
+  const ctl = startController(args);
+  try {
+    await createMachineWithConfig(ns, "c1", "m-0", kubeadmSpec("m-0"));
+    const refused = await waitConfig(
+      ns,
+      "m-0",
+      "refused",
+      (o) =>
+        condition(o, "Published")?.status === "False" && /40[13]/.test(condition(o, "Published").message),
+    );
+    assert.notEqual(refused.status?.ready, true);
+    assert.equal(await statusOf(`${ns}/m-0`), null, "nothing published with a refused token");
+
+    // The projected token rotates: the controller re-reads the file on every request.
+    await writeFile(tokenFile, await tokenFor(SA_AUDIENCE), { mode: 0o600 });
+    const ready = await waitConfig(ns, "m-0", "ready", (o) => o.status?.ready === true);
+    assert.equal(condition(ready, "Published")?.status, "True");
+    assert.equal((await statusOf(`${ns}/m-0`))?.phase, "published");
+    const ds = await secret(ns, ready.status.dataSecretName);
+    assert.match(Buffer.from(ds.data.value, "base64").toString(), /bootseal/);
   } finally {
     assert.equal(await ctl.stop(), 0);
     await double.stop();

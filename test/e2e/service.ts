@@ -51,6 +51,8 @@ export async function startE2EService(opts: {
     scopes: readonly string[];
     namespaces: readonly string[];
   }[];
+  /** More top-level configuration (YAML lines), e.g. controllerAuth and kubernetesBindings. */
+  configLines?: readonly string[];
 }): Promise<E2EService> {
   const { dir } = opts;
   const controllerToken = randomBytes(24).toString("hex");
@@ -93,6 +95,7 @@ export async function startE2EService(opts: {
       "audit:",
       `  path: ${join(dir, "audit.log")}`,
       "logLevel: warn",
+      ...(opts.configLines ?? []),
       "",
     ].join("\n"),
   );
