@@ -29,13 +29,8 @@ export interface ClientSettings {
   readonly log: (line: string) => void;
 }
 
-export async function clientSettings(
-  values: { server?: string; "token-file"?: string; "ca-file"?: string; deadline?: string },
-  io: CliIo,
-  command: string,
-): Promise<ClientSettings> {
-  const env = io.env;
-  const text = values.server ?? env.BOOTSEAL_SERVER;
+/** The service's base URL (--server or BOOTSEAL_SERVER): http(s), no credentials in it. */
+export function serverUrl(text: string | undefined): URL {
   if (!text) throw new BootsealError("USAGE", "--server URL (or BOOTSEAL_SERVER) is required");
   let server: URL;
   try {
@@ -47,6 +42,16 @@ export async function clientSettings(
     throw new BootsealError("USAGE", "--server must be http(s)");
   if (server.username || server.password)
     throw new BootsealError("USAGE", "--server must not carry credentials");
+  return server;
+}
+
+export async function clientSettings(
+  values: { server?: string; "token-file"?: string; "ca-file"?: string; deadline?: string },
+  io: CliIo,
+  command: string,
+): Promise<ClientSettings> {
+  const env = io.env;
+  const server = serverUrl(values.server ?? env.BOOTSEAL_SERVER);
   const deadlineMs = parseFlagDuration(values.deadline ?? DEFAULT_CLIENT_DEADLINE, "deadline");
   if (!(deadlineMs > 0)) throw new BootsealError("USAGE", "--deadline must be longer than 0");
   const tokenFile = values["token-file"];

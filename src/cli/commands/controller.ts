@@ -7,6 +7,7 @@ import { parseFlagDuration } from "../../duration.ts";
 import { BootsealError } from "../../errors.ts";
 import type { Command } from "../command.ts";
 import { type CommandSpec, parseFlags } from "../flags.ts";
+import { serverUrl } from "../service-client.ts";
 
 const SA_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 
@@ -80,16 +81,7 @@ export const controllerCommand: Command = {
   spec,
   async run(args, io) {
     const { values } = parseFlags(spec, args, io.env);
-    let server: URL;
-    try {
-      server = new URL(values.server as string);
-    } catch {
-      throw new BootsealError("USAGE", "--server is not a URL");
-    }
-    if (server.protocol !== "http:" && server.protocol !== "https:")
-      throw new BootsealError("USAGE", "--server must be http(s)");
-    if (server.username || server.password)
-      throw new BootsealError("USAGE", "--server must not carry credentials");
+    const server = serverUrl(values.server);
     const tokenFile = values["token-file"];
     const token = io.env.BOOTSEAL_TOKEN?.trim() || undefined;
     if (tokenFile === undefined && token === undefined)
