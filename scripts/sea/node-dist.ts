@@ -4,10 +4,11 @@
  * `npm pack` into node_modules/.cache/bootseal-sea/ (inside the checkout) and checked against
  * the sha512 integrity recorded below for that version, else the registry's (`npm view`).
  */
-import { execFileSync } from "node:child_process";
+import { execFile, execFileSync } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { mkdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { promisify } from "node:util";
 import type { PlatformSpec } from "./platforms.ts";
 
 /** The registry's integrity of each tarball, recorded when the version was pinned. */
@@ -38,18 +39,35 @@ interface CacheMeta {
 const sha256 = (b: Uint8Array) => createHash("sha256").update(b).digest("hex");
 const sri512 = (b: Uint8Array) => `sha512-${createHash("sha512").update(b).digest("base64")}`;
 
-function npm(args: string[], cwd: string): string {
-  return execFileSync("npm", args, {
-    cwd,
-    encoding: "utf8",
-    stdio: ["ignore", "pipe", "pipe"],
-    timeout: 600_000,
-  });
+const NPM_ATTEMPTS = 4;
+
+/**
+ * One npm call against the registry, tried up to NPM_ATTEMPTS times (2, 4, 8 s apart): a
+ * registry that drops one request (seen in CI: `npm view` failing with no output) must not
+ * fail a build. What finally fails says npm's own words and how often it was tried.
+ */
+async function npm(args: string[], cwd: string): Promise<string> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const { stdout } = await promisify(execFile)("npm", args, {
+        cwd,
+        encoding: "utf8",
+        timeout: 600_000,
+        maxBuffer: 16 * 1024 * 1024,
+      });
+      return stdout;
+    } catch (err) {
+      const why = ((err as { stderr?: string }).stderr ?? "").trim().split("\n").at(-1) || String(err);
+      if (attempt >= NPM_ATTEMPTS) throw new Error(`npm ${args.join(" ")}: ${why} (${attempt} attempts)`);
+      console.warn(`build-sea: npm ${args[0]} failed (${why}); again in ${2 ** attempt} s`);
+      await new Promise((r) => setTimeout(r, 2 ** attempt * 1000));
+    }
+  }
 }
 
 async function expectedDist(spec: PlatformSpec, version: string, cwd: string) {
   const id = `${spec.nodePackage}@${version}`;
-  const dist = JSON.parse(npm(["view", id, "dist", "--json"], cwd)) as {
+  const dist = JSON.parse(await npm(["view", id, "dist", "--json"], cwd)) as {
     integrity?: string;
     tarball?: string;
   };
@@ -98,7 +116,7 @@ export async function baseBinary(
   try {
     const want = await expectedDist(spec, version, tmp);
     console.log(`build-sea: fetching ${spec.nodePackage}@${version} (npm pack)`);
-    const packed = JSON.parse(npm(["pack", `${spec.nodePackage}@${version}`, "--json"], tmp)) as {
+    const packed = JSON.parse(await npm(["pack", `${spec.nodePackage}@${version}`, "--json"], tmp)) as {
       filename: string;
     }[];
     const tgz = join(tmp, packed[0]?.filename ?? "");
