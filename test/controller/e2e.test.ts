@@ -176,6 +176,8 @@ test("Cluster + Machine + BootsealConfig → kubeadm-provider double's data secr
       ],
     );
     assert.deepEqual(inner.spec.joinConfiguration.nodeRegistration, { name: "worker-0" });
+    // worker-1's inner config is reconciled on its own: it may be written after worker-0 is ready.
+    await until("the double wrote both inner configs", () => double.written.length >= 2, { tries: 600 });
     assert.deepEqual(double.written.sort(), [`${ns}/worker-0-inner`, `${ns}/worker-1-inner`]);
 
     // The data secret, as the contract wants it, holding exactly the service's stub.
