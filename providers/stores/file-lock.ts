@@ -3,29 +3,29 @@
  * PROCESSES on the same directory (two `bootseal serve` replicas on one volume), so every
  * mutation of a key runs under a per-key lock file created with O_CREAT|O_EXCL
  * (`open(path, "wx")`), which is atomic on local file systems and NFSv3+. Inside the lock:
- * check the condition, write, rename. The lock holds `{pid, host, token}`; a lock is stale when
+ * check the condition, write, rename. The lock holds `{pid, host, token}` (the token tells two
+ * locks of one process apart); a lock is stale when
  * its owner is on this host and no longer runs, or when it is older than `staleLockMs` (a crash
  * on another host, or an unreadable lock). Stale locks are removed under a second "break" lock,
  * and only if unchanged since they were judged stale, so two processes breaking the same lock
- * cannot remove each other's fresh lock. Lock files start with `.bootseal-` (a reserved key
- * segment); listing skips them.
+ * cannot remove each other's fresh lock. The holder keeps its lock file open and unlocks by
+ * checking that the file is still linked (fstat: a broken lock has no link left) before
+ * removing it: three calls, where reading the lock back took five. Lock files start with
+ * `.bootseal-` (a reserved key segment); listing skips them.
  */
 import { createHash, randomBytes } from "node:crypto";
-import { readFile as readFileCb } from "node:fs";
 import { mkdir, open, readFile, stat, unlink } from "node:fs/promises";
 import { hostname } from "node:os";
 import { dirname, join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { BootsealError } from "../../src/errors.ts";
-import { closeFd, openFd, writeAllFd } from "../../src/files/fd.ts";
+import { closeFd, fstatFd, openFd, writeAllFd } from "../../src/files/fd.ts";
 import { errno, fsError } from "./file-errors.ts";
 import { RESERVED_SEGMENT_PREFIX, validateKey } from "./store-url.ts";
 
-/** A small file's text through the callback API (a lock is read back on every unlock). */
-const readText = (path: string): Promise<string> =>
-  new Promise((resolve, reject) =>
-    readFileCb(path, "utf8", (err, text) => (err ? reject(err) : resolve(text))),
-  );
+/** Lock tokens: unique per lock of this process (a random part per process, then a counter). */
+const TOKEN_PREFIX = randomBytes(8).toString("hex");
+let tokenCounter = 0;
 
 export const LOCK_PREFIX = `${RESERVED_SEGMENT_PREFIX}lock.`;
 
@@ -78,23 +78,17 @@ export class KeyLocks {
   /** Runs `critical` holding the key's lock file; creates the key's directory as needed. */
   async run<T>(key: string, signal: AbortSignal | undefined, critical: () => Promise<T>): Promise<T> {
     const lockPath = lockPathOf(this.#root, key);
-    const owner: LockOwner = { pid: process.pid, host: hostname(), token: randomBytes(16).toString("hex") };
+    const owner: LockOwner = {
+      pid: process.pid,
+      host: hostname(),
+      token: `${TOKEN_PREFIX}.${++tokenCounter}`,
+    };
     const deadline = Date.now() + this.#lockTimeoutMs;
-    for (let attempt = 0; ; attempt++) {
+    let lockFd: number | undefined;
+    for (let attempt = 0; lockFd === undefined; attempt++) {
       signal?.throwIfAborted();
       try {
-        const fd = await openFd(lockPath, "wx", 0o600);
-        try {
-          await writeAllFd(fd, Buffer.from(JSON.stringify(owner)));
-        } catch (err) {
-          // A full disk (ENOSPC) fails the write after the create: the empty lock is ours,
-          // remove it, or every writer of this key would wait for it to turn stale.
-          await closeFd(fd).catch(() => {});
-          await unlink(lockPath).catch(() => {});
-          throw fsError(err, "lock an object");
-        }
-        await closeFd(fd);
-        break;
+        lockFd = await openFd(lockPath, "wx", 0o600);
       } catch (err) {
         const code = errno(err);
         if (code === "ENOENT") {
@@ -118,16 +112,31 @@ export class KeyLocks {
       }
     }
     try {
+      await writeAllFd(lockFd, Buffer.from(JSON.stringify(owner)));
+    } catch (err) {
+      // A full disk (ENOSPC) fails the write after the create: the empty lock is ours,
+      // remove it, or every writer of this key would wait for it to turn stale.
+      await closeFd(lockFd).catch(() => {});
+      await unlink(lockPath).catch(() => {});
+      throw fsError(err, "lock an object");
+    }
+    try {
       return await critical();
     } finally {
-      await this.#unlock(lockPath, owner.token);
+      await this.#unlock(lockPath, lockFd);
     }
   }
 
-  async #unlock(lockPath: string, token: string): Promise<void> {
-    // Remove only our own lock: if ours was judged stale and broken, the file is someone else's.
-    const content = await readText(lockPath).catch(() => "");
-    if (content.includes(token)) await unlink(lockPath).catch(() => {});
+  async #unlock(lockPath: string, fd: number): Promise<void> {
+    // Remove only our own lock: if ours was judged stale and broken, it has no link left and
+    // the file at the path (if any) is someone else's.
+    try {
+      if ((await fstatFd(fd)).nlink > 0) await unlink(lockPath).catch(() => {});
+    } catch {
+      // fstat of our own open descriptor does not fail; if it did, the lock turns stale
+    } finally {
+      await closeFd(fd).catch(() => {});
+    }
   }
 
   /**

@@ -68,6 +68,10 @@ export async function syncDirectory(dir: string): Promise<void> {
   }
 }
 
+/** Temporary names: random per process, then a counter (randomBytes per write was ~2 % of the service CPU in a file-store storm). */
+const TEMP_TAG = randomBytes(6).toString("hex");
+let tempCounter = 0;
+
 /** Atomically writes `data` to `path` (an existing directory's child). */
 export async function writeFileAtomic(
   path: string,
@@ -76,8 +80,9 @@ export async function writeFileAtomic(
 ): Promise<void> {
   const dir = dirname(path);
   const mode = options.mode ?? 0o600;
-  // Short enough for NAME_MAX (255) whatever the target's name.
-  const random = randomBytes(6).toString("hex");
+  // Short enough for NAME_MAX (255) whatever the target's name; unique in this process, and
+  // O_EXCL refuses any file already there.
+  const random = `${TEMP_TAG}${(++tempCounter).toString(36)}`;
   const tmp = join(
     dir,
     options.tempPrefix === undefined

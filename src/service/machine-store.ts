@@ -338,7 +338,8 @@ export interface MachineStore {
   probe(options?: CallOptions): Promise<void>;
   /** The stored document, or null when none is published. */
   getConfig(m: MachineId, options?: CallOptions): Promise<StoredObject | null>;
-  hasConfig(m: MachineId, options?: CallOptions): Promise<boolean>;
+  /** The stored config's ETag as the store gives it, or null when none is published. */
+  configEtag(m: MachineId, options?: CallOptions): Promise<string | null>;
   putConfig(
     m: MachineId,
     bytes: Uint8Array,
@@ -346,8 +347,11 @@ export interface MachineStore {
     contentType: string,
     options?: CallOptions,
   ): Promise<ObjectInfo>;
-  /** Deletes the config only if it is still this version; false when another write won. */
-  deleteConfigIfUnchanged(m: MachineId, etag: string, options?: CallOptions): Promise<boolean>;
+  /**
+   * Deletes the config; with `etag`, only if it is still that version. False when nothing was
+   * deleted: none was there, or another publish replaced it (left alone).
+   */
+  deleteConfig(m: MachineId, etag: string | undefined, options?: CallOptions): Promise<boolean>;
   readStatus(m: MachineId, options?: CallOptions): Promise<Versioned<StatusRecord> | null>;
   /**
    * A publish: bumps the version, sets phase `published` and mirrors the new token. `seen`
@@ -397,20 +401,6 @@ export interface MachineStore {
     seen?: Seen<TokenRecord>,
   ): Promise<{ readonly claimed: true; readonly record: TokenRecord } | { readonly claimed: false }>;
   deleteConfigAndToken(m: MachineId, options?: CallOptions): Promise<boolean>;
-  /**
-   * One-time fetch `after-success`, before the `succeeded` report is written: deletes the
-   * config if it is still the version `configEtag` (undefined: whatever is there) and retires
-   * the token with this hash (no fetch left, `retired` set) instead of deleting it, so the
-   * machine can still authenticate the DELETE `bootseal fetch --one-time` sends next (204, no
-   * failed authentication). A token or config another publish replaced is left alone (the
-   * report's write then refuses the old token). Idempotent: a retried report redoes it.
-   */
-  retireAfterSuccess(
-    m: MachineId,
-    tokenSha256: string,
-    configEtag: string | undefined,
-    options?: CallOptions,
-  ): Promise<void>;
   deleteToken(m: MachineId, options?: CallOptions): Promise<void>;
   /**
    * Machines with a status record, in store (key) order; `after` (`<ns>/<name>`, a page
@@ -436,8 +426,8 @@ export interface PhaseRecord {
   readonly tokenSha256: string;
   readonly seen?: Seen<StatusRecord>;
   /**
-   * The config was deleted and the token retired just before (one-time fetch `after-success`,
-   * retireAfterSuccess): the same write sets `config` and the token mirror to null.
+   * The config was deleted just before (one-time fetch `after-success`): the same write sets
+   * `config` and the token mirror to null.
    */
   readonly configDeleted?: boolean;
 }
@@ -483,17 +473,17 @@ export function machineStore(store: ObjectStore, cache?: RecordCache): MachineSt
 
     getConfig: (m, options = {}) => store.get(configKey(m), options),
 
-    async hasConfig(m, options = {}) {
-      return (await store.head(configKey(m), options)) !== null;
+    async configEtag(m, options = {}) {
+      const info = await store.head(configKey(m), options);
+      return info ? info.etag : null;
     },
 
     putConfig: (m, bytes, condition, contentType, options = {}) =>
       store.put(configKey(m), bytes, condition, { ...options, contentType }),
 
-    async deleteConfigIfUnchanged(m, etag, options = {}) {
+    async deleteConfig(m, etag, options = {}) {
       try {
-        await store.delete(configKey(m), { ifMatch: etag }, options);
-        return true;
+        return await store.delete(configKey(m), etag === undefined ? undefined : { ifMatch: etag }, options);
       } catch (err) {
         if (isLostRace(err)) return false;
         throw err;
@@ -640,27 +630,6 @@ export function machineStore(store: ObjectStore, cache?: RecordCache): MachineSt
         seen,
       );
       return already || !out ? { claimed: false } : { claimed: true, record: out };
-    },
-
-    async retireAfterSuccess(m, tokenSha256, configEtag, options = {}) {
-      if (configEtag === undefined) await store.delete(configKey(m), undefined, options);
-      else {
-        try {
-          await store.delete(configKey(m), { ifMatch: configEtag }, options);
-        } catch (err) {
-          // Another publish replaced it: its token too, so the report will be refused.
-          if (!isLostRace(err)) throw err;
-        }
-      }
-      await records.update(
-        tokenKey(m),
-        decodeTokenRecord,
-        (current) =>
-          current && current.retired === undefined && digestsEqual(current.sha256, tokenSha256)
-            ? { ...current, usesLeft: 0, retired: "after-success" as const }
-            : undefined,
-        options,
-      );
     },
 
     async deleteConfigAndToken(m, options = {}) {

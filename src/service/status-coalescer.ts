@@ -30,7 +30,7 @@ export interface CoalescerOptions {
   readonly maxHeldBytes: number;
   /**
    * One conditional write of the machine's status record (machine-store recordPhase);
-   * `configDeleted`: the same write records that the config and token are gone.
+   * `configDeleted`: the same write records that the config is gone (and the token mirror).
    */
   write(
     m: MachineId,

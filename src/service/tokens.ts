@@ -27,8 +27,12 @@ export interface TokenRecord {
    * Set by one compare-and-swap before the body is sent, so only one fetch can ever set it.
    */
   readonly firstFetch?: { readonly etag: string; readonly at: string };
-  /** One-time fetch `after-success`: the config is gone; the token only lets the machine finish. */
-  readonly retired?: "after-success";
+  /**
+   * The published config this token fetches (its ETag as the status record names it): a
+   * fetch finding any other version refuses the token, so a token never reaches a later
+   * publish, whatever uses it has left. Absent in records written before the binding existed.
+   */
+  readonly configEtag?: string;
   /**
    * A derived token (deriveToken): the publish's random salt, base64url. Not secret by itself:
    * the token is an HMAC under the service's derivation key. Absent: a random token.

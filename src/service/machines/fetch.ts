@@ -54,6 +54,11 @@ export async function fetchConfig(
     throw new BootsealError("NOT_FOUND", `no config is published for ${formatMachineId(m)}`);
   }
   const etag = quoteEtag(obj.etag);
+  // A token reaches the config it was issued for and no other (tokens.ts `configEtag`): not a
+  // later publish, even before that publish's own token has replaced it.
+  if (request.token?.configEtag !== undefined && request.token.configEtag !== etag) {
+    throw new BootsealError("UNAUTHORIZED", "the bootstrap token was issued for another published config");
+  }
   if (etagMatches(request.ifNoneMatch, etag)) {
     if (request.token) await confirmToken(ctx, m, request);
     return { kind: "not-modified", etag };
@@ -69,7 +74,7 @@ export async function fetchConfig(
     // The claim already makes the fetch one-time for this token: if the store fails the
     // delete now, the winner still gets its config (a controller sees it left in the status).
     try {
-      if (await machines.deleteConfigIfUnchanged(m, obj.etag)) await machines.recordDeleted(m, ctx.now());
+      if (await machines.deleteConfig(m, obj.etag)) await machines.recordDeleted(m, ctx.now());
     } catch (err) {
       // Left for the next publish or a controller's DELETE; a bug still surfaces.
       if (!(err instanceof BootsealError)) throw err;

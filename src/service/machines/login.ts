@@ -9,7 +9,7 @@ import type { MachineAuthConfig } from "../../config/machine-auth.ts";
 import { BootsealError } from "../../errors.ts";
 import type { LoginRequest, LoginResponse } from "../../machine/identity-login.ts";
 import { formatMachineId, type MachineId } from "../../machine/machine-id.ts";
-import type { ServiceContext } from "../context.ts";
+import { quoteEtag, type ServiceContext } from "../context.ts";
 import { allowedBinding } from "../identity/bindings.ts";
 import type { IdentityVerifier } from "../identity/verifier.ts";
 import { mintToken } from "../tokens.ts";
@@ -57,11 +57,14 @@ export async function loginMachine(
     );
   }
   // A token for a machine with nothing to fetch would only be a record to clean up.
-  if (!(await ctx.machines.hasConfig(m, options.signal ? { signal: options.signal } : {}))) {
+  const configEtag = await ctx.machines.configEtag(m, options.signal ? { signal: options.signal } : {});
+  if (configEtag === null) {
     throw new BootsealError("NOT_FOUND", `no config is published for ${formatMachineId(m)}`);
   }
   const now = ctx.now();
-  const { token, record } = mintToken(m, tokenTtlMs, ctx.bootstrapToken.uses, now);
+  const minted = mintToken(m, tokenTtlMs, ctx.bootstrapToken.uses, now);
+  const token = minted.token;
+  const record = { ...minted.record, configEtag: quoteEtag(configEtag) };
   // The mirror first, as a publish does (machines/publish.ts).
   await ctx.machines.recordToken(m, record);
   await ctx.machines.writeToken(m, record);

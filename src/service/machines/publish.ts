@@ -105,18 +105,22 @@ function publishToken(
   ctx: ServiceContext,
   m: MachineId,
   own: string | undefined,
+  configEtag: string,
   now: Date,
 ): (version: number) => { token: string; record: TokenRecord } {
   const { ttlMs, uses, derivationKey } = ctx.bootstrapToken;
   const command = bootstrapCommandFor(ctx, m, own);
-  const withCommand = (minted: { token: string; record: TokenRecord }) =>
-    command === undefined ? minted : { token: minted.token, record: { ...minted.record, command } };
+  // Bound to the config just stored, with the publish's bootstrap command.
+  const bound = (minted: { token: string; record: TokenRecord }) => ({
+    token: minted.token,
+    record: { ...minted.record, configEtag, ...(command === undefined ? {} : { command }) },
+  });
   if (derivationKey === undefined) {
-    const minted = withCommand(mintToken(m, ttlMs, uses, now));
+    const minted = bound(mintToken(m, ttlMs, uses, now));
     return () => minted;
   }
   const salt = newSalt();
-  return (version) => withCommand(mintDerivedToken(derivationKey, m, version, salt, ttlMs, uses, now));
+  return (version) => bound(mintDerivedToken(derivationKey, m, version, salt, ttlMs, uses, now));
 }
 
 export async function publishConfig(
@@ -135,9 +139,9 @@ export async function publishConfig(
       instrumentKey: metrics.instrumentKey,
     });
     const { created, info } = await storeConfig(ctx, m, prepared, request.condition);
-    const mint = publishToken(ctx, m, request.bootstrapCommand, now);
     const sha256 = sha256Hex(prepared.bytes);
     const etag = quoteEtag(info.etag);
+    const mint = publishToken(ctx, m, request.bootstrapCommand, etag, now);
     // The status record (with the new token's mirror) before the token record: a publish cut
     // short between the two never answered, so its token was never handed out, and the
     // controller's retry writes both. A new machine most likely has no status record yet.

@@ -53,14 +53,16 @@ export async function reportPhase(
     return { statusCode: 202, phase, version, updatedAt: entry.at };
   }
   // One-time fetch `after-success` (docs/api.md "Status durability"): the config is deleted
-  // and the token retired (not deleted: `bootseal fetch --one-time` still sends its DELETE)
-  // BEFORE the report is written, and the report's own write records them gone. A failure on
-  // the way answers 5xx with nothing recorded, and the machine's retry redoes it all.
+  // BEFORE the report is written, and the report's own write records it gone. The token
+  // stays (`bootseal fetch --one-time` still sends its DELETE) but can fetch nothing: it is
+  // bound to the deleted config (tokens.ts `configEtag`). A failure on the way answers 5xx
+  // with nothing recorded, and the machine's retry redoes it all.
   const oneTime = phase === "succeeded" && ctx.oneTimeFetch === "after-success";
   if (oneTime) {
-    // The config the checked record names: a publish since then is not deleted.
+    // The config the checked record names, and only that version: a publish since then is
+    // not deleted (its new token mirror then refuses the report's write).
     const etag = reporter.seen ? (reporter.seen.value.config?.etag ?? null) : undefined;
-    if (etag !== null) await machines.retireAfterSuccess(m, reporter.token.sha256, etag);
+    if (etag !== null) await machines.deleteConfig(m, etag);
   }
   const record = await statusReports.commit(
     m,

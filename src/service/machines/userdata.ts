@@ -69,7 +69,7 @@ interface CurrentToken {
 async function currentToken(
   ctx: ServiceContext,
   m: MachineId,
-): Promise<{ version: number; token: CurrentToken }> {
+): Promise<{ version: number; configEtag: string; token: CurrentToken }> {
   const status = await ctx.machines.readStatus(m);
   if (!status || status.value.config === null) {
     throw new BootsealError("NOT_FOUND", `no config is published for ${formatMachineId(m)}`);
@@ -81,6 +81,7 @@ async function currentToken(
   if (!mirror) throw new BootsealError("NOT_FOUND", `${formatMachineId(m)} has no bootstrap token`);
   return {
     version: status.value.version,
+    configEtag: status.value.config.etag,
     token: { sha256: mirror.sha256, expiresAt: mirror.expiresAt, salt: mirror.salt, command: mirror.command },
   };
 }
@@ -131,13 +132,17 @@ export async function mintUserdata(
   req: UserdataRequest,
 ): Promise<UserdataStub> {
   const artifact = await artifactFor(ctx, req);
-  const { token: current } = await currentToken(ctx, m);
+  const { token: current, configEtag } = await currentToken(ctx, m);
   // A machine that logs in with its cloud identity gets no token: nothing to mint.
   const cloud = machineAuthFor(ctx, m);
   if (cloud !== null) return render(req, m, cloud, current.command, artifact, undefined);
   const minted = mintToken(m, ctx.bootstrapToken.ttlMs, ctx.bootstrapToken.uses, ctx.now());
-  const record =
-    current.command === undefined ? minted.record : { ...minted.record, command: current.command };
+  // For the published config, with its bootstrap command.
+  const record = {
+    ...minted.record,
+    configEtag,
+    ...(current.command === undefined ? {} : { command: current.command }),
+  };
   const stub = render(
     req,
     m,
