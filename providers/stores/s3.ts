@@ -6,11 +6,16 @@
  * becomes PRECONDITION_FAILED.
  *
  * Delete: S3 answers 204 whether or not the key existed, so a HEAD first tells `delete` what to
- * return. A conditional delete checks the HEAD's etag (for servers that ignore If-Match on
- * DeleteObject) and also sends If-Match, which AWS, SeaweedFS 4.48 and moto 5.2.5 honour, so
- * on them the delete itself is atomic. SeaweedFS answers If-Match on a missing key with 412;
- * a second HEAD tells "gone" (false) from "changed" (PRECONDITION_FAILED).
+ * return. A conditional delete sends If-Match, which AWS (since 2025-09), SeaweedFS 4.48 and
+ * moto 5.2.5 honour, so on them the delete itself is atomic; whether this server does is
+ * probed once per store (`#ifMatchHonoured`: a probe object under the reserved `.bootseal-`
+ * prefix, deleted with a wrong If-Match, must survive). Where it is honoured the delete is one
+ * call (204: it was there and matched); elsewhere a HEAD first checks the etag. A 412 then
+ * needs a second HEAD, to tell "gone" (false; SeaweedFS answers If-Match on a missing key
+ * with 412) from "changed" (PRECONDITION_FAILED).
  */
+
+import { randomUUID } from "node:crypto";
 import type { S3Client, S3ClientConfig, S3ServiceException } from "@aws-sdk/client-s3";
 import type { CallOptions } from "../../src/call-options.ts";
 import { BootsealError } from "../../src/errors.ts";
@@ -27,6 +32,7 @@ import {
   nonEmpty,
   parseBool,
   parseBucketUrl,
+  RESERVED_SEGMENT_PREFIX,
   type StoreSchemeType,
   validateListPrefix,
 } from "./store-url.ts";
@@ -173,6 +179,8 @@ export class S3Store implements ObjectStore {
   readonly #bucket: string;
   readonly #prefix: string;
   readonly #pageSize: number;
+  /** Whether DeleteObject honours If-Match here: probed with the first conditional delete. */
+  #ifMatchOnDelete: Promise<boolean> | undefined;
 
   constructor(bucket: string, prefix: string, options: S3StoreOptions & { region: string }) {
     this.#bucket = bucket;
@@ -317,13 +325,44 @@ export class S3Store implements ObjectStore {
     }
   }
 
+  /**
+   * True when this server refuses a DeleteObject whose If-Match names another version. Any
+   * failure of the probe (no permission to write, a server error) counts as false: the
+   * delete then checks with a HEAD first, as on a server that ignores the header.
+   */
+  #ifMatchHonoured(): Promise<boolean> {
+    // No caller's signal: the answer is shared, and each call is bounded by the request timeout.
+    this.#ifMatchOnDelete ??= (async () => {
+      // A reserved segment: no key of the store's users can name it, and listings skip it.
+      const Key = `${this.#prefix}${RESERVED_SEGMENT_PREFIX}probe/delete-if-match-${randomUUID()}`;
+      const { sdk, client } = await this.#sdk();
+      await client.send(new sdk.PutObjectCommand({ Bucket: this.#bucket, Key, Body: "probe" }));
+      try {
+        await client.send(
+          new sdk.DeleteObjectCommand({ Bucket: this.#bucket, Key, IfMatch: `"${"0".repeat(32)}"` }),
+        );
+        return false; // deleted despite the wrong etag
+      } catch (err) {
+        if (!isLostRace(err)) throw err;
+        await client.send(new sdk.DeleteObjectCommand({ Bucket: this.#bucket, Key }));
+        return true;
+      }
+    })().catch(() => {
+      this.#ifMatchOnDelete = undefined; // not known yet: probed again with a later delete
+      return false;
+    });
+    return this.#ifMatchOnDelete;
+  }
+
   async delete(key: string, condition?: { ifMatch: string }, options?: CallOptions): Promise<boolean> {
     const Key = fullKey(this.#prefix, key);
     const abortSignal = options?.signal;
-    const current = await this.head(key, options);
-    if (!current) return false;
-    if (condition && unquoted(current.etag) !== unquoted(condition.ifMatch)) {
-      throw new BootsealError("PRECONDITION_FAILED", "object changed since it was read");
+    if (!condition || !(await this.#ifMatchHonoured())) {
+      const current = await this.head(key, options);
+      if (!current) return false;
+      if (condition && unquoted(current.etag) !== unquoted(condition.ifMatch)) {
+        throw new BootsealError("PRECONDITION_FAILED", "object changed since it was read");
+      }
     }
     try {
       const { sdk, client } = await this.#sdk();

@@ -304,6 +304,32 @@ test("wrong key: the document is wrapped for a key the machine does not hold", a
   );
 });
 
+/**
+ * An attacker who can write the store replaces a machine's config, and rebinds the machine's
+ * token record to it (the service refuses a token bound to another config version: without
+ * the rebinding the fetch would already be 401 at the service, checked below). What is left
+ * to catch it is the fetcher's own verification.
+ */
+async function replaceBehindTheService(machine: string, tokenFile: string, body: string | Uint8Array) {
+  const [ns, name] = machine.split("/");
+  const put = await s3.send(
+    new PutObjectCommand({ Bucket: bucket, Key: `main/configs/${ns}/${name}`, Body: body }),
+  );
+  const unbound = await fetch(`${service.url}/v1/machines/${machine}/config`, {
+    headers: { authorization: `Bearer ${(await readFile(tokenFile, "utf8")).trim()}` },
+  });
+  assert.equal(
+    unbound.status,
+    401,
+    "the service itself refuses the token for a config it did not issue it for",
+  );
+  const tokenKey = `main/tokens/${ns}/${name}.json`;
+  const token = await s3.send(new GetObjectCommand({ Bucket: bucket, Key: tokenKey }));
+  const record = JSON.parse(await token.Body!.transformToString());
+  record.configEtag = put.ETag;
+  await s3.send(new PutObjectCommand({ Bucket: bucket, Key: tokenKey, Body: JSON.stringify(record) }));
+}
+
 test("machine B's encryption context: refused before any key service is called", async () => {
   // Encrypted by hand for default/m2's context (a process of its own: the AWS SDK reads its
   // credentials from the process environment). The service refuses to publish it for m3 (its
@@ -329,9 +355,7 @@ test("machine B's encryption context: refused before any key service is called",
   );
   assert.equal(made.code, 0, made.stderr);
   const token = await publish("default/m3", MANIFEST);
-  await s3.send(
-    new PutObjectCommand({ Bucket: bucket, Key: "main/configs/default/m3", Body: await readFile(encrypted) }),
-  );
+  await replaceBehindTheService("default/m3", token, await readFile(encrypted));
   const result = await fetchAs("default/m3", token);
   await expectFailed("default/m3", result, EXIT_CODES.FORBIDDEN, "FORBIDDEN");
   assert.match(result.r.stderr, /bound to machine "default\/m2"/);
@@ -346,7 +370,7 @@ test("tampered document in the store: DECRYPTION_FAILED, nothing written", async
     /data:([A-Za-z0-9+/])/,
     (_m: string, c: string) => `data:${c === "A" ? "B" : "A"}`,
   );
-  await s3.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: JSON.stringify(doc) }));
+  await replaceBehindTheService("default/tampered", token, JSON.stringify(doc));
   await expectFailed(
     "default/tampered",
     await fetchAs("default/tampered", token),

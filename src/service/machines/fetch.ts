@@ -54,11 +54,7 @@ export async function fetchConfig(
     throw new BootsealError("NOT_FOUND", `no config is published for ${formatMachineId(m)}`);
   }
   const etag = quoteEtag(obj.etag);
-  // A token reaches the config it was issued for and no other (tokens.ts `configEtag`): not a
-  // later publish, even before that publish's own token has replaced it.
-  if (request.token?.configEtag !== undefined && request.token.configEtag !== etag) {
-    throw new BootsealError("UNAUTHORIZED", "the bootstrap token was issued for another published config");
-  }
+  const storedToken = await checkBinding(ctx, m, request, etag);
   if (etagMatches(request.ifNoneMatch, etag)) {
     if (request.token) await confirmToken(ctx, m, request);
     return { kind: "not-modified", etag };
@@ -66,7 +62,7 @@ export async function fetchConfig(
   if (request.token && oneTime) {
     // The claim comes before any byte is sent: of concurrent fetches exactly one wins.
     // UNAUTHORIZED (replaced meanwhile) or TOKEN_EXHAUSTED: the auth plugin counts them.
-    const seen = request.storedToken ?? undefined;
+    const seen = storedToken ?? undefined;
     const claim = await machines.claimFirstFetch(m, request.token.sha256, obj.etag, ctx.now(), {}, seen);
     if (!claim.claimed) return { kind: "already-fetched" };
     // Conditional on the fetched version, so a publish that raced in is never deleted. The
@@ -81,10 +77,36 @@ export async function fetchConfig(
     }
   } else if (request.token) {
     // UNAUTHORIZED (replaced meanwhile) or TOKEN_EXHAUSTED: the auth plugin counts them.
-    await machines.consumeTokenUse(m, request.token.sha256, {}, request.storedToken ?? undefined);
+    await machines.consumeTokenUse(m, request.token.sha256, {}, storedToken ?? undefined);
   }
   const format = sniffFormat(obj.body);
   return { kind: "document", etag, format, contentType: contentTypeOf(format), body: obj.body };
+}
+
+/**
+ * A token reaches the config it was issued for and no other (tokens.ts `configEtag`): not a
+ * later publish, even before that publish's own token has replaced it. The auth check may have
+ * used this replica's cached record, so a mismatch is confirmed against the store before it
+ * refuses (RouteAuth `confirmedBy`). The token record to spend the use on.
+ */
+async function checkBinding(
+  ctx: ServiceContext,
+  m: MachineId,
+  request: FetchRequest,
+  etag: string,
+): Promise<Versioned<TokenRecord> | null> {
+  const bound = request.token?.configEtag;
+  if (bound === undefined || bound === etag) return request.storedToken;
+  const stored = await ctx.machines.readToken(m, { signal: request.signal });
+  if (
+    !stored ||
+    !request.token ||
+    !digestsEqual(stored.value.sha256, request.token.sha256) ||
+    (stored.value.configEtag !== undefined && stored.value.configEtag !== etag)
+  ) {
+    throw new BootsealError("UNAUTHORIZED", "the bootstrap token was issued for another published config");
+  }
+  return stored;
 }
 
 /**

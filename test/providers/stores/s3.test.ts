@@ -211,3 +211,80 @@ test("an S3 endpoint that accepts but never answers times out as STORE_UNAVAILAB
     await new Promise((resolve) => server.close(resolve));
   }
 });
+
+/**
+ * A pass-through HTTP proxy in front of SeaweedFS that records each request's method and
+ * path; `ignoreIfMatchOnDelete` makes it a FAKE of a server that ignores If-Match on
+ * DeleteObject, for the store's probe only (it answers that probe's conditional delete 204
+ * itself, as such a server would after deleting). Headers are forwarded untouched, Host
+ * included, so the client's SigV4 signature still verifies.
+ */
+async function recordingProxy(target: string, ignoreIfMatchOnDelete: boolean) {
+  const { request, createServer: createHttpServer } = await import("node:http");
+  const seen: string[] = [];
+  const upstream = new URL(target);
+  const server = createHttpServer((req, res) => {
+    const path = req.url ?? "/";
+    seen.push(`${req.method} ${decodeURIComponent(path.split("?")[0]!)}`);
+    if (
+      ignoreIfMatchOnDelete &&
+      req.method === "DELETE" &&
+      req.headers["if-match"] &&
+      path.includes("probe")
+    ) {
+      req.resume();
+      res.writeHead(204).end();
+      return;
+    }
+    const out = request(
+      { host: upstream.hostname, port: upstream.port, method: req.method, path, headers: req.headers },
+      (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+      },
+    );
+    out.on("error", () => res.destroy());
+    req.pipe(out);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const address = server.address();
+  assert.ok(address && typeof address === "object");
+  return { endpoint: `http://127.0.0.1:${address.port}`, seen, close: () => server.close() };
+}
+
+for (const ignores of [false, true]) {
+  test(`seaweedfs${ignores ? " behind a FAKE that ignores If-Match on DeleteObject" : ""}: a conditional delete is ${ignores ? "checked with a HEAD first" : "one DeleteObject"} after a once-only probe`, async () => {
+    const peer = seaweedfs();
+    const bucket = await s3Bucket(peer);
+    const proxy = await recordingProxy(peer.endpoint, ignores);
+    try {
+      const store = openStore(`s3://${bucket}/p`, {
+        s3: { endpoint: proxy.endpoint, credentials: peer.credentials },
+        env: {},
+      });
+      const v1 = await store.put("k", enc("v1"), { ifNoneMatch: "*" });
+      const v2 = await store.put("k", enc("v2"), { ifMatch: v1.etag });
+      proxy.seen.splice(0);
+      const stale = await failure(store.delete("k", { ifMatch: v1.etag }));
+      assert.equal(stale.code, "PRECONDITION_FAILED");
+      const probe = proxy.seen.filter((s) => s.includes(".bootseal-probe/"));
+      assert.deepEqual(
+        probe.map((s) => s.split(" ")[0]),
+        ignores ? ["PUT", "DELETE"] : ["PUT", "DELETE", "DELETE"],
+        "the probe: put, a delete with a wrong If-Match, and (when refused) its clean-up",
+      );
+      proxy.seen.splice(0);
+      assert.equal(await store.delete("k", { ifMatch: v2.etag }), true);
+      assert.deepEqual(proxy.seen, [...(ignores ? [`HEAD /${bucket}/p/k`] : []), `DELETE /${bucket}/p/k`]);
+      assert.equal(await store.head("k"), null);
+      proxy.seen.splice(0);
+      assert.equal(await store.delete("k", { ifMatch: v2.etag }), false, "gone: false, not an error");
+      assert.ok(
+        proxy.seen.every((s) => !s.includes("probe")),
+        "probed once per store",
+      );
+    } finally {
+      proxy.close();
+    }
+  });
+}
