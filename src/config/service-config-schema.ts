@@ -333,7 +333,7 @@ export const SERVICE_CONFIG_SCHEMA: SchemaNode = {
       enum: ONE_TIME_MODES,
       default: "after-success",
       description:
-        "`off`, `after-success`, `after-first-fetch` (docs/api.md): with `after-success` the config is deleted and the token retired when the machine reports `succeeded`; `off` keeps both until the token expires (the old default)",
+        "`off`, `after-success`, `after-first-fetch` (docs/api.md): with `after-success` the config is deleted when the machine reports `succeeded` (its token, bound to that config, fetches nothing after); `off` keeps both until the token expires (the old default)",
     },
     limits: {
       type: "object",

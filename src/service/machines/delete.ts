@@ -4,9 +4,9 @@
  * reported `succeeded`, so a machine cannot throw away a config it has not used.
  *
  * The machine's DELETE is idempotent: with `after-success` the service already deleted the
- * config when it took `succeeded` (and retired the token, so this request still
- * authenticates), and `bootseal fetch --one-time` sends its DELETE after that. The config
- * being gone is then the outcome it asked for: 204, and the retired token goes too.
+ * config when it took `succeeded` (and kept the token, bound to that deleted config, so this
+ * request still authenticates), and `bootseal fetch --one-time` sends its DELETE after that.
+ * The config being gone is then the outcome it asked for: 204, and the token record goes too.
  */
 import { BootsealError } from "../../errors.ts";
 import { formatMachineId, type MachineId } from "../../machine/machine-id.ts";
