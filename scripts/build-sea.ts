@@ -10,8 +10,8 @@
  * 2. `node --experimental-sea-config` makes one blob for all platforms, without code cache
  *    or snapshot (scripts/sea/inject.ts);
  * 3. the official Node binary of each platform, of the pinned version of node_modules/node,
- *    comes from its npm package, integrity-checked and cached in node_modules/.cache/
- *    bootseal-sea/ (scripts/sea/node-dist.ts), and postject injects the blob into a copy;
+ *    comes from its npm package, integrity-checked and cached outside the checkout
+ *    (~/.cache/bootseal-sea, scripts/sea/node-dist.ts), and postject injects the blob into a copy;
  * 4. SHA256SUMS, signatures, the SBOM (scripts/sea/release-files.ts, scripts/sea/sbom.ts).
  *
  * Usage: node scripts/build-sea.ts [--out DIR] [--key KEY.pem] [--platform P,P]
@@ -31,7 +31,7 @@ import { parseArgs } from "node:util";
 import { loadPrivateKey } from "../src/artifact/signing.ts";
 import { bundle } from "./sea/bundle.ts";
 import { injectBlob, makeBlob } from "./sea/inject.ts";
-import { baseBinary } from "./sea/node-dist.ts";
+import { baseBinary, seaCacheDir } from "./sea/node-dist.ts";
 import { PLATFORMS, selectPlatforms } from "./sea/platforms.ts";
 import { inputsDigest, SBOM, STAMP, SUMS, signatures, stampHolds, sumsFile } from "./sea/release-files.ts";
 import { sbom } from "./sea/sbom.ts";
@@ -96,7 +96,7 @@ async function run(): Promise<void> {
     const { code, metafile } = await bundle(REPO, pkg.version);
     const blob = await makeBlob(join(REPO, "node_modules/node/bin/node"), code, scratch);
     const t1 = performance.now();
-    const cache = join(REPO, "node_modules/.cache/bootseal-sea");
+    const cache = seaCacheDir();
     const executables: { name: string; bytes: Uint8Array }[] = [];
     const runtimes = [];
     for (const spec of platforms) {

