@@ -21,7 +21,7 @@
  *       [--machines 2000] [--concurrency 200] [--payload-kib 16]
  *       [--targets noop,file,s3,openbao,replicas] [--stores file,s3] [--entry dist|src|PATH/dist/cli/main.js]
  *       [--bao-policy template|per-machine] [--bao-token-uses 0] [--target-timeout S] [--deadline S]
- *       [--routing request|machine] [--node-flags="--max-semi-space-size=8 ..."]
+ *       [--routing request|machine] [--node-flags="--max-semi-space-size=8 ..."] [--metrics-dir DIR]
  *       [--one-time off|after-success|after-first-fetch] (bootseal's oneTimeFetch; default: the service's)
  *
  * --stores keeps only the bootseal targets on those stores (replicas: s3); --entry PATH runs
@@ -35,7 +35,7 @@
  * failed), 3 when the overall deadline fired.
  */
 import { existsSync, readFileSync, rmSync } from "node:fs";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { cpus, loadavg, tmpdir, totalmem } from "node:os";
 import { join, resolve } from "node:path";
 import { argv, exit, version as nodeVersion } from "node:process";
@@ -56,6 +56,7 @@ import {
 import { type BaoPolicy, NAMESPACE, payloadMaker } from "./lib/storm-protocols.ts";
 import {
   deltaPerMachine,
+  deltaPerMachineBySeries,
   formatCount,
   formatMs,
   machinesPerSecond,
@@ -64,6 +65,7 @@ import {
   ratio,
   STORE_OPS_COUNTER,
   stormLine,
+  sumMetric,
   summarise,
   type TargetResult,
 } from "./lib/storm-stats.ts";
@@ -100,6 +102,7 @@ const { values: opts } = parseArgs({
     "target-timeout": { type: "string" },
     deadline: { type: "string" },
     routing: { type: "string", default: "request" },
+    "metrics-dir": { type: "string" },
     "one-time": { type: "string" },
     // Default: the flags `npm start` runs the service with (package.json), as shipped.
     "node-flags": { type: "string", default: startScriptNodeFlags().join(" ") },
@@ -218,6 +221,18 @@ async function runTarget(name: TargetName, payload: (n: string) => string): Prom
     );
     const cpu3 = cpuMsOfAll(started.pids);
     const m2 = await scrape(started.metricsUrls);
+    if (opts["metrics-dir"] !== undefined) {
+      // Every scrape of every replica, for a closer look (store latency by op, GC, ...).
+      const dir = opts["metrics-dir"];
+      await mkdir(dir, { recursive: true });
+      for (const [stage, texts] of [
+        ["publish-before", m0],
+        ["storm-before", m1],
+        ["storm-after", m2],
+      ] as const)
+        for (const [i, text] of texts.entries())
+          await writeFile(join(dir, `${name}-${i}-${stage}.prom`), text);
+    }
     let confirmed = "";
     if (started.confirm && early !== undefined) {
       confirmed =
@@ -270,6 +285,15 @@ async function runTarget(name: TargetName, payload: (n: string) => string): Prom
       const f = (n: number | undefined) => formatCount(n, 1);
       console.log(
         `  store operations per machine (${STORE_OPS_COUNTER}): storm ${f(result.storeOpsPerMachine)}, publish ${f(ops(m0, m1, STORE_OPS_COUNTER))}; store calls per machine from the latency histogram's count: storm ${f(ops(m1, m2, hist))}, publish ${f(ops(m0, m1, hist))}`,
+      );
+      const mib = (metric: string) =>
+        m2.map((text) => formatCount(MiB((sumMetric(text, metric) ?? Number.NaN) / 1024))).join(" + ");
+      console.log(
+        `  memory after the storm (the service's metrics, MiB): heap used ${mib("nodejs_heap_size_used_bytes")}, heap total ${mib("nodejs_heap_size_total_bytes")}, external ${mib("nodejs_external_memory_bytes")}, RSS ${mib("process_resident_memory_bytes")}`,
+      );
+      const series = [...deltaPerMachineBySeries(m1, m2, STORE_OPS_COUNTER, MACHINES)];
+      console.log(
+        `  storm store operations per machine by op and outcome: ${series.map(([k, v]) => `${k} ${f(v)}`).join(", ")}`,
       );
     }
     console.log(

@@ -73,6 +73,36 @@ export function deltaPerMachine(
   return machines > 0 && after.length > 0 ? delta / machines : undefined;
 }
 
+/**
+ * deltaPerMachine for each series of a metric (its label set, as printed), summed over the
+ * replicas; series that did not grow are left out.
+ */
+export function deltaPerMachineBySeries(
+  before: readonly string[],
+  after: readonly string[],
+  metric: string,
+  machines: number,
+): Map<string, number> {
+  const bySeries = (texts: readonly string[]) => {
+    const out = new Map<string, number>();
+    for (const text of texts) {
+      for (const raw of text.split("\n")) {
+        const m = SAMPLE.exec(raw.trim());
+        if (!m || m[1] !== metric || !Number.isFinite(Number(m[3]))) continue;
+        out.set(m[2] ?? "", (out.get(m[2] ?? "") ?? 0) + Number(m[3]));
+      }
+    }
+    return out;
+  };
+  const a = bySeries(before);
+  const delta = new Map<string, number>();
+  for (const [series, value] of bySeries(after)) {
+    const grown = value - (a.get(series) ?? 0);
+    if (grown > 0 && machines > 0) delta.set(series, grown / machines);
+  }
+  return delta;
+}
+
 /** One target's results, as the table and the ratios need them. */
 export interface TargetResult {
   readonly label: string;

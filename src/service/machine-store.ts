@@ -415,8 +415,12 @@ export interface MachineStore {
   statusVersions(
     options?: CallOptions,
   ): AsyncIterable<{ readonly machine: MachineId; readonly etag: string }>;
-  /** A status record's phase, read without touching this replica's record cache; null when absent. */
-  readPhase(m: MachineId, options?: CallOptions): Promise<Phase | null>;
+  /**
+   * The phase of the status record whose listed version is `etag`: from this replica's record
+   * cache when it holds that very version (a boot storm's records were all written here), else
+   * read from the store without caching it; null when absent.
+   */
+  readPhase(m: MachineId, etag: string, options?: CallOptions): Promise<Phase | null>;
 }
 
 export interface PhaseRecord {
@@ -663,7 +667,9 @@ export function machineStore(store: ObjectStore, cache?: RecordCache): MachineSt
       }
     },
 
-    async readPhase(m, options = {}) {
+    async readPhase(m, etag, options = {}) {
+      const cached = records.cached<StatusRecord>(statusKey(m));
+      if (cached !== undefined && cached.etag === etag) return cached.value.phase;
       const obj = await store.get(statusKey(m), options);
       return obj ? decodeStatus(obj.body).phase : null;
     },

@@ -2,8 +2,11 @@
  * Machines per phase, fleet-wide (`bootseal_machines{phase}`): counted from the store's status
  * records, so every replica reports the same numbers whichever replica wrote them. A count is
  * one listing of the status records plus a read of each record whose version (its ETag in the
- * listing) changed since this replica's previous count: at 10,000 machines, a steady fleet
- * costs one listing (10 pages on S3) per refresh, a restart 10,000 reads once.
+ * listing) changed since this replica's previous count and is not the version this replica
+ * last wrote or read (its record cache): at 10,000 machines, a steady fleet costs one listing
+ * (10 pages on S3) per refresh, a restart 10,000 reads once, and a boot storm served by one
+ * replica no read at all (with a scrape every few seconds, re-reading every record the storm
+ * changed was one store read more per machine).
  *
  * At most one count per `refreshMs` (single flight: concurrent scrapes share it). A scrape
  * waits for a count in flight at most `waitMs`, then serves the last complete count; a count
@@ -20,8 +23,8 @@ export interface StatusSource {
   statusVersions(
     options?: CallOptions,
   ): AsyncIterable<{ readonly machine: MachineId; readonly etag: string }>;
-  /** The record's phase (null: gone), read without touching the replica's record cache. */
-  readPhase(m: MachineId, options?: CallOptions): Promise<Phase | null>;
+  /** The phase of the record at the listed version `etag` (null: gone); machine-store's. */
+  readPhase(m: MachineId, etag: string, options?: CallOptions): Promise<Phase | null>;
 }
 
 export interface PhaseCount {
@@ -116,7 +119,7 @@ export class PhaseCounter {
         reads.map(async ({ id, m, etag }) => {
           let phase: Phase | null;
           try {
-            phase = await this.#source.readPhase(m, { signal });
+            phase = await this.#source.readPhase(m, etag, { signal });
           } catch (err) {
             // A malformed record is not counted; a store that does not answer fails the count.
             if (!isBootsealError(err) || err.code !== "INTERNAL") throw err;

@@ -13,6 +13,7 @@ import { BootsealError } from "../../src/errors.ts";
 import { statusKey } from "../../src/machine/store-layout.ts";
 import { machineStore, type Phase } from "../../src/service/machine-store.ts";
 import { PhaseCounter } from "../../src/service/phase-counts.ts";
+import { RecordCache } from "../../src/service/record-cache.ts";
 import { until } from "../helpers/until.ts";
 import { counting } from "./counting-store.ts";
 
@@ -175,4 +176,23 @@ test("two replicas' counters over one store report the same counts", async () =>
   assert.deepEqual(ca, cb);
   assert.equal(ca?.succeeded, 1);
   assert.equal(ca?.running, 0);
+});
+
+test("a record at the version this replica's cache holds is counted without a read; one changed elsewhere is read", async () => {
+  const inner = new MemoryStore();
+  const { store, calls } = counting(inner);
+  const machines = machineStore(store, new RecordCache());
+  const counter = new PhaseCounter({ source: machines, refreshMs: 0, waitMs: 60_000 });
+  for (const name of ["a", "b", "c"]) await put(inner, name, "running");
+  // This replica has seen a and b (as it does every record of the machines it serves).
+  await machines.readStatus({ namespace: "ns", name: "a" });
+  await machines.readStatus({ namespace: "ns", name: "b" });
+  calls.splice(0);
+  assert.equal((await counts(counter))?.running, 3);
+  assert.deepEqual(calls.splice(0).sort(), ["get status/ns/c.json", "list status/"]);
+  // Another replica moves a on: the listing's version is not the cached one, so a is read.
+  await put(inner, "a", "succeeded");
+  const after = await counts(counter);
+  assert.deepEqual([after?.running, after?.succeeded], [2, 1]);
+  assert.deepEqual(calls.splice(0).sort(), ["get status/ns/a.json", "list status/"]);
 });
