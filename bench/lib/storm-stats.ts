@@ -38,17 +38,25 @@ const SAMPLE = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{.*\})?\s+(\S+)(?:\s+-?\d+)?\s*$/;
  * `_created` series prom-client may add are ignored; a label value may hold spaces or braces.
  */
 export function sumMetric(text: string, name: string): number | undefined {
-  let total: number | undefined;
-  for (const raw of text.split("\n")) {
-    const line = raw.trim();
-    if (line === "" || line.startsWith("#")) continue;
-    const m = SAMPLE.exec(line);
-    if (!m || m[1] !== name) continue;
-    const value = Number(m[3]);
-    if (!Number.isFinite(value)) continue;
-    total = (total ?? 0) + value;
+  const series = seriesOf([text], name);
+  return series.size === 0 ? undefined : [...series.values()].reduce((a, b) => a + b, 0);
+}
+
+/** Each series of one metric (its label set as printed, "" for none), summed over the texts. */
+function seriesOf(texts: readonly string[], name: string): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const text of texts) {
+    for (const raw of text.split("\n")) {
+      const line = raw.trim();
+      if (line === "" || line.startsWith("#")) continue;
+      const m = SAMPLE.exec(line);
+      if (!m || m[1] !== name) continue;
+      const value = Number(m[3]);
+      if (!Number.isFinite(value)) continue;
+      out.set(m[2] ?? "", (out.get(m[2] ?? "") ?? 0) + value);
+    }
   }
-  return total;
+  return out;
 }
 
 /** The counter the service exports for store calls (op: get|put|head|delete|list, outcome). */
@@ -83,20 +91,9 @@ export function deltaPerMachineBySeries(
   metric: string,
   machines: number,
 ): Map<string, number> {
-  const bySeries = (texts: readonly string[]) => {
-    const out = new Map<string, number>();
-    for (const text of texts) {
-      for (const raw of text.split("\n")) {
-        const m = SAMPLE.exec(raw.trim());
-        if (!m || m[1] !== metric || !Number.isFinite(Number(m[3]))) continue;
-        out.set(m[2] ?? "", (out.get(m[2] ?? "") ?? 0) + Number(m[3]));
-      }
-    }
-    return out;
-  };
-  const a = bySeries(before);
+  const a = seriesOf(before, metric);
   const delta = new Map<string, number>();
-  for (const [series, value] of bySeries(after)) {
+  for (const [series, value] of seriesOf(after, metric)) {
     const grown = value - (a.get(series) ?? 0);
     if (grown > 0 && machines > 0) delta.set(series, grown / machines);
   }
