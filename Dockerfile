@@ -66,5 +66,8 @@ EXPOSE 7480
 # with --listen, or with tls.* (then probe https:// with the CA).
 HEALTHCHECK --interval=30s --timeout=5s --start-period=15s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:7480/healthz',{signal:AbortSignal.timeout(4000)}).then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
-ENTRYPOINT ["node", "/app/dist/cli/main.js"]
+# The heap flags npm start uses (docs/benchmarks.md, "Memory"): an 8 MiB young generation, and
+# the old generation's limit grown 2x after a collection (V8 picks up to 4x on its own). They
+# cut a 10,000-machine boot storm's peak RSS by about a quarter for 2-4 % of its rate.
+ENTRYPOINT ["node", "--max-semi-space-size=8", "--heap-growing-percent=100", "/app/dist/cli/main.js"]
 CMD ["serve", "--listen", "0.0.0.0:7480", "--data-dir", "/var/lib/bootseal"]

@@ -116,17 +116,21 @@ export interface Versioned<T> {
  */
 export type Seen<T> = Versioned<T> | null | undefined;
 
-const encodeJson = (value: unknown): Uint8Array => Buffer.from(`${JSON.stringify(value)}\n`);
+const encodeJson = (value: unknown): string => `${JSON.stringify(value)}\n`;
 
-function decodeStatus(body: Uint8Array): StatusRecord {
+function decodeStatus(text: string): StatusRecord {
   try {
-    const r = JSON.parse(Buffer.from(body).toString("utf8")) as StatusRecord;
+    const r = JSON.parse(text) as StatusRecord;
     if (typeof r.phase === "string" && typeof r.version === "number" && Array.isArray(r.history)) return r;
   } catch {
     // fall through
   }
   throw new BootsealError("INTERNAL", "a stored status record is malformed");
 }
+
+/** A stored body as text, without copying it. */
+const utf8 = (body: Uint8Array): string =>
+  Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString("utf8");
 
 function isLostRace(err: unknown): boolean {
   return err instanceof BootsealError && err.code === "PRECONDITION_FAILED";
@@ -146,8 +150,9 @@ class Records {
   }
 
   /** This replica's last seen version: a guess, to be confirmed by a conditional write. */
-  cached<T>(key: string): Versioned<T> | undefined {
-    return this.#cache?.get<T>(key);
+  cached<T>(key: string, decode: (text: string) => T): Versioned<T> | undefined {
+    const entry = this.#cache?.get(key);
+    return entry && { value: decode(entry.value), etag: entry.etag };
   }
 
   forget(key: string): void {
@@ -156,7 +161,7 @@ class Records {
 
   async read<T>(
     key: string,
-    decode: (body: Uint8Array) => T,
+    decode: (text: string) => T,
     options: CallOptions,
   ): Promise<Versioned<T> | null> {
     const obj = await this.#store.get(key, options);
@@ -164,16 +169,20 @@ class Records {
       this.forget(key);
       return null;
     }
-    const record = { value: decode(obj.body), etag: obj.etag };
-    this.#cache?.set(key, record, obj.body.byteLength);
-    return record;
+    const text = utf8(obj.body);
+    const value = decode(text);
+    this.#cache?.set(key, { value: text, etag: obj.etag });
+    return { value, etag: obj.etag };
   }
 
   /** Writes a record under `condition` and remembers the version written. */
   async write<T>(key: string, value: T, condition: WriteCondition, options: CallOptions): Promise<void> {
-    const body = encodeJson(value);
-    const info = await this.#store.put(key, body, condition, { ...options, contentType: "application/json" });
-    this.#cache?.set(key, { value, etag: info.etag }, body.byteLength);
+    const text = encodeJson(value);
+    const info = await this.#store.put(key, Buffer.from(text), condition, {
+      ...options,
+      contentType: "application/json",
+    });
+    this.#cache?.set(key, { value: text, etag: info.etag });
   }
 
   /**
@@ -185,12 +194,12 @@ class Records {
    */
   async update<T>(
     key: string,
-    decode: (body: Uint8Array) => T,
+    decode: (text: string) => T,
     mutate: (current: T | null) => T | undefined,
     options: CallOptions,
     seen?: Seen<T>,
   ): Promise<T | undefined> {
-    let guess: Seen<T> = seen !== undefined ? seen : this.cached<T>(key);
+    let guess: Seen<T> = seen !== undefined ? seen : this.cached(key, decode);
     const { value } = await withRetry(
       async () => {
         let guessed = guess !== undefined;
@@ -495,8 +504,8 @@ export function machineStore(store: ObjectStore, cache?: RecordCache): MachineSt
     },
 
     readStatus: (m, options = {}) => records.read(statusKey(m), decodeStatus, options),
-    cachedStatus: (m) => records.cached<StatusRecord>(statusKey(m)),
-    cachedToken: (m) => records.cached<TokenRecord>(tokenKey(m)),
+    cachedStatus: (m) => records.cached(statusKey(m), decodeStatus),
+    cachedToken: (m) => records.cached(tokenKey(m), decodeTokenRecord),
 
     async recordPublish(m, { config, by, now, token, seen }, options = {}) {
       const at = now.toISOString();
@@ -668,10 +677,10 @@ export function machineStore(store: ObjectStore, cache?: RecordCache): MachineSt
     },
 
     async readPhase(m, etag, options = {}) {
-      const cached = records.cached<StatusRecord>(statusKey(m));
+      const cached = records.cached(statusKey(m), decodeStatus);
       if (cached !== undefined && cached.etag === etag) return cached.value.phase;
       const obj = await store.get(statusKey(m), options);
-      return obj ? decodeStatus(obj.body).phase : null;
+      return obj ? decodeStatus(utf8(obj.body)).phase : null;
     },
   };
 }

@@ -6,11 +6,15 @@
  * recently used go first). A key that lost a race through its entry is not cached again for
  * a while: its machine is being served by several replicas at once (a round-robin load
  * balancer), where guesses would mostly lose and reads first are cheaper.
+ *
+ * Entries are the records' JSON text, decoded on each use: the bound then counts what is
+ * held (a decoded record takes several times its text in heap), and no caller can change a
+ * cached value by changing what it was handed.
  */
 import type { Versioned } from "./machine-store.ts";
 
 export interface RecordCacheOptions {
-  /** Bytes of encoded records held at most (default 32 MiB). */
+  /** Characters of JSON text held at most, about its bytes (default 32 MiB). */
   readonly maxBytes?: number;
   /** How long a key that lost a race is read first instead (default 60 s). */
   readonly contendedMs?: number;
@@ -19,13 +23,8 @@ export interface RecordCacheOptions {
   readonly now?: () => number;
 }
 
-interface Entry {
-  readonly record: Versioned<unknown>;
-  readonly bytes: number;
-}
-
 export class RecordCache {
-  readonly #entries = new Map<string, Entry>();
+  readonly #entries = new Map<string, Versioned<string>>();
   readonly #contended = new Map<string, number>();
   readonly #maxBytes: number;
   readonly #contendedMs: number;
@@ -40,24 +39,26 @@ export class RecordCache {
     this.#now = options.now ?? Date.now;
   }
 
-  get<T>(key: string): Versioned<T> | undefined {
+  /** The JSON text of the version last seen, and its etag. */
+  get(key: string): Versioned<string> | undefined {
     const entry = this.#entries.get(key);
     if (!entry) return undefined;
     this.#entries.delete(key); // to the back: most recently used
     this.#entries.set(key, entry);
-    return entry.record as Versioned<T>;
+    return entry;
   }
 
-  /** Remembers a version read or written (`bytes`: its encoded size); not for contended keys. */
-  set<T>(key: string, record: Versioned<T>, bytes: number): void {
+  /** Remembers a version read or written, as its JSON text; not for contended keys. */
+  set(key: string, record: Versioned<string>): void {
     this.delete(key);
-    if (record.etag === "" || bytes > this.#maxBytes || this.#isContended(key)) return;
-    this.#entries.set(key, { record, bytes });
-    this.#bytes += bytes;
+    const size = record.value.length;
+    if (record.etag === "" || size > this.#maxBytes || this.#isContended(key)) return;
+    this.#entries.set(key, record);
+    this.#bytes += size;
     for (const [k, e] of this.#entries) {
       if (this.#bytes <= this.#maxBytes) break;
       this.#entries.delete(k);
-      this.#bytes -= e.bytes;
+      this.#bytes -= e.value.length;
     }
   }
 
@@ -65,7 +66,7 @@ export class RecordCache {
     const entry = this.#entries.get(key);
     if (!entry) return;
     this.#entries.delete(key);
-    this.#bytes -= entry.bytes;
+    this.#bytes -= entry.value.length;
   }
 
   /** A guess for this key lost a race: forget it, and read first for a while. */

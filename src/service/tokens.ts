@@ -155,9 +155,9 @@ export function digestsEqual(aHex: string, bHex: string): boolean {
   return a.length === b.length && a.length > 0 && timingSafeEqual(a, b);
 }
 
-export function decodeTokenRecord(body: Uint8Array): TokenRecord {
+export function decodeTokenRecord(text: string): TokenRecord {
   try {
-    const r = JSON.parse(Buffer.from(body).toString("utf8")) as TokenRecord;
+    const r = JSON.parse(text) as TokenRecord;
     if (
       typeof r.sha256 === "string" &&
       typeof r.expiresAt === "string" &&
