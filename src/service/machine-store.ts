@@ -395,6 +395,11 @@ export interface MachineStore {
     seen?: Seen<TokenRecord>,
   ): Promise<TokenRecord>;
   /**
+   * Gives back one fetch spent by consumeTokenUse, when the token with this hash is still the
+   * machine's (a fetch that spent it while reading the config had nothing to send after all).
+   */
+  refundTokenUse(m: MachineId, tokenSha256: string, options?: CallOptions): Promise<void>;
+  /**
    * One-time fetch `after-first-fetch`: claims the config version `etag` for this token with
    * one compare-and-swap on the token record (a use is spent and `firstFetch` set), before any
    * byte of the config is sent. Exactly one of any number of concurrent fetches, through any
@@ -618,6 +623,18 @@ export function machineStore(store: ObjectStore, cache?: RecordCache): MachineSt
         seen,
       );
       return out as TokenRecord;
+    },
+
+    async refundTokenUse(m, tokenSha256, options = {}) {
+      await records.update(
+        tokenKey(m),
+        decodeTokenRecord,
+        (current) =>
+          current && digestsEqual(current.sha256, tokenSha256)
+            ? { ...current, usesLeft: current.usesLeft + 1 }
+            : undefined,
+        options,
+      );
     },
 
     async claimFirstFetch(m, tokenSha256, etag, now, options = {}, seen) {

@@ -9,11 +9,14 @@
  */
 import assert from "node:assert/strict";
 import { createHash, generateKeyPairSync } from "node:crypto";
+import { EventEmitter, once } from "node:events";
 import { test } from "node:test";
 import { generateX25519Identity, identityToRecipient } from "age-encryption";
 import { MemoryStore } from "../../providers/stores/memory.ts";
+import type { ObjectStore } from "../../providers/stores/object-store.ts";
 import { SCOPES } from "../../src/config/service-config.ts";
 import { parseSopsConfig } from "../../src/config/sops-config.ts";
+import { BootsealError } from "../../src/errors.ts";
 import { buildApp } from "../../src/service/app.ts";
 import { appConfig } from "./app-config.ts";
 import { counting } from "./counting-store.ts";
@@ -23,7 +26,7 @@ const ADMIN = "controller-admin-token-0123456789abcdefghijkl";
 const sha = (s: string) => createHash("sha256").update(s).digest("hex");
 const bearer = (t: string) => ({ authorization: `Bearer ${t}` });
 
-function setup(inner = new MemoryStore()) {
+function setup(inner: ObjectStore = new MemoryStore()) {
   const { store, calls } = counting(inner);
   const app = buildApp({
     logger: false,
@@ -118,6 +121,100 @@ test("one replica: a fetch is a config read and a token write, a status post one
   );
   assert.ok(!("token" in body), "the token mirror is not shown to controllers");
   assert.ok(!status.body.includes(sha(bootstrapToken)), "nor is the token's digest anywhere in the answer");
+  await app.close();
+});
+
+/** The stored token record's fetches left. */
+async function usesLeft(store: ObjectStore, name: string): Promise<number> {
+  const obj = await store.get(`tokens/ns/${name}.json`);
+  assert.ok(obj, "a token record");
+  return (JSON.parse(Buffer.from(obj.body).toString()) as { usesLeft: number }).usesLeft;
+}
+
+test("a fetch spends its use while it reads the config, and gives the use back when it has no document to send", async () => {
+  const memory = new MemoryStore();
+  const tokenWrites = new EventEmitter();
+  let readsWaitForTokenWrite = false;
+  let readsFail = false;
+  const inner: ObjectStore = {
+    url: memory.url,
+    get: async (k, o) => {
+      if (k.startsWith("configs/")) {
+        if (readsFail) throw new BootsealError("STORE_UNAVAILABLE", "the store is down (test)");
+        // Ends only once the token write has begun: a fetch that waited for the read before
+        // spending would never get there (the bound is a failure's, not a measurement).
+        if (readsWaitForTokenWrite) await once(tokenWrites, "put", { signal: AbortSignal.timeout(10_000) });
+      }
+      return memory.get(k, o);
+    },
+    head: (k, o) => memory.head(k, o),
+    put: (k, b, c, o) => {
+      if (k.startsWith("tokens/")) tokenWrites.emit("put");
+      return memory.put(k, b, c, o);
+    },
+    delete: (k, c, o) => memory.delete(k, c, o),
+    list: (p, o) => memory.list(p, o),
+  };
+  const { app, take } = setup(inner);
+  const fetchWith = (token: string) =>
+    app.inject({ method: "GET", url: "/v1/machines/ns/m1/config", headers: bearer(token) });
+
+  const first = await publish(app, "m1");
+  assert.equal(await usesLeft(memory, "m1"), 10);
+  readsWaitForTokenWrite = true;
+  take();
+  const fetched = await fetchWith(first.bootstrapToken);
+  assert.equal(fetched.statusCode, 200, fetched.body);
+  assert.deepEqual(take(), ["get configs/ns/m1", "put tokens/ns/m1.json"], "still one read and one write");
+  assert.equal(await usesLeft(memory, "m1"), 9);
+  readsWaitForTokenWrite = false;
+
+  // The config is gone (another replica deleted it): 404, and the use is back.
+  await memory.delete("configs/ns/m1");
+  const gone = await fetchWith(first.bootstrapToken);
+  assert.equal(gone.statusCode, 404, gone.body);
+  assert.equal(await usesLeft(memory, "m1"), 9);
+
+  // The store fails the read: 503, nothing spent; once it is back, the fetch spends one.
+  const second = await publish(app, "m1");
+  readsFail = true;
+  const failed = await fetchWith(second.bootstrapToken);
+  assert.equal(failed.statusCode, 503, failed.body);
+  assert.equal((failed.json() as { code: string }).code, "STORE_UNAVAILABLE");
+  assert.equal(await usesLeft(memory, "m1"), 10);
+  readsFail = false;
+  assert.equal((await fetchWith(second.bootstrapToken)).statusCode, 200);
+  assert.equal(await usesLeft(memory, "m1"), 9);
+  // The replaced token spends nothing: its record is gone, and so is its use count.
+  assert.equal((await fetchWith(first.bootstrapToken)).statusCode, 401);
+  assert.equal(await usesLeft(memory, "m1"), 9);
+  await app.close();
+});
+
+test("a token with one fetch left: of concurrent fetches exactly one gets the document, and a refused one spends nothing", async () => {
+  const memory = new MemoryStore();
+  const { app } = setup(memory);
+  const { bootstrapToken } = await publish(app, "m1");
+  for (let i = 0; i < 9; i++) {
+    const res = await app.inject({
+      method: "GET",
+      url: "/v1/machines/ns/m1/config",
+      headers: bearer(bootstrapToken),
+    });
+    assert.equal(res.statusCode, 200, res.body);
+  }
+  assert.equal(await usesLeft(memory, "m1"), 1);
+  const answers = await Promise.all(
+    Array.from({ length: 6 }, () =>
+      app.inject({ method: "GET", url: "/v1/machines/ns/m1/config", headers: bearer(bootstrapToken) }),
+    ),
+  );
+  const codes = answers.map((r) => r.statusCode).sort();
+  assert.deepEqual(codes, [200, 401, 401, 401, 401, 401], answers.map((r) => r.body).join("\n"));
+  for (const r of answers.filter((a) => a.statusCode === 401)) {
+    assert.equal((r.json() as { code: string }).code, "TOKEN_EXHAUSTED");
+  }
+  assert.equal(await usesLeft(memory, "m1"), 0);
   await app.close();
 });
 

@@ -131,6 +131,8 @@ async function oldTokenMeetsNewConfig(inner: MemoryStore, app: ReturnType<typeof
   const between = await fetchWith(app, old);
   assert.equal(between.statusCode, 401, between.body);
   assert.match((between.json() as { message: string }).message, /another published config/);
+  const after = JSON.parse(Buffer.from((await inner.get("tokens/ns/m1.json"))?.body ?? []).toString());
+  assert.equal(after.usesLeft, stored.usesLeft, "the refused fetch spent nothing");
 }
 
 test("a token minted for the current publish (POST …/userdata) fetches it; the one it replaced does not", async () => {
