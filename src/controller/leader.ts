@@ -3,6 +3,9 @@
  * leaderelection does it: take the lease when it is free or its holder stopped renewing for
  * leaseDuration, renew every retryPeriod, and give up leadership (the caller exits) when a
  * renewal has not succeeded for renewDeadline. Conflicts (409) mean someone else won the race.
+ * As in client-go, "stopped renewing" is timed on this replica's clock, from when it last saw
+ * the lease record change, never from the holder's renewTime: clocks that disagree between
+ * nodes cannot make a live leader's lease look expired.
  */
 import { type V1Lease, V1MicroTime } from "@kubernetes/client-node";
 import type { Kube } from "./kube.ts";
@@ -19,19 +22,32 @@ export interface LeaderOptions {
 }
 
 const status = (err: unknown) => (err as { code?: number }).code ?? 0;
+/** Waits `ms`, or less when `signal` aborts; leaves no listener behind (hold() sleeps for hours). */
 const sleep = (ms: number, signal: AbortSignal) =>
   new Promise<void>((resolve) => {
-    const t = setTimeout(resolve, ms);
-    signal.addEventListener("abort", () => {
+    const done = () => {
       clearTimeout(t);
+      signal.removeEventListener("abort", done);
       resolve();
-    });
+    };
+    const t = setTimeout(done, ms);
+    signal.addEventListener("abort", done, { once: true });
   });
+
+/** What identifies one version of the lease's leader record (client-go compares the record). */
+const recordOf = (spec: NonNullable<V1Lease["spec"]>) =>
+  JSON.stringify([
+    spec.holderIdentity ?? "",
+    spec.renewTime ? new Date(spec.renewTime).getTime() : 0,
+    spec.leaseTransitions ?? 0,
+  ]);
 
 export class LeaderElector {
   readonly #kube: Kube;
   readonly #o: Required<LeaderOptions>;
   readonly #log: Log;
+  /** The lease record last seen, and when (this replica's clock) it was first seen so. */
+  #observed: { readonly record: string; readonly at: number } | undefined;
 
   constructor(kube: Kube, opts: LeaderOptions, log: Log) {
     this.#kube = kube;
@@ -50,7 +66,7 @@ export class LeaderElector {
     } catch (err) {
       if (status(err) !== 404) throw err;
       try {
-        await api.createNamespacedLease({
+        const created = await api.createNamespacedLease({
           namespace,
           body: {
             metadata: { name: LEASE_NAME, namespace },
@@ -63,6 +79,7 @@ export class LeaderElector {
             },
           },
         });
+        this.#observed = { record: recordOf(created.spec ?? {}), at: Date.now() };
         return true;
       } catch (e) {
         if (status(e) === 409) return false;
@@ -71,9 +88,10 @@ export class LeaderElector {
     }
     const spec = lease.spec ?? {};
     const mine = spec.holderIdentity === identity;
-    const renewed = spec.renewTime ? new Date(spec.renewTime).getTime() : 0;
+    const record = recordOf(spec);
+    if (this.#observed?.record !== record) this.#observed = { record, at: Date.now() };
     const duration = (spec.leaseDurationSeconds ?? Math.ceil(leaseDurationMs / 1000)) * 1000;
-    if (!mine && spec.holderIdentity && renewed + duration > Date.now()) return false;
+    if (!mine && spec.holderIdentity && this.#observed.at + duration > Date.now()) return false;
     lease.spec = {
       ...spec,
       holderIdentity: identity,
@@ -82,7 +100,8 @@ export class LeaderElector {
       ...(mine ? {} : { acquireTime: now, leaseTransitions: (spec.leaseTransitions ?? 0) + 1 }),
     };
     try {
-      await api.replaceNamespacedLease({ name: LEASE_NAME, namespace, body: lease });
+      const written = await api.replaceNamespacedLease({ name: LEASE_NAME, namespace, body: lease });
+      this.#observed = { record: recordOf(written.spec ?? {}), at: Date.now() };
       return true;
     } catch (err) {
       if (status(err) === 409) return false;

@@ -191,8 +191,16 @@ test("L1: a manifest refused in the plan writes nothing, not even its earlier fi
       manifest(entry("/etc/ok", "s3cr3t_one"), entry("/etc/ww", "s3cr3t_two", "0666")),
       EXIT_CODES.BAD_INPUT,
     ],
-    ["a sticky mode", manifest(entry("/etc/ok", "s3cr3t_one"), entry("/etc/st", "s3cr3t_two", "1644")), EXIT_CODES.BAD_INPUT],
-    ["a setgid mode", manifest(entry("/etc/ok", "s3cr3t_one"), entry("/etc/sg", "s3cr3t_two", "2750")), EXIT_CODES.BAD_INPUT],
+    [
+      "a sticky mode",
+      manifest(entry("/etc/ok", "s3cr3t_one"), entry("/etc/st", "s3cr3t_two", "1644")),
+      EXIT_CODES.BAD_INPUT,
+    ],
+    [
+      "a setgid mode",
+      manifest(entry("/etc/ok", "s3cr3t_one"), entry("/etc/sg", "s3cr3t_two", "2750")),
+      EXIT_CODES.BAD_INPUT,
+    ],
     [
       "an unknown owner",
       manifest(entry("/etc/ok", "s3cr3t_one"), `${entry("/etc/o", "s3cr3t_two")}owner: nobody-here\n`),
@@ -216,13 +224,18 @@ test("L1: a manifest refused in the plan writes nothing, not even its earlier fi
     ],
     [
       "a directory where the sentinel goes",
-      manifest(entry("/etc/ok", "s3cr3t_one"), entry("/run/cluster-api/bootstrap-success.complete/x", "s3cr3t_two")),
+      manifest(
+        entry("/etc/ok", "s3cr3t_one"),
+        entry("/run/cluster-api/bootstrap-success.complete/x", "s3cr3t_two"),
+      ),
       EXIT_CODES.BAD_INPUT,
     ],
     [
       "more than 4096 new directories",
       manifest(
-        ...Array.from({ length: 70 }, (_, i) => entry(`/etc/t${i}/${Array(60).fill("d").join("/")}/f`, "s3cr3t_one")),
+        ...Array.from({ length: 70 }, (_, i) =>
+          entry(`/etc/t${i}/${Array(60).fill("d").join("/")}/f`, "s3cr3t_one"),
+        ),
       ),
       EXIT_CODES.BAD_INPUT,
     ],
