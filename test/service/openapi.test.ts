@@ -360,7 +360,14 @@ describe("the live answers are what the document says", () => {
     await check("postStatus", await post(second.bootstrapToken, "{}", "application/json", machine), 403);
 
     // getStatus, listMachines.
-    await check("getStatus", await fetch(url(`${machine}/status`), { headers: auth(READER) }), 200);
+    const statusRes = await fetch(url(`${machine}/status`), { headers: auth(READER) });
+    const statusEtag = statusRes.headers.get("etag") ?? "";
+    await check("getStatus", statusRes, 200);
+    await check(
+      "getStatus",
+      await fetch(url(`${machine}/status`), { headers: auth(READER, { "if-none-match": statusEtag }) }),
+      304,
+    );
     await check(
       "getStatus",
       await fetch(url("/v1/machines/prod/none/status"), { headers: auth(READER) }),

@@ -218,6 +218,39 @@ test("a token with one fetch left: of concurrent fetches exactly one gets the do
   await app.close();
 });
 
+test("a controller's status read has an ETag that follows every write, and is 304 while it is current", async () => {
+  const { app, take } = setup();
+  const { bootstrapToken } = await publish(app, "m1");
+  const read = (etag?: string) =>
+    app.inject({
+      method: "GET",
+      url: "/v1/machines/ns/m1/status",
+      headers: { ...bearer(ADMIN), ...(etag ? { "if-none-match": etag } : {}) },
+    });
+  const first = await read();
+  assert.equal(first.statusCode, 200);
+  const etag = String(first.headers.etag);
+  assert.match(etag, /^"[^"]+"$/);
+  take();
+  const same = await read(etag);
+  assert.equal(same.statusCode, 304);
+  assert.equal(same.body, "");
+  assert.equal(same.headers.etag, etag);
+  assert.deepEqual(
+    take(),
+    ["get status/ns/m1.json"],
+    "a 304 still reads the store: another replica may have written",
+  );
+  assert.equal((await read(`W/${etag}, "other"`)).statusCode, 304, "a list, and a weak form, match too");
+  assert.equal((await post(app, "m1", bootstrapToken, "fetching")).statusCode, 200);
+  const changed = await read(etag);
+  assert.equal(changed.statusCode, 200, "a written report is a new version");
+  assert.notEqual(changed.headers.etag, etag);
+  assert.equal((changed.json() as { phase: string }).phase, "fetching");
+  assert.equal((await read('"not-this-one"')).statusCode, 200);
+  await app.close();
+});
+
 test("the mirror follows the token: a republish, a minted stub and a delete each lock the old token out of status posts", async () => {
   const { app } = setup();
   const first = (await publish(app, "m1")).bootstrapToken;

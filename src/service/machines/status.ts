@@ -5,7 +5,7 @@
  */
 import { BootsealError } from "../../errors.ts";
 import { formatMachineId, type MachineId } from "../../machine/machine-id.ts";
-import type { ServiceContext } from "../context.ts";
+import { quoteEtag, type ServiceContext } from "../context.ts";
 import type { MACHINE_PHASES, StatusRecord, Versioned } from "../machine-store.ts";
 import type { Report } from "../status-coalescer.ts";
 import type { TokenRecord } from "../tokens.ts";
@@ -76,14 +76,15 @@ export async function reportPhase(
   return { statusCode: 200, phase: record.phase, version: record.version, updatedAt: record.updatedAt };
 }
 
+/** A machine's status record as a controller sees it, and its version (a quoted ETag). */
 export async function readStatus(
   ctx: ServiceContext,
   m: MachineId,
   signal: AbortSignal,
-): Promise<StatusRecord> {
+): Promise<{ readonly record: StatusRecord; readonly etag: string }> {
   const stored = await ctx.machines.readStatus(m, { signal });
   if (!stored) throw new BootsealError("NOT_FOUND", `no status for ${formatMachineId(m)}`);
   // The token mirror is the service's own business, not the controller's.
   const { token: _mirror, ...record } = stored.value;
-  return record;
+  return { record, etag: quoteEtag(stored.etag) };
 }

@@ -2,7 +2,7 @@
 import { Ajv } from "ajv";
 import type { FastifyInstance } from "fastify";
 import { BootsealError } from "../../errors.ts";
-import type { ServiceContext } from "../context.ts";
+import { etagMatches, type ServiceContext } from "../context.ts";
 import { readStatus, reportPhase } from "../machines/status.ts";
 import { signalFor } from "../plugins/auth.ts";
 import { machineTokenOf, stateOf } from "../request-state.ts";
@@ -55,7 +55,9 @@ export function machineStatusRoutes(parent: FastifyInstance, ctx: ServiceContext
     { schema: getStatusSchema, config: { auth: { scopes: ["status:read"] } } },
     async (request, reply) => {
       const m = { namespace: request.params.ns, name: request.params.name };
-      const record = await readStatus(ctx, m, signalFor(reply));
+      const { record, etag } = await readStatus(ctx, m, signalFor(reply));
+      reply.header("etag", etag);
+      if (etagMatches(request.headers["if-none-match"], etag)) return reply.code(304).send();
       return { ...record, published: record.config !== null };
     },
   );

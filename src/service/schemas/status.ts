@@ -87,10 +87,27 @@ export const postStatusSchema = {
 
 export const getStatusSchema = {
   summary: "Current phase and history (last 100 entries, at most 64 KiB; the latest publish is kept)",
+  description:
+    "With an ETag, the status record's version: If-None-Match gives 304 while it is current " +
+    "(the service still reads the store; nothing is sent or parsed).",
   operationId: "getStatus",
   tags: ["status"],
   params: machineParams,
-  response: { 200: statusRecordResponse, ...errorResponses(...AUTH_ERRORS, 404) },
+  headers: {
+    type: "object",
+    properties: {
+      "if-none-match": { type: "string", description: "an ETag: 304 when the status is unchanged" },
+    },
+  },
+  response: {
+    200: {
+      ...statusRecordResponse,
+      description: "the status record",
+      headers: { etag: { type: "string", description: "its version, for If-None-Match" } },
+    },
+    304: { description: "not modified", type: "null" },
+    ...errorResponses(...AUTH_ERRORS, 404),
+  },
 } as const;
 
 export const listSchema = {
