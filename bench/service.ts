@@ -234,11 +234,18 @@ async function runCases(label: string, server: Server, controller: string): Prom
   };
   rows.set("status", summarise(await load(server.url, DURATION, statusReq)));
 
-  // Sanity: the status posts landed in the machine's history.
-  const st = await fetch(`${server.url}/v1/machines/${NS}/${first.name}/status`, {
-    headers: { authorization: `Bearer ${controller}` },
-  });
-  const stBody = (await st.json()) as { phase?: string };
+  // Sanity: the status posts landed in the machine's history. A "running" post is answered 202
+  // and held up to statusReports.coalesce (5 s) before it is written, so the read waits for it.
+  let st: Response;
+  let stBody: { phase?: string };
+  for (let tries = 0; ; tries++) {
+    st = await fetch(`${server.url}/v1/machines/${NS}/${first.name}/status`, {
+      headers: { authorization: `Bearer ${controller}` },
+    });
+    stBody = (await st.json()) as { phase?: string };
+    if ((st.status === 200 && stBody.phase === "running") || tries >= 80) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
   if (st.status !== 200 || stBody.phase !== "running") {
     throw new Error(`${label}: status read answered ${st.status} phase ${stBody.phase}`);
   }
