@@ -124,6 +124,10 @@ test("one replica: a fetch is a config read and a token write, a status post one
   await app.close();
 });
 
+/** GET …/m1/config as the machine, with its bootstrap token. */
+const fetchM1 = (app: ReturnType<typeof setup>["app"], token: string) =>
+  app.inject({ method: "GET", url: "/v1/machines/ns/m1/config", headers: bearer(token) });
+
 /** The stored token record's fetches left. */
 async function usesLeft(store: ObjectStore, name: string): Promise<number> {
   const obj = await store.get(`tokens/ns/${name}.json`);
@@ -156,14 +160,12 @@ test("a fetch spends its use while it reads the config, and gives the use back w
     list: (p, o) => memory.list(p, o),
   };
   const { app, take } = setup(inner);
-  const fetchWith = (token: string) =>
-    app.inject({ method: "GET", url: "/v1/machines/ns/m1/config", headers: bearer(token) });
 
   const first = await publish(app, "m1");
   assert.equal(await usesLeft(memory, "m1"), 10);
   readsWaitForTokenWrite = true;
   take();
-  const fetched = await fetchWith(first.bootstrapToken);
+  const fetched = await fetchM1(app, first.bootstrapToken);
   assert.equal(fetched.statusCode, 200, fetched.body);
   assert.deepEqual(take(), ["get configs/ns/m1", "put tokens/ns/m1.json"], "still one read and one write");
   assert.equal(await usesLeft(memory, "m1"), 9);
@@ -171,22 +173,22 @@ test("a fetch spends its use while it reads the config, and gives the use back w
 
   // The config is gone (another replica deleted it): 404, and the use is back.
   await memory.delete("configs/ns/m1");
-  const gone = await fetchWith(first.bootstrapToken);
+  const gone = await fetchM1(app, first.bootstrapToken);
   assert.equal(gone.statusCode, 404, gone.body);
   assert.equal(await usesLeft(memory, "m1"), 9);
 
   // The store fails the read: 503, nothing spent; once it is back, the fetch spends one.
   const second = await publish(app, "m1");
   readsFail = true;
-  const failed = await fetchWith(second.bootstrapToken);
+  const failed = await fetchM1(app, second.bootstrapToken);
   assert.equal(failed.statusCode, 503, failed.body);
   assert.equal((failed.json() as { code: string }).code, "STORE_UNAVAILABLE");
   assert.equal(await usesLeft(memory, "m1"), 10);
   readsFail = false;
-  assert.equal((await fetchWith(second.bootstrapToken)).statusCode, 200);
+  assert.equal((await fetchM1(app, second.bootstrapToken)).statusCode, 200);
   assert.equal(await usesLeft(memory, "m1"), 9);
   // The replaced token spends nothing: its record is gone, and so is its use count.
-  assert.equal((await fetchWith(first.bootstrapToken)).statusCode, 401);
+  assert.equal((await fetchM1(app, first.bootstrapToken)).statusCode, 401);
   assert.equal(await usesLeft(memory, "m1"), 9);
   await app.close();
 });
@@ -196,19 +198,11 @@ test("a token with one fetch left: of concurrent fetches exactly one gets the do
   const { app } = setup(memory);
   const { bootstrapToken } = await publish(app, "m1");
   for (let i = 0; i < 9; i++) {
-    const res = await app.inject({
-      method: "GET",
-      url: "/v1/machines/ns/m1/config",
-      headers: bearer(bootstrapToken),
-    });
+    const res = await fetchM1(app, bootstrapToken);
     assert.equal(res.statusCode, 200, res.body);
   }
   assert.equal(await usesLeft(memory, "m1"), 1);
-  const answers = await Promise.all(
-    Array.from({ length: 6 }, () =>
-      app.inject({ method: "GET", url: "/v1/machines/ns/m1/config", headers: bearer(bootstrapToken) }),
-    ),
-  );
+  const answers = await Promise.all(Array.from({ length: 6 }, () => fetchM1(app, bootstrapToken)));
   const codes = answers.map((r) => r.statusCode).sort();
   assert.deepEqual(codes, [200, 401, 401, 401, 401, 401], answers.map((r) => r.body).join("\n"));
   for (const r of answers.filter((a) => a.statusCode === 401)) {
