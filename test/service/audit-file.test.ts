@@ -15,17 +15,17 @@ after(() => rmSync(dir, { recursive: true, force: true }));
 
 const modeOf = (path: string) => statSync(path).mode & 0o777;
 
-function logOnce(path: string, mode?: number): void {
+async function logOnce(path: string, mode?: number): Promise<void> {
   const audit = createAuditLogger(path, mode);
   audit.logger.info({ action: "publish", outcome: "ok" });
-  audit.close();
+  await audit.close();
 }
 
-test("a new audit log (and its missing directory) is created, the file 0600 whatever the umask", () => {
+test("a new audit log (and its missing directory) is created, the file 0600 whatever the umask", async () => {
   const path = join(dir, "new", "audit.log");
   const old = process.umask(0);
   try {
-    logOnce(path);
+    await logOnce(path);
   } finally {
     process.umask(old);
   }
@@ -33,20 +33,20 @@ test("a new audit log (and its missing directory) is created, the file 0600 what
   assert.match(readFileSync(path, "utf8"), /"action":"publish"/);
 });
 
-test("an existing 0644 log is tightened to 0600 and appended to", () => {
+test("an existing 0644 log is tightened to 0600 and appended to", async () => {
   const path = join(dir, "old.log");
   writeFileSync(path, '{"earlier":true}\n');
   chmodSync(path, 0o644);
-  logOnce(path);
+  await logOnce(path);
   assert.equal(modeOf(path), 0o600);
   const lines = readFileSync(path, "utf8").trim().split("\n");
   assert.equal(lines.length, 2);
   assert.equal(lines[0], '{"earlier":true}');
 });
 
-test("audit.mode keeps another mode when asked (0644, the old behaviour)", () => {
+test("audit.mode keeps another mode when asked (0644, the old behaviour)", async () => {
   const path = join(dir, "shipped.log");
-  logOnce(path, 0o644);
+  await logOnce(path, 0o644);
   assert.equal(modeOf(path), 0o644);
 });
 

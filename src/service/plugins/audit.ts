@@ -37,20 +37,27 @@ function openAuditFile(path: string, mode: number): number {
 export function createAuditLogger(
   path: string,
   mode: number = DEFAULT_AUDIT_MODE,
-): { logger: AuditLogger; close(): void } {
+): { logger: AuditLogger; close(): Promise<void> } {
+  const toStderr = path === "-";
   const destination = pino.destination(
-    path === "-" ? { dest: 2, sync: true } : { dest: openAuditFile(path, mode), sync: false },
+    toStderr ? { dest: 2, sync: true } : { dest: openAuditFile(path, mode), sync: false },
   );
   const logger = pino({ base: { log: "audit" }, timestamp: pino.stdTimeFunctions.isoTime }, destination);
   return {
     logger,
-    close: () => {
-      try {
-        destination.flushSync();
-      } catch {
-        // nothing buffered or already closed
-      }
-    },
+    // Resolves once every line is written and the file closed: flushSync alone skips a write
+    // already in flight, which could then be lost at exit. Stderr is written synchronously.
+    close: () =>
+      new Promise<void>((resolve) => {
+        if (toStderr) return resolve();
+        destination.once("close", () => resolve());
+        destination.once("error", () => resolve()); // a failing disk: nothing more to do at shutdown
+        try {
+          destination.end();
+        } catch {
+          resolve(); // already closed
+        }
+      }),
   };
 }
 
