@@ -33,6 +33,7 @@ import { parseArgs } from "node:util";
 import { CreateBucketCommand } from "@aws-sdk/client-s3";
 import { uniqueName } from "../test/helpers/peers.ts";
 import { rawS3, seaweedfs } from "../test/helpers/s3.ts";
+import { until } from "../test/helpers/until.ts";
 import { killAll } from "./lib/processes.ts";
 import { type BenchServer, benchConfig, dropBucket, startServe } from "./lib/serve.ts";
 
@@ -236,19 +237,21 @@ async function runCases(label: string, server: Server, controller: string): Prom
 
   // Sanity: the status posts landed in the machine's history. A "running" post is answered 202
   // and held up to statusReports.coalesce (5 s) before it is written, so the read waits for it.
-  let st: Response;
-  let stBody: { phase?: string };
-  for (let tries = 0; ; tries++) {
-    st = await fetch(`${server.url}/v1/machines/${NS}/${first.name}/status`, {
-      headers: { authorization: `Bearer ${controller}` },
-    });
-    stBody = (await st.json()) as { phase?: string };
-    if ((st.status === 200 && stBody.phase === "running") || tries >= 80) break;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  if (st.status !== 200 || stBody.phase !== "running") {
-    throw new Error(`${label}: status read answered ${st.status} phase ${stBody.phase}`);
-  }
+  let seen = "no answer";
+  await until(
+    `${label}: the status read to show phase running`,
+    async () => {
+      const st = await fetch(`${server.url}/v1/machines/${NS}/${first.name}/status`, {
+        headers: { authorization: `Bearer ${controller}` },
+      });
+      const body = (await st.json()) as { phase?: string };
+      seen = `${st.status} phase ${body.phase}`;
+      return st.status === 200 && body.phase === "running";
+    },
+    { tries: 80 },
+  ).catch(() => {
+    throw new Error(`${label}: status read answered ${seen}`);
+  });
   console.log(
     `  ${label}: ${machines.length} machines published (${warmed} in the ${WARMUP} s warm-up), payload ${Buffer.byteLength(payload)} B, SOPS document ${Buffer.byteLength(doc)} B`,
   );
