@@ -1,5 +1,7 @@
 /**
- * s3://BUCKET/PREFIX on AWS S3 and S3-compatible servers (MinIO, SeaweedFS, moto), with
+ * s3://BUCKET/PREFIX on AWS S3 and S3-compatible servers (MinIO, SeaweedFS, moto). The calls
+ * on one object go through s3-object-calls.ts (the SDK's endpoint rules, credentials, signer
+ * and HTTP handler, without `S3Client.send`'s per-call cost); listing through
  * @aws-sdk/client-s3. Create-only is `If-None-Match: *` and compare-and-swap is `If-Match` on
  * PutObject; every way a server says "you lost" (412 PreconditionFailed, 409
  * ConditionalRequestConflict, 304, and moto's 404 NoSuchKey for If-Match on a missing key)
@@ -22,6 +24,12 @@ import { BootsealError } from "../../src/errors.ts";
 import { lazyModule } from "../lazy-module.ts";
 import type { GetOptions, ObjectInfo, ObjectStore, StoredObject, WriteCondition } from "./object-store.ts";
 import { retryingStore } from "./retrying.ts";
+import {
+  type ObjectCallOptions,
+  type ObjectMethod,
+  S3ObjectCalls,
+  S3ResponseError,
+} from "./s3-object-calls.ts";
 import {
   type BucketLocation,
   checkEndpoint,
@@ -101,11 +109,18 @@ type S3Sdk = typeof import("@aws-sdk/client-s3");
 const s3Sdk = lazyModule<S3Sdk>(() => import("@aws-sdk/client-s3"));
 const loadS3Sdk = s3Sdk.load;
 
+/** S3's answer behind a failed call, from the object calls or from the SDK (listing). */
+function answerOf(err: unknown): { readonly status: number | undefined; readonly name: string } | undefined {
+  if (err instanceof S3ResponseError) return { status: err.status, name: err.name };
+  if (isSdkError(err)) return { status: err.$metadata.httpStatusCode, name: err.name };
+  return undefined;
+}
+
 /**
  * `err instanceof S3ServiceException`. Before the SDK is loaded no request has run, so the
  * error cannot come from S3; the SDK's own duck-typed test (ServiceException.isInstance) decides.
  */
-function isS3Error(err: unknown): err is S3ServiceException {
+function isSdkError(err: unknown): err is S3ServiceException {
   const loadedS3Sdk = s3Sdk.loaded;
   if (loadedS3Sdk !== undefined) return err instanceof loadedS3Sdk.S3ServiceException;
   const e = err as { $fault?: unknown; $metadata?: unknown } | null;
@@ -117,17 +132,17 @@ function isS3Error(err: unknown): err is S3ServiceException {
   );
 }
 
-function status(err: unknown): number | undefined {
-  return isS3Error(err) ? err.$metadata.httpStatusCode : undefined;
-}
-
 function isLostRace(err: unknown): boolean {
-  const s = status(err);
-  return isS3Error(err) && (LOST_RACE_NAMES.has(err.name) || s === 412 || s === 409 || s === 304);
+  const a = answerOf(err);
+  return (
+    a !== undefined &&
+    (LOST_RACE_NAMES.has(a.name) || a.status === 412 || a.status === 409 || a.status === 304)
+  );
 }
 
 function isMissingKey(err: unknown): boolean {
-  return isS3Error(err) && err.name !== "NoSuchBucket" && (err.name === "NoSuchKey" || status(err) === 404);
+  const a = answerOf(err);
+  return a !== undefined && a.name !== "NoSuchBucket" && (a.name === "NoSuchKey" || a.status === 404);
 }
 
 function isAbort(err: unknown): boolean {
@@ -139,8 +154,9 @@ export function mapS3Error(err: unknown, bucket: string): unknown {
   if (err instanceof BootsealError || isAbort(err)) return err;
   const name = err instanceof Error ? err.name : "";
   const code = typeof err === "object" && err !== null && "code" in err ? String(err.code) : "";
-  if (isS3Error(err)) {
-    const s = status(err) ?? 0;
+  const answer = answerOf(err);
+  if (answer !== undefined) {
+    const s = answer.status ?? 0;
     if (isLostRace(err))
       return new BootsealError("PRECONDITION_FAILED", "object changed or already exists", { cause: err });
     if (name === "NoSuchBucket") {
@@ -173,7 +189,7 @@ export class S3Store implements ObjectStore {
   readonly url: string;
   readonly #config: S3ClientConfig;
   /** Made with the first request (the SDK loads then), one per store. */
-  #client: Promise<{ sdk: S3Sdk; client: S3Client }> | undefined;
+  #client: Promise<{ sdk: S3Sdk; client: S3Client; calls: S3ObjectCalls }> | undefined;
   #made: S3Client | undefined;
   #destroyed = false;
   readonly #bucket: string;
@@ -219,13 +235,13 @@ export class S3Store implements ObjectStore {
     this.#made?.destroy();
   }
 
-  #sdk(): Promise<{ sdk: S3Sdk; client: S3Client }> {
+  #sdk(): Promise<{ sdk: S3Sdk; client: S3Client; calls: S3ObjectCalls }> {
     this.#client ??= loadS3Sdk().then(
       (sdk) => {
         const client = new sdk.S3Client(this.#config);
         this.#made = client;
         if (this.#destroyed) client.destroy();
-        return { sdk, client };
+        return { sdk, client, calls: new S3ObjectCalls(client, this.#bucket) };
       },
       (err: unknown) => {
         this.#client = undefined;
@@ -243,24 +259,22 @@ export class S3Store implements ObjectStore {
     }
   }
 
+  /** One call on the object at `Key` (the full key, prefix included). */
+  async #call(method: ObjectMethod, Key: string, options?: ObjectCallOptions) {
+    const { calls } = await this.#sdk();
+    return calls.send(method, Key, options);
+  }
+
   async get(key: string, options?: GetOptions): Promise<StoredObject | null> {
     const Key = fullKey(this.#prefix, key);
-    const abortSignal = options?.signal;
-    const maxBytes = options?.maxBytes;
     try {
-      const { sdk, client } = await this.#sdk();
-      const r = await client.send(new sdk.GetObjectCommand({ Bucket: this.#bucket, Key }), { abortSignal });
-      const body = !r.Body
-        ? new Uint8Array()
-        : maxBytes === undefined
-          ? await r.Body.transformToByteArray()
-          : await readCapped(r.Body as unknown as CappedBody, r.ContentLength, maxBytes);
+      const r = await this.#call("GET", Key, { signal: options?.signal, maxBytes: options?.maxBytes });
       return {
         key,
-        etag: r.ETag ?? "",
-        size: body.byteLength,
-        lastModified: r.LastModified ?? new Date(),
-        body,
+        etag: r.headers.etag ?? "",
+        size: r.body.byteLength,
+        lastModified: lastModified(r.headers),
+        body: r.body,
       };
     } catch (err) {
       if (isMissingKey(err)) return null;
@@ -271,15 +285,12 @@ export class S3Store implements ObjectStore {
   async head(key: string, options?: CallOptions): Promise<ObjectInfo | null> {
     const Key = fullKey(this.#prefix, key);
     try {
-      const { sdk, client } = await this.#sdk();
-      const r = await client.send(new sdk.HeadObjectCommand({ Bucket: this.#bucket, Key }), {
-        abortSignal: options?.signal,
-      });
+      const r = await this.#call("HEAD", Key, { signal: options?.signal });
       return {
         key,
-        etag: r.ETag ?? "",
-        size: r.ContentLength ?? 0,
-        lastModified: r.LastModified ?? new Date(),
+        etag: r.headers.etag ?? "",
+        size: Number(r.headers["content-length"] ?? 0),
+        lastModified: lastModified(r.headers),
       };
     } catch (err) {
       // A HEAD response has no body, so a missing bucket is a bare 404 too: it reads as absent.
@@ -295,27 +306,15 @@ export class S3Store implements ObjectStore {
     options?: CallOptions & { contentType?: string },
   ): Promise<ObjectInfo> {
     const Key = fullKey(this.#prefix, key);
-    const cond =
-      "ifNoneMatch" in condition
-        ? { IfNoneMatch: "*" }
-        : "ifMatch" in condition
-          ? { IfMatch: quoted(condition.ifMatch) }
-          : {};
+    const headers: Record<string, string> = {
+      ...("ifNoneMatch" in condition ? { "if-none-match": "*" } : {}),
+      ...("ifMatch" in condition ? { "if-match": quoted(condition.ifMatch) } : {}),
+      ...(options?.contentType ? { "content-type": options.contentType } : {}),
+    };
     try {
-      const { sdk, client } = await this.#sdk();
-      const r = await client.send(
-        new sdk.PutObjectCommand({
-          Bucket: this.#bucket,
-          Key,
-          Body: body,
-          ContentLength: body.byteLength,
-          ...(options?.contentType ? { ContentType: options.contentType } : {}),
-          ...cond,
-        }),
-        { abortSignal: options?.signal },
-      );
+      const r = await this.#call("PUT", Key, { body, headers, signal: options?.signal });
       // PutObject answers no Last-Modified; the local clock is close enough for a fresh write.
-      return { key, etag: r.ETag ?? "", size: body.byteLength, lastModified: new Date() };
+      return { key, etag: r.headers.etag ?? "", size: body.byteLength, lastModified: new Date() };
     } catch (err) {
       // moto (like AWS) answers If-Match on a key that does not exist with 404 NoSuchKey.
       if ("ifMatch" in condition && isMissingKey(err)) {
@@ -335,16 +334,13 @@ export class S3Store implements ObjectStore {
     this.#ifMatchOnDelete ??= (async () => {
       // A reserved segment: no key of the store's users can name it, and listings skip it.
       const Key = `${this.#prefix}${RESERVED_SEGMENT_PREFIX}probe/delete-if-match-${randomUUID()}`;
-      const { sdk, client } = await this.#sdk();
-      await client.send(new sdk.PutObjectCommand({ Bucket: this.#bucket, Key, Body: "probe" }));
+      await this.#call("PUT", Key, { body: new TextEncoder().encode("probe") });
       try {
-        await client.send(
-          new sdk.DeleteObjectCommand({ Bucket: this.#bucket, Key, IfMatch: `"${"0".repeat(32)}"` }),
-        );
+        await this.#call("DELETE", Key, { headers: { "if-match": `"${"0".repeat(32)}"` } });
         return false; // deleted despite the wrong etag
       } catch (err) {
         if (!isLostRace(err)) throw err;
-        await client.send(new sdk.DeleteObjectCommand({ Bucket: this.#bucket, Key }));
+        await this.#call("DELETE", Key);
         return true;
       }
     })().catch(() => {
@@ -356,7 +352,6 @@ export class S3Store implements ObjectStore {
 
   async delete(key: string, condition?: { ifMatch: string }, options?: CallOptions): Promise<boolean> {
     const Key = fullKey(this.#prefix, key);
-    const abortSignal = options?.signal;
     if (!condition || !(await this.#ifMatchHonoured())) {
       const current = await this.head(key, options);
       if (!current) return false;
@@ -365,15 +360,10 @@ export class S3Store implements ObjectStore {
       }
     }
     try {
-      const { sdk, client } = await this.#sdk();
-      await client.send(
-        new sdk.DeleteObjectCommand({
-          Bucket: this.#bucket,
-          Key,
-          ...(condition ? { IfMatch: quoted(condition.ifMatch) } : {}),
-        }),
-        { abortSignal },
-      );
+      await this.#call("DELETE", Key, {
+        headers: condition ? { "if-match": quoted(condition.ifMatch) } : {},
+        signal: options?.signal,
+      });
       return true;
     } catch (err) {
       if (isMissingKey(err)) return false;
@@ -407,6 +397,12 @@ export class S3Store implements ObjectStore {
       token = page.IsTruncated ? page.NextContinuationToken : undefined;
     } while (token);
   }
+}
+
+/** An answer's Last-Modified; the local clock where a server sends none (or one that does not parse). */
+function lastModified(headers: Readonly<Record<string, string | undefined>>): Date {
+  const at = headers["last-modified"] === undefined ? Number.NaN : Date.parse(headers["last-modified"]);
+  return Number.isNaN(at) ? new Date() : new Date(at);
 }
 
 /** S3 expects the quoted form; callers may hand back an etag without its quotes. */
@@ -453,29 +449,3 @@ export const s3Scheme: StoreSchemeType<"s3", BucketLocation<"s3">, { readonly s3
       attempts: options.s3?.maxAttempts ?? 3,
     }),
 };
-
-/** The Node stream under an SDK body: iterable, and destroyable to stop the download. */
-interface CappedBody extends AsyncIterable<Uint8Array> {
-  destroy?(): void;
-}
-
-/** The body, at most maxBytes: the announced length first, then the stream stops at the cap. */
-async function readCapped(
-  body: CappedBody,
-  length: number | undefined,
-  maxBytes: number,
-): Promise<Uint8Array> {
-  const tooLarge = () => {
-    body.destroy?.();
-    return new BootsealError("TOO_LARGE", `s3: the object is larger than ${maxBytes} bytes`);
-  };
-  if (length !== undefined && length > maxBytes) throw tooLarge();
-  const chunks: Uint8Array[] = [];
-  let total = 0;
-  for await (const chunk of body) {
-    total += chunk.byteLength;
-    if (total > maxBytes) throw tooLarge();
-    chunks.push(chunk);
-  }
-  return new Uint8Array(Buffer.concat(chunks, total));
-}

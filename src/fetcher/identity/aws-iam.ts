@@ -6,14 +6,8 @@
  * body}); the machine's keys never leave it, and the signature is good for one call, this
  * one, for 15 minutes. The SDK modules load only when this method is used.
  */
-import { createHash, createHmac, type Hash, type Hmac } from "node:crypto";
-import type {
-  AwsCredentialIdentity,
-  AwsCredentialIdentityProvider,
-  Checksum,
-  HttpRequest,
-  SourceData,
-} from "@smithy/types";
+import type { AwsCredentialIdentity, AwsCredentialIdentityProvider, HttpRequest } from "@smithy/types";
+import { NodeSha256 } from "../../../providers/aws-sha256.ts";
 import { BootsealError } from "../../errors.ts";
 import { AWS_GET_CALLER_IDENTITY_BODY, SERVER_ID_HEADER } from "../../machine/identity-login.ts";
 import type { CredentialContext, IdentityProvider } from "./provider.ts";
@@ -25,39 +19,6 @@ export interface AwsIamProviderOptions {
   readonly endpoint?: string;
   /** Credentials instead of the SDK's default chain (tests, embedders). */
   readonly credentials?: AwsCredentialIdentity | AwsCredentialIdentityProvider;
-}
-
-function toBytes(data: SourceData): Uint8Array {
-  if (typeof data === "string") return Buffer.from(data, "utf8");
-  if (ArrayBuffer.isView(data)) return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
-  return new Uint8Array(data);
-}
-
-/** SHA-256 and HMAC-SHA-256 from node:crypto, in the shape the signer takes. */
-class NodeSha256 implements Checksum {
-  readonly #secret: Uint8Array | undefined;
-  #hash: Hash | Hmac;
-
-  constructor(secret?: SourceData) {
-    this.#secret = secret === undefined ? undefined : toBytes(secret);
-    this.#hash = this.#fresh();
-  }
-
-  #fresh(): Hash | Hmac {
-    return this.#secret === undefined ? createHash("sha256") : createHmac("sha256", this.#secret);
-  }
-
-  update(data: Uint8Array): void {
-    this.#hash.update(toBytes(data));
-  }
-
-  async digest(): Promise<Uint8Array> {
-    return new Uint8Array(this.#hash.digest());
-  }
-
-  reset(): void {
-    this.#hash = this.#fresh();
-  }
 }
 
 export function stsSettings(

@@ -6,9 +6,15 @@
 import assert from "node:assert/strict";
 import { createServer, type Server, type Socket } from "node:net";
 import { test } from "node:test";
-import { DeleteObjectCommand, PutObjectCommand, S3ServiceException } from "@aws-sdk/client-s3";
+import {
+  DeleteObjectCommand,
+  GetObjectCommand,
+  PutObjectCommand,
+  S3ServiceException,
+} from "@aws-sdk/client-s3";
 import { openStore } from "../../../providers/stores/index.ts";
 import type { ObjectStore } from "../../../providers/stores/object-store.ts";
+import { S3ResponseError } from "../../../providers/stores/s3-object-calls.ts";
 import { BootsealError } from "../../../src/errors.ts";
 import { uniqueName } from "../../helpers/peers.ts";
 import { moto, rawS3, type S3Peer, seaweedfs } from "../../helpers/s3.ts";
@@ -33,8 +39,8 @@ async function failure(p: Promise<unknown>): Promise<BootsealError> {
 /** The server's own answer behind a mapped error: "412 PreconditionFailed". */
 function answer(err: BootsealError): string {
   const cause = err.cause;
-  assert.ok(cause instanceof S3ServiceException, "the SDK error is kept as the cause");
-  return `${cause.$metadata.httpStatusCode} ${cause.name}`;
+  assert.ok(cause instanceof S3ResponseError, "S3's answer is kept as the cause");
+  return `${cause.status} ${cause.name}`;
 }
 
 const LOST_RACE: Record<string, { exists: string; staleIfMatch: string; ifMatchMissing: string }> = {
@@ -84,6 +90,28 @@ for (const peer of [seaweedfs(), moto()]) {
     assert.equal(await store.delete("k", { ifMatch: put.ETag! }), true);
     assert.equal(await store.head("k"), null);
     s3.destroy();
+  });
+
+  test(`${peer.name}: keys that need escaping name the same object for the store and for S3Client.send`, async () => {
+    const bucket = await s3Bucket(peer);
+    const s3 = rawS3(peer);
+    const store = s3Store(peer, `s3://${bucket}/p`);
+    try {
+      for (const key of ["a b/c+d/e%f", "x?y#z&w=1", "(!'*)~", "ünï/日本", "a;b,c:d@e$=f"]) {
+        const put = await store.put(key, enc(`v:${key}`), { ifNoneMatch: "*" });
+        const viaSdk = await s3.send(new GetObjectCommand({ Bucket: bucket, Key: `p/${key}` }));
+        assert.equal(await viaSdk.Body?.transformToString(), `v:${key}`, key);
+        assert.equal(viaSdk.ETag, put.etag, key);
+        await s3.send(new PutObjectCommand({ Bucket: bucket, Key: `p/${key}`, Body: `w:${key}` }));
+        const got = await store.get(key);
+        assert.equal(new TextDecoder().decode(got?.body), `w:${key}`, key);
+        assert.equal((await store.head(key))?.size, enc(`w:${key}`).byteLength, key);
+        assert.equal(await store.delete(key, { ifMatch: got?.etag ?? "" }), true, key);
+        assert.equal(await store.get(key), null, key);
+      }
+    } finally {
+      s3.destroy();
+    }
   });
 
   test(`${peer.name}: a missing bucket is NOT_FOUND for get and list, absent for head`, async () => {
