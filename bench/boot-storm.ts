@@ -23,6 +23,7 @@
  *       [--bao-policy template|per-machine] [--bao-token-uses 0] [--target-timeout S] [--deadline S]
  *       [--routing request|machine] [--node-flags="--max-semi-space-size=8 ..."] [--metrics-dir DIR]
  *       [--one-time off|after-success|after-first-fetch] (bootseal's oneTimeFetch; default: the service's)
+ *       [--rate N] (storm machines started per second, an open loop: latency at the same load)
  *
  * --stores keeps only the bootseal targets on those stores (replicas: s3); --entry PATH runs
  * another build's dist/cli/main.js; --bao-policy and --bao-token-uses: docs/benchmarks.md.
@@ -103,6 +104,7 @@ const { values: opts } = parseArgs({
     deadline: { type: "string" },
     routing: { type: "string", default: "request" },
     "metrics-dir": { type: "string" },
+    rate: { type: "string" },
     "one-time": { type: "string" },
     // Default: the flags `npm start` runs the service with (package.json), as shipped.
     "node-flags": { type: "string", default: startScriptNodeFlags().join(" ") },
@@ -117,11 +119,13 @@ const NODE_FLAGS = opts["node-flags"].split(/\s+/).filter((f) => f !== "");
 const CONCURRENCY = Number(opts.concurrency);
 const PAYLOAD_KIB = Number(opts["payload-kib"]);
 const BAO_USES = Number(opts["bao-token-uses"]);
+const RATE = opts.rate === undefined ? undefined : Number(opts.rate);
 const intIn = (n: number, lo: number, hi: number) => Number.isInteger(n) && n >= lo && n <= hi;
 if (!intIn(MACHINES, 1, 100_000) || !intIn(CONCURRENCY, 1, 1000) || !intIn(PAYLOAD_KIB, 1, 1024)) {
   throw new Error("--machines 1..100000, --concurrency 1..1000, --payload-kib 1..1024");
 }
 if (!intIn(BAO_USES, 0, 1000)) throw new Error("--bao-token-uses 0..1000 (0: no use count)");
+if (RATE !== undefined && !intIn(RATE, 1, 100_000)) throw new Error("--rate 1..100000 machines/s");
 const BAO_POLICY = opts["bao-policy"] as BaoPolicy;
 if (BAO_POLICY !== "template" && BAO_POLICY !== "per-machine")
   throw new Error("--bao-policy template|per-machine");
@@ -218,6 +222,7 @@ async function runTarget(name: TargetName, payload: (n: string) => string): Prom
       Math.max(1, Math.floor(MACHINES / 50)),
       rec,
       ac.signal,
+      RATE,
     );
     const cpu3 = cpuMsOfAll(started.pids);
     const m2 = await scrape(started.metricsUrls);
@@ -337,7 +342,7 @@ function printFailures(rec: Recorder): void {
 const startedAt = new Date();
 const load0 = loadavg();
 console.log(
-  `bench/boot-storm: ${formatCount(MACHINES)} machines, ${CONCURRENCY} in flight, ${PAYLOAD_KIB} KiB payload, targets ${targets.join(",")}; routing ${ROUTING}; oneTimeFetch ${opts["one-time"] ?? "default"}; ${ENTRY.replace(REPO, "")} on ${nodeVersion}${NODE_FLAGS.length ? ` ${NODE_FLAGS.join(" ")}` : ""}; watchdog ${TARGET_S} s per target, deadline ${DEADLINE_S} s`,
+  `bench/boot-storm: ${formatCount(MACHINES)} machines, ${CONCURRENCY} in flight, ${PAYLOAD_KIB} KiB payload, targets ${targets.join(",")}; ${RATE === undefined ? "closed loop" : `storm at ${RATE} machines/s`}; routing ${ROUTING}; oneTimeFetch ${opts["one-time"] ?? "default"}; ${ENTRY.replace(REPO, "")} on ${nodeVersion}${NODE_FLAGS.length ? ` ${NODE_FLAGS.join(" ")}` : ""}; watchdog ${TARGET_S} s per target, deadline ${DEADLINE_S} s`,
 );
 const payload = payloadMaker(PAYLOAD_KIB * 1024);
 const outcomes = new Map<TargetName, Outcome | undefined>();

@@ -171,10 +171,26 @@ export function newRecorder(): Recorder {
 }
 
 /** Runs `fn` over 0..count-1 with `n` workers; stops taking work once `signal` aborts. */
-async function pool(n: number, count: number, signal: AbortSignal, fn: (i: number) => Promise<void>) {
+/**
+ * Runs fn(0..count-1), at most n at once. With `perSecond`, item i starts no earlier than
+ * i / perSecond seconds after the first (an open loop at that rate, as long as n suffice).
+ */
+async function pool(
+  n: number,
+  count: number,
+  signal: AbortSignal,
+  fn: (i: number) => Promise<void>,
+  perSecond?: number,
+) {
   let next = 0;
+  const t0 = performance.now();
   const worker = async () => {
-    while (next < count && !signal.aborted) await fn(next++);
+    while (next < count && !signal.aborted) {
+      const i = next++;
+      const wait = perSecond === undefined ? 0 : t0 + (i * 1000) / perSecond - performance.now();
+      if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+      await fn(i);
+    }
   };
   await Promise.all(Array.from({ length: Math.min(n, count) }, worker));
 }
@@ -260,24 +276,33 @@ export async function storm(
   verifyEvery: number,
   rec: Recorder,
   signal: AbortSignal,
+  /** Machines started per second (open loop); default: the next as soon as one is done. */
+  perSecond?: number,
 ): Promise<PhaseRun> {
   const r0 = c.requests;
   const t0 = performance.now();
-  await pool(concurrency, machines.length, signal, async (i) => {
-    const m = machines[i] as Machine;
-    const token = m.token;
-    if (token === undefined) return;
-    const answer = await timed(rec, "fetch", m.name, () => p.fetch(c, m, token));
-    if (answer === undefined) return;
-    if (i % verifyEvery === 0) {
-      const wrong = p.verify(m, answer);
-      if (wrong) rec.failures.push({ kind: "fetch", machine: m.name, status: answer.status, message: wrong });
-      else rec.verified++;
-    }
-    for (const phase of PHASES) {
-      const ok = await timed(rec, "status", m.name, () => p.status(c, m, token, phase).then(() => true));
-      if (!ok) return;
-    }
-  });
+  await pool(
+    concurrency,
+    machines.length,
+    signal,
+    async (i) => {
+      const m = machines[i] as Machine;
+      const token = m.token;
+      if (token === undefined) return;
+      const answer = await timed(rec, "fetch", m.name, () => p.fetch(c, m, token));
+      if (answer === undefined) return;
+      if (i % verifyEvery === 0) {
+        const wrong = p.verify(m, answer);
+        if (wrong)
+          rec.failures.push({ kind: "fetch", machine: m.name, status: answer.status, message: wrong });
+        else rec.verified++;
+      }
+      for (const phase of PHASES) {
+        const ok = await timed(rec, "status", m.name, () => p.status(c, m, token, phase).then(() => true));
+        if (!ok) return;
+      }
+    },
+    perSecond,
+  );
   return { seconds: (performance.now() - t0) / 1000, requests: c.requests - r0 };
 }
