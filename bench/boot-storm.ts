@@ -39,7 +39,7 @@ import { existsSync, readFileSync, rmSync } from "node:fs";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { cpus, loadavg, tmpdir, totalmem } from "node:os";
 import { join, resolve } from "node:path";
-import { argv, exit, version as nodeVersion } from "node:process";
+import { argv, cpuUsage, exit, version as nodeVersion } from "node:process";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { cpuMsOfAll, killAll, sampleRss } from "./lib/processes.ts";
@@ -214,6 +214,8 @@ async function runTarget(name: TargetName, payload: (n: string) => string): Prom
         : undefined;
     const rssBefore = rss.now();
     const cpu2 = cpuMsOfAll(started.pids);
+    const store2 = cpuMsOfAll(started.storePids ?? []);
+    const client2 = cpuUsage();
     const st = await storm(
       client,
       started.protocol,
@@ -225,6 +227,8 @@ async function runTarget(name: TargetName, payload: (n: string) => string): Prom
       RATE,
     );
     const cpu3 = cpuMsOfAll(started.pids);
+    const store3 = cpuMsOfAll(started.storePids ?? []);
+    const client3 = cpuUsage(client2);
     const m2 = await scrape(started.metricsUrls);
     if (opts["metrics-dir"] !== undefined) {
       // Every scrape of every replica, for a closer look (store latency by op, GC, ...).
@@ -266,6 +270,10 @@ async function runTarget(name: TargetName, payload: (n: string) => string): Prom
       peakRssMiB: peaks.map(MiB),
       storeOpsPerMachine: ops(m1, m2, STORE_OPS_COUNTER),
       cpuMsPerMachine: { publish: (cpu1 - cpu0) / MACHINES, storm: (cpu3 - cpu2) / MACHINES },
+      stormCpuMsPerMachine: {
+        store: started.storePids?.length ? (store3 - store2) / MACHINES : undefined,
+        client: (client3.user + client3.system) / 1000 / MACHINES,
+      },
       errors: rec.failures.length,
     };
     const line = (k: Kind) => {
@@ -285,6 +293,14 @@ async function runTarget(name: TargetName, payload: (n: string) => string): Prom
     console.log(
       `  server CPU (user + system, all its processes) per machine: publish ${formatCount(result.cpuMsPerMachine?.publish, 1)} ms, storm ${formatCount(result.cpuMsPerMachine?.storm, 1)} ms`,
     );
+    {
+      const { store, client } = result.stormCpuMsPerMachine ?? {};
+      const all = (result.cpuMsPerMachine?.storm ?? 0) + (store ?? 0) + (client ?? 0);
+      const cores = (all * MACHINES) / 1000 / st.seconds;
+      console.log(
+        `  storm CPU per machine: server ${formatCount(result.cpuMsPerMachine?.storm, 1)} ms${store === undefined ? "" : `, store (the SeaweedFS process) ${formatCount(store, 1)} ms`}, client (this process) ${formatCount(client, 1)} ms: together ${cores.toFixed(2)} of the machine's ${cpus().length} cores busy`,
+      );
+    }
     if (hasMetrics) {
       const hist = "bootseal_store_operation_duration_seconds_count";
       const f = (n: number | undefined) => formatCount(n, 1);

@@ -115,6 +115,8 @@ export interface TargetResult {
   readonly storeOpsPerMachine: number | undefined;
   /** CPU time of the server process(es) per machine, publish and storm phases (ms); undefined: not measured. */
   readonly cpuMsPerMachine?: { readonly publish: number; readonly storm: number } | undefined;
+  /** The storm's CPU outside the server: the store's process (SeaweedFS; undefined when not here) and the client's. */
+  readonly stormCpuMsPerMachine?: { readonly store: number | undefined; readonly client: number } | undefined;
   readonly errors: number;
 }
 

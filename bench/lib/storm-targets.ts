@@ -4,6 +4,7 @@
  * store, bootseal on SeaweedFS, two bootseal replicas on one SeaweedFS bucket, and OpenBao.
  */
 import { execFile, spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { env } from "node:process";
@@ -42,6 +43,8 @@ export const STORE_OF: Record<TargetName, string | undefined> = {
 export interface Started {
   readonly urls: string[];
   readonly pids: number[];
+  /** The store's own processes where it runs here (the SeaweedFS peer), for its CPU. */
+  readonly storePids?: number[];
   readonly protocol: Protocol;
   /** bootseal only: each replica's /metrics. */
   readonly metricsUrls: string[];
@@ -215,6 +218,7 @@ async function startS3(o: TargetOptions, replicas: number): Promise<Started> {
     );
     return {
       ...started,
+      storePids: seaweedfsPids(),
       stop: async () => {
         await started.stop();
         await dropBucket(p, Bucket);
@@ -224,6 +228,18 @@ async function startS3(o: TargetOptions, replicas: number): Promise<Started> {
     await Promise.all(servers.map((s) => s.stop()));
     await dropBucket(p, Bucket);
     throw err;
+  }
+}
+
+/** The SeaweedFS peer's process, from the pid file scripts/peers.sh wrote ("PID START"); none when unknown. */
+function seaweedfsPids(): number[] {
+  const run = env.BOOTSEAL_TEST_PEERS_RUN;
+  if (!run) return [];
+  try {
+    const pid = Number(readFileSync(join(run, "pids", "seaweedfs.pid"), "utf8").split(" ")[0]);
+    return Number.isInteger(pid) && pid > 0 ? [pid] : [];
+  } catch {
+    return [];
   }
 }
 
