@@ -25,7 +25,10 @@ test("NodeSha256: hash and HMAC equal node:crypto's, for string, byte and ArrayB
   assert.equal(hex(await hmac(key, "message")), want);
   assert.equal(hex(await hmac(key.buffer.slice(0), "message")), want);
   assert.equal(hex(await hmac(new Uint8Array(0), "m")), createHmac("sha256", "").update("m").digest("hex"));
-  assert.equal(hex(await hmac("ünïcode key", "m")), createHmac("sha256", "ünïcode key").update("m").digest("hex"));
+  assert.equal(
+    hex(await hmac("ünïcode key", "m")),
+    createHmac("sha256", "ünïcode key").update("m").digest("hex"),
+  );
   const h = new NodeSha256(key);
   h.update(new TextEncoder().encode("other"));
   h.reset();
