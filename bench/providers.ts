@@ -14,7 +14,8 @@
  *
  * Each case runs for a fixed time (--duration, default 3 s) with a fixed number of operations
  * in flight (--concurrency, default 8), after a short warm-up (SDK load, connections). Rates are
- * operations completed / wall time of the case; latencies are per operation. Failed operations
+ * operations completed / wall time of the case; latencies are per operation; "cpu ms" is this
+ * process's CPU per operation (the client side: SDK, signing, HTTP; for age and PGP all of it). Failed operations
  * are counted and the first one is printed; a case stops early after 100 failures.
  *
  *   . .peers/env && npx node bench/providers.ts [--duration S] [--concurrency N] [--only age,s3-moto,…]
@@ -28,7 +29,7 @@ import { randomBytes } from "node:crypto";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
-import { argv, env, exit, version as nodeVersion } from "node:process";
+import { argv, cpuUsage, env, exit, version as nodeVersion } from "node:process";
 import { parseArgs } from "node:util";
 import { CreateKeyCommand, KMSClient, ScheduleKeyDeletionCommand } from "@aws-sdk/client-kms";
 import { CreateBucketCommand } from "@aws-sdk/client-s3";
@@ -90,6 +91,8 @@ interface Result {
   readonly seconds: number;
   /** Latencies of the successful operations, ms, sorted. */
   readonly latencies: number[];
+  /** This process's CPU (user + system) per successful operation, ms: the client's cost. */
+  readonly cpuMsPerOp: number;
 }
 
 type Op = (n: number, signal: AbortSignal) => Promise<void>;
@@ -107,6 +110,7 @@ async function measure(op: Op, first = 0): Promise<Result> {
   let errors = 0;
   let firstError: string | undefined;
   const start = performance.now();
+  const cpu0 = cpuUsage();
   const end = start + DURATION_MS;
   const worker = async () => {
     while (performance.now() < end && errors < MAX_ERRORS) {
@@ -124,8 +128,10 @@ async function measure(op: Op, first = 0): Promise<Result> {
   };
   await Promise.all(Array.from({ length: CONCURRENCY }, worker));
   const seconds = (performance.now() - start) / 1000;
+  const cpu = cpuUsage(cpu0);
   latencies.sort((a, b) => a - b);
-  return { ops: latencies.length, errors, firstError, seconds, latencies };
+  const cpuMsPerOp = (cpu.user + cpu.system) / 1000 / Math.max(1, latencies.length);
+  return { ops: latencies.length, errors, firstError, seconds, latencies, cpuMsPerOp };
 }
 
 /** One operation, then CONCURRENCY at once: loads SDKs, opens connections, fills caches. */
@@ -155,14 +161,14 @@ const COLS = { name: 30, peer: 44, num: 8 };
 
 function header(first: string, a: string, b: string): string {
   const n = (s: string) => s.padStart(COLS.num);
-  return `${first.padEnd(COLS.name)} ${"peer".padEnd(COLS.peer)} ${n(`${a}/s`)} ${n("p50 ms")} ${n("p99 ms")} | ${n(`${b}/s`)} ${n("p50 ms")} ${n("p99 ms")}  errors`;
+  return `${first.padEnd(COLS.name)} ${"peer".padEnd(COLS.peer)} ${n(`${a}/s`)} ${n("p50 ms")} ${n("p99 ms")} ${n("cpu ms")} | ${n(`${b}/s`)} ${n("p50 ms")} ${n("p99 ms")} ${n("cpu ms")}  errors`;
 }
 
 function row(name: string, peer: string, a: Result, b: Result | null): string {
   const n = (s: string) => s.padStart(COLS.num);
   const half = (r: Result) =>
-    `${n(fmtRate(r))} ${n(fmtMs(quantile(r.latencies, 0.5)))} ${n(fmtMs(quantile(r.latencies, 0.99)))}`;
-  const second = b ? half(b) : `${n("-")} ${n("-")} ${n("-")}`;
+    `${n(fmtRate(r))} ${n(fmtMs(quantile(r.latencies, 0.5)))} ${n(fmtMs(quantile(r.latencies, 0.99)))} ${n(r.cpuMsPerOp.toFixed(3))}`;
+  const second = b ? half(b) : `${n("-")} ${n("-")} ${n("-")} ${n("-")}`;
   return `${name.padEnd(COLS.name)} ${peer.padEnd(COLS.peer)} ${half(a)} | ${second}  ${a.errors}/${b?.errors ?? 0}`;
 }
 
