@@ -141,9 +141,15 @@ test("keyPath: each segment percent-encoded as RFC 3986 unreserved, '/' kept", (
 });
 
 /** A FAKE S3 endpoint: every request gets `status`, with `body` (or a body that never ends). */
-async function fakeS3(status: number, body: string | "endless") {
+async function fakeS3(
+  status: number,
+  body: string | "endless",
+  storeCredentials: typeof credentials | null = credentials,
+) {
   let bytesSent = 0;
+  let requests = 0;
   const server = createServer((req, res) => {
+    requests++;
     req.resume();
     res.writeHead(status, { "content-type": "application/xml" });
     if (body !== "endless") return res.end(body);
@@ -161,12 +167,17 @@ async function fakeS3(status: number, body: string | "endless") {
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const { port } = server.address() as AddressInfo;
   const store = openStore("s3://bucket/p", {
-    s3: { endpoint: `http://127.0.0.1:${port}`, credentials, maxAttempts: 1 },
+    s3: {
+      endpoint: `http://127.0.0.1:${port}`,
+      ...(storeCredentials ? { credentials: storeCredentials } : {}),
+      maxAttempts: 1,
+    },
     env: {},
   });
   return {
     store,
     sent: () => bytesSent,
+    requests: () => requests,
     close: () => {
       server.closeAllConnections();
       return new Promise((resolve) => server.close(resolve));
@@ -220,5 +231,26 @@ test("FAKE S3: a 2xx body over the caller's cap is TOO_LARGE", async () => {
     assert.ok(fake.sent() < 32 * 1024 * 1024, `the server got to write ${fake.sent()} bytes`);
   } finally {
     await fake.close();
+  }
+});
+
+test("FAKE S3: no credentials anywhere is STORE_FORBIDDEN, and nothing is sent", async () => {
+  // The SDK's default chain: no AWS_* variables, no shared files, no instance metadata.
+  const saved = { ...process.env };
+  for (const name of Object.keys(process.env)) if (name.startsWith("AWS_")) delete process.env[name];
+  Object.assign(process.env, {
+    AWS_EC2_METADATA_DISABLED: "true",
+    AWS_SHARED_CREDENTIALS_FILE: "/nonexistent/credentials",
+    AWS_CONFIG_FILE: "/nonexistent/config",
+  });
+  const fake = await fakeS3(200, "", null);
+  try {
+    const err = await failure(fake.store.get("k"));
+    assert.equal(err.code, "STORE_FORBIDDEN", err.message);
+    assert.equal(fake.requests(), 0);
+  } finally {
+    await fake.close();
+    for (const name of Object.keys(process.env)) if (!(name in saved)) delete process.env[name];
+    Object.assign(process.env, saved);
   }
 });
