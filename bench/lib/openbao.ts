@@ -75,12 +75,19 @@ async function api(
 ): Promise<{ status: number; json: Record<string, unknown> }> {
   const headers: Record<string, string> = { "content-type": "application/json" };
   if (token) headers["x-vault-token"] = token;
-  const res = await fetch(`${url}/v1/${path}`, {
-    method,
-    headers,
-    body: body === undefined ? null : JSON.stringify(body),
-    signal: AbortSignal.timeout(10_000),
-  });
+  // Set-up calls only (init, unseal, mounts, policies): generous, as raft's first writes on a
+  // disk busy with the previous target's clean-up have taken more than 10 s.
+  let res: Response;
+  try {
+    res = await fetch(`${url}/v1/${path}`, {
+      method,
+      headers,
+      body: body === undefined ? null : JSON.stringify(body),
+      signal: AbortSignal.timeout(30_000),
+    });
+  } catch (err) {
+    throw new Error(`openbao: ${method} /v1/${path}: ${(err as Error).message}`);
+  }
   const text = await res.text();
   return { status: res.status, json: text ? (JSON.parse(text) as Record<string, unknown>) : {} };
 }
