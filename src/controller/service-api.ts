@@ -3,7 +3,9 @@
  * stub, status, delete and the event stream, over src/http/client.ts (node:http(s), the
  * private CA per request). The token is read again for every request (--token-file: a
  * projected ServiceAccount token rotates), and goes in the Authorization header only. One
- * request per call: the work queue does the retrying, so a reconcile never sleeps.
+ * request per call: the work queue does the retrying, so a reconcile never sleeps. A status
+ * read sends the ETag of the last answer it got for the machine (If-None-Match): a 304 is
+ * answered from that body, kept here up to STATUS_CACHE_BYTES in all.
  */
 import { readFile } from "node:fs/promises";
 import { request as httpRequest } from "node:http";
@@ -41,12 +43,18 @@ export interface ServiceEvent {
   readonly phase?: string;
 }
 
+/** Status bodies kept for If-None-Match, in all (least recently used go first). */
+export const STATUS_CACHE_BYTES = 16 * 1024 * 1024;
+
 const path = (m: MachineId, tail: string) =>
   `/v1/machines/${encodeURIComponent(m.namespace)}/${encodeURIComponent(m.name)}/${tail}`;
 
 export class ServiceApi {
   readonly #s: ServiceSettings;
   #ca: Buffer | undefined;
+  /** The last status answer per machine ("ns/name") and its ETag. */
+  readonly #statusSeen = new Map<string, { readonly etag: string; readonly body: Uint8Array }>();
+  #statusBytes = 0;
 
   constructor(settings: ServiceSettings) {
     this.#s = settings;
@@ -106,11 +114,38 @@ export class ServiceApi {
 
   /** The machine's status record; null when the service has none. */
   async status(m: MachineId): Promise<StatusAnswer | null> {
-    const res = await this.#send("GET", path(m, "status"), { ok: false });
-    if (res.status === 404) return null;
-    if (res.status < 200 || res.status > 299)
+    const key = `${m.namespace}/${m.name}`;
+    const seen = this.#statusSeen.get(key);
+    const res = await this.#send("GET", path(m, "status"), {
+      ok: false,
+      ...(seen ? { headers: { "if-none-match": seen.etag } } : {}),
+    });
+    this.#forgetStatus(key);
+    let body = res.body;
+    if (res.status === 304 && seen) body = seen.body;
+    else if (res.status === 404) return null;
+    else if (res.status < 200 || res.status > 299)
       throw statusError(res, `GET ${this.#s.server.origin}${path(m, "status")}`);
-    return JSON.parse(new TextDecoder().decode(res.body)) as StatusAnswer;
+    const etag = res.headers.etag;
+    if (typeof etag === "string" && body.byteLength <= STATUS_CACHE_BYTES) this.#rememberStatus(key, etag, body);
+    return JSON.parse(new TextDecoder().decode(body)) as StatusAnswer;
+  }
+
+  #forgetStatus(key: string): void {
+    const seen = this.#statusSeen.get(key);
+    if (!seen) return;
+    this.#statusSeen.delete(key);
+    this.#statusBytes -= seen.body.byteLength;
+  }
+
+  #rememberStatus(key: string, etag: string, body: Uint8Array): void {
+    this.#statusSeen.set(key, { etag, body });
+    this.#statusBytes += body.byteLength;
+    for (const [k, v] of this.#statusSeen) {
+      if (this.#statusBytes <= STATUS_CACHE_BYTES) break;
+      this.#statusSeen.delete(k);
+      this.#statusBytes -= v.body.byteLength;
+    }
   }
 
   /** DELETE …/config; true when it was there, false on 404. */

@@ -1,0 +1,63 @@
+/**
+ * The controller's service client (src/controller/service-api.ts) against a real app on
+ * loopback (memory store): a status read sends the ETag of the last answer (If-None-Match),
+ * a 304 is answered from that answer, a change is read in full, and a machine the service
+ * no longer has is null again.
+ */
+import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
+import { test } from "node:test";
+import { generateX25519Identity, identityToRecipient } from "age-encryption";
+import { MemoryStore } from "../../providers/stores/memory.ts";
+import { SCOPES } from "../../src/config/service-config.ts";
+import { parseSopsConfig } from "../../src/config/sops-config.ts";
+import { ServiceApi } from "../../src/controller/service-api.ts";
+import { buildApp } from "../../src/service/app.ts";
+import { appConfig } from "../service/app-config.ts";
+
+const ADMIN = "controller-admin-token-0123456789abcdefghijkl";
+const sha = (s: string) => createHash("sha256").update(s).digest("hex");
+const recipient = await identityToRecipient(await generateX25519Identity());
+
+test("status reads send If-None-Match; a 304 answers from the last body, a change is read again", async () => {
+  const app = buildApp({
+    logger: false,
+    store: new MemoryStore(),
+    config: appConfig({
+      statusReports: { coalesceMs: 0, maxHeldMachines: 1 },
+      creationRules: parseSopsConfig(`creation_rules:\n  - age: ${recipient}\n`, "t"),
+      controllers: [{ name: "admin", tokenSha256: sha(ADMIN), scopes: [...SCOPES] }],
+      trustProxy: false,
+    }),
+  });
+  const answers: string[] = [];
+  app.addHook("onResponse", async (request, reply) => {
+    if (request.url.endsWith("/status") && request.method === "GET")
+      answers.push(`${reply.statusCode}${request.headers["if-none-match"] ? " conditional" : ""}`);
+  });
+  const origin = await app.listen({ host: "127.0.0.1", port: 0 });
+  try {
+    const api = new ServiceApi({ server: new URL(origin), token: ADMIN });
+    const m = { namespace: "ns", name: "m1" };
+    assert.equal(await api.status(m), null, "nothing published yet");
+    await api.publish(m, new TextEncoder().encode("payload"));
+    const first = await api.status(m);
+    const second = await api.status(m);
+    assert.equal(first?.phase, "published");
+    assert.deepEqual(second, first, "the 304 is answered from the body it named");
+    assert.notEqual(second, first, "a fresh object each time: no caller shares one");
+    const republished = await app.inject({
+      method: "PUT",
+      url: "/v1/machines/ns/m1/config",
+      headers: { authorization: `Bearer ${ADMIN}`, "content-type": "application/octet-stream" },
+      payload: "payload 2",
+    });
+    assert.equal(republished.statusCode, 200, republished.body);
+    const third = await api.status(m);
+    assert.notDeepEqual(third, first, "the republish is read in full");
+    assert.equal(await api.deleteConfig(m), true);
+    assert.deepEqual(answers, ["404", "200", "304 conditional", "200 conditional"]);
+  } finally {
+    await app.close();
+  }
+});
