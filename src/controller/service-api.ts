@@ -127,7 +127,8 @@ export class ServiceApi {
     else if (res.status < 200 || res.status > 299)
       throw statusError(res, `GET ${this.#s.server.origin}${path(m, "status")}`);
     const etag = res.headers.etag;
-    if (typeof etag === "string" && body.byteLength <= STATUS_CACHE_BYTES) this.#rememberStatus(key, etag, body);
+    if (typeof etag === "string" && body.byteLength <= STATUS_CACHE_BYTES)
+      this.#rememberStatus(key, etag, body);
     return JSON.parse(new TextDecoder().decode(body)) as StatusAnswer;
   }
 
