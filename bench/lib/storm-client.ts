@@ -170,10 +170,10 @@ export function newRecorder(): Recorder {
   return { latencies: { publish: [], fetch: [], status: [] }, failures: [], verified: 0 };
 }
 
-/** Runs `fn` over 0..count-1 with `n` workers; stops taking work once `signal` aborts. */
 /**
- * Runs fn(0..count-1), at most n at once. With `perSecond`, item i starts no earlier than
- * i / perSecond seconds after the first (an open loop at that rate, as long as n suffice).
+ * Runs `fn` over 0..count-1 with `n` workers; stops taking work once `signal` aborts. With
+ * `perSecond`, item i starts no earlier than i / perSecond seconds after the first (an open
+ * loop at that rate, as long as n workers suffice).
  */
 async function pool(
   n: number,
