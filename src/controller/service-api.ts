@@ -25,6 +25,8 @@ export interface ServiceSettings {
   readonly caFile?: string;
   /** One request's deadline. */
   readonly timeoutMs?: number;
+  /** Status answers kept for If-None-Match, bytes in all (default STATUS_CACHE_BYTES). */
+  readonly statusCacheBytes?: number;
 }
 
 export interface Published {
@@ -127,9 +129,13 @@ export class ServiceApi {
     else if (res.status < 200 || res.status > 299)
       throw statusError(res, `GET ${this.#s.server.origin}${path(m, "status")}`);
     const etag = res.headers.etag;
-    if (typeof etag === "string" && body.byteLength <= STATUS_CACHE_BYTES)
+    if (typeof etag === "string" && body.byteLength <= this.#statusCacheBytes)
       this.#rememberStatus(key, etag, body);
     return JSON.parse(new TextDecoder().decode(body)) as StatusAnswer;
+  }
+
+  get #statusCacheBytes(): number {
+    return this.#s.statusCacheBytes ?? STATUS_CACHE_BYTES;
   }
 
   #forgetStatus(key: string): void {
@@ -143,7 +149,7 @@ export class ServiceApi {
     this.#statusSeen.set(key, { etag, body });
     this.#statusBytes += body.byteLength;
     for (const [k, v] of this.#statusSeen) {
-      if (this.#statusBytes <= STATUS_CACHE_BYTES) break;
+      if (this.#statusBytes <= this.#statusCacheBytes) break;
       this.#statusSeen.delete(k);
       this.#statusBytes -= v.body.byteLength;
     }

@@ -19,8 +19,8 @@ const ADMIN = "controller-admin-token-0123456789abcdefghijkl";
 const sha = (s: string) => createHash("sha256").update(s).digest("hex");
 const recipient = await identityToRecipient(await generateX25519Identity());
 
-test("status reads send If-None-Match; a 304 answers from the last body, a change is read again", async () => {
-  const app = buildApp({
+function serviceApp() {
+  return buildApp({
     logger: false,
     store: new MemoryStore(),
     config: appConfig({
@@ -30,14 +30,24 @@ test("status reads send If-None-Match; a 304 answers from the last body, a chang
       trustProxy: false,
     }),
   });
+}
+
+/** The app on loopback, and each status read's answer as "200", "304 conditional", ... */
+async function listening() {
+  const app = serviceApp();
   const answers: string[] = [];
   app.addHook("onResponse", async (request, reply) => {
     if (request.url.endsWith("/status") && request.method === "GET")
       answers.push(`${reply.statusCode}${request.headers["if-none-match"] ? " conditional" : ""}`);
   });
-  const origin = await app.listen({ host: "127.0.0.1", port: 0 });
+  const origin = new URL(await app.listen({ host: "127.0.0.1", port: 0 }));
+  return { app, answers, origin };
+}
+
+test("status reads send If-None-Match; a 304 answers from the last body, a change is read again", async () => {
+  const { app, answers, origin } = await listening();
   try {
-    const api = new ServiceApi({ server: new URL(origin), token: ADMIN });
+    const api = new ServiceApi({ server: origin, token: ADMIN });
     const m = { namespace: "ns", name: "m1" };
     assert.equal(await api.status(m), null, "nothing published yet");
     await api.publish(m, new TextEncoder().encode("payload"));
@@ -57,6 +67,35 @@ test("status reads send If-None-Match; a 304 answers from the last body, a chang
     assert.notDeepEqual(third, first, "the republish is read in full");
     assert.equal(await api.deleteConfig(m), true);
     assert.deepEqual(answers, ["404", "200", "304 conditional", "200 conditional"]);
+  } finally {
+    await app.close();
+  }
+});
+
+test("the kept status answers are bounded: past the bound the least recently read one is read in full", async () => {
+  const { app, answers, origin } = await listening();
+  try {
+    const probe = new ServiceApi({ server: origin, token: ADMIN });
+    const a = { namespace: "ns", name: "a" };
+    const b = { namespace: "ns", name: "b" };
+    await probe.publish(a, new TextEncoder().encode("payload"));
+    await probe.publish(b, new TextEncoder().encode("payload"));
+    const oneAnswer = (
+      await app.inject({
+        method: "GET",
+        url: "/v1/machines/ns/a/status",
+        headers: { authorization: `Bearer ${ADMIN}` },
+      })
+    ).body.length;
+    answers.splice(0);
+    // Room for one answer (and a little), not two.
+    const api = new ServiceApi({ server: origin, token: ADMIN, statusCacheBytes: oneAnswer + 16 });
+    await api.status(a);
+    await api.status(a);
+    await api.status(b); // a goes
+    await api.status(a);
+    await api.status(a);
+    assert.deepEqual(answers, ["200", "304 conditional", "200", "200", "304 conditional"]);
   } finally {
     await app.close();
   }
