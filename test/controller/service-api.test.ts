@@ -19,8 +19,9 @@ const ADMIN = "controller-admin-token-0123456789abcdefghijkl";
 const sha = (s: string) => createHash("sha256").update(s).digest("hex");
 const recipient = await identityToRecipient(await generateX25519Identity());
 
-function serviceApp() {
-  return buildApp({
+/** The app on loopback (memory store), and each status read's answer as "200", "304 conditional", ... */
+async function listening() {
+  const app = buildApp({
     logger: false,
     store: new MemoryStore(),
     config: appConfig({
@@ -30,11 +31,6 @@ function serviceApp() {
       trustProxy: false,
     }),
   });
-}
-
-/** The app on loopback, and each status read's answer as "200", "304 conditional", ... */
-async function listening() {
-  const app = serviceApp();
   const answers: string[] = [];
   app.addHook("onResponse", async (request, reply) => {
     if (request.url.endsWith("/status") && request.method === "GET")
