@@ -3,8 +3,8 @@
  * (@smithy/signature-v4) takes: the S3 store's object calls and the fetcher's aws-iam login
  * sign with it. A byte key is made a KeyObject first: node:crypto's createHmac with raw bytes
  * looks for a KeyObject and a CryptoKey by catching exceptions, 10 µs per HMAC on Node 24
- * against 3 µs this way, and the signer makes two HMACs per request (6 % of the service's CPU
- * in an S3 boot storm).
+ * against 3 µs this way, and the signer makes two HMACs per request (those checks were 7.8 %
+ * of the service's CPU samples in an S3 boot storm, docs/benchmarks.md "Session 11").
  */
 import { createHash, createHmac, createSecretKey, type Hash, type Hmac, type KeyObject } from "node:crypto";
 import type { Checksum, SourceData } from "@smithy/types";

@@ -14,6 +14,7 @@ import { BootsealError, isBootsealError } from "../errors.ts";
 import { readTokenFile } from "../files/token-file.ts";
 import { type HttpResponse, HttpStatusError, send, sendOk, statusError } from "../http/client.ts";
 import type { MachineId } from "../machine/machine-id.ts";
+import { SizeBoundedLru } from "../size-bounded-lru.ts";
 import type { MachineStatus } from "./phase-conditions.ts";
 import type { UserDataFormat } from "./spec.ts";
 
@@ -55,11 +56,14 @@ export class ServiceApi {
   readonly #s: ServiceSettings;
   #ca: Buffer | undefined;
   /** The last status answer per machine ("ns/name") and its ETag. */
-  readonly #statusSeen = new Map<string, { readonly etag: string; readonly body: Uint8Array }>();
-  #statusBytes = 0;
+  readonly #statusSeen: SizeBoundedLru<string, { readonly etag: string; readonly body: Uint8Array }>;
 
   constructor(settings: ServiceSettings) {
     this.#s = settings;
+    this.#statusSeen = new SizeBoundedLru(
+      settings.statusCacheBytes ?? STATUS_CACHE_BYTES,
+      (seen) => seen.body.byteLength,
+    );
   }
 
   async #headers(extra: Record<string, string> = {}): Promise<Record<string, string>> {
@@ -122,37 +126,15 @@ export class ServiceApi {
       ok: false,
       ...(seen ? { headers: { "if-none-match": seen.etag } } : {}),
     });
-    this.#forgetStatus(key);
+    this.#statusSeen.delete(key);
     let body = res.body;
     if (res.status === 304 && seen) body = seen.body;
     else if (res.status === 404) return null;
     else if (res.status < 200 || res.status > 299)
       throw statusError(res, `GET ${this.#s.server.origin}${path(m, "status")}`);
     const etag = res.headers.etag;
-    if (typeof etag === "string" && body.byteLength <= this.#statusCacheBytes)
-      this.#rememberStatus(key, etag, body);
+    if (typeof etag === "string") this.#statusSeen.set(key, { etag, body });
     return JSON.parse(new TextDecoder().decode(body)) as StatusAnswer;
-  }
-
-  get #statusCacheBytes(): number {
-    return this.#s.statusCacheBytes ?? STATUS_CACHE_BYTES;
-  }
-
-  #forgetStatus(key: string): void {
-    const seen = this.#statusSeen.get(key);
-    if (!seen) return;
-    this.#statusSeen.delete(key);
-    this.#statusBytes -= seen.body.byteLength;
-  }
-
-  #rememberStatus(key: string, etag: string, body: Uint8Array): void {
-    this.#statusSeen.set(key, { etag, body });
-    this.#statusBytes += body.byteLength;
-    for (const [k, v] of this.#statusSeen) {
-      if (this.#statusBytes <= this.#statusCacheBytes) break;
-      this.#statusSeen.delete(k);
-      this.#statusBytes -= v.body.byteLength;
-    }
   }
 
   /** DELETE …/config; true when it was there, false on 404. */

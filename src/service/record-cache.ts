@@ -11,6 +11,7 @@
  * held (a decoded record takes several times its text in heap), and no caller can change a
  * cached value by changing what it was handed.
  */
+import { SizeBoundedLru } from "../size-bounded-lru.ts";
 import type { Versioned } from "./machine-store.ts";
 
 export interface RecordCacheOptions {
@@ -24,16 +25,14 @@ export interface RecordCacheOptions {
 }
 
 export class RecordCache {
-  readonly #entries = new Map<string, Versioned<string>>();
+  readonly #entries: SizeBoundedLru<string, Versioned<string>>;
   readonly #contended = new Map<string, number>();
-  readonly #maxBytes: number;
   readonly #contendedMs: number;
   readonly #maxContended: number;
   readonly #now: () => number;
-  #bytes = 0;
 
   constructor(options: RecordCacheOptions = {}) {
-    this.#maxBytes = options.maxBytes ?? 32 * 1024 * 1024;
+    this.#entries = new SizeBoundedLru(options.maxBytes ?? 32 * 1024 * 1024, (record) => record.value.length);
     this.#contendedMs = options.contendedMs ?? 60_000;
     this.#maxContended = options.maxContended ?? 100_000;
     this.#now = options.now ?? Date.now;
@@ -41,32 +40,17 @@ export class RecordCache {
 
   /** The JSON text of the version last seen, and its etag. */
   get(key: string): Versioned<string> | undefined {
-    const entry = this.#entries.get(key);
-    if (!entry) return undefined;
-    this.#entries.delete(key); // to the back: most recently used
-    this.#entries.set(key, entry);
-    return entry;
+    return this.#entries.get(key);
   }
 
   /** Remembers a version read or written, as its JSON text; not for contended keys. */
   set(key: string, record: Versioned<string>): void {
-    this.delete(key);
-    const size = record.value.length;
-    if (record.etag === "" || size > this.#maxBytes || this.#isContended(key)) return;
-    this.#entries.set(key, record);
-    this.#bytes += size;
-    for (const [k, e] of this.#entries) {
-      if (this.#bytes <= this.#maxBytes) break;
-      this.#entries.delete(k);
-      this.#bytes -= e.value.length;
-    }
+    if (record.etag === "" || this.#isContended(key)) this.#entries.delete(key);
+    else this.#entries.set(key, record);
   }
 
   delete(key: string): void {
-    const entry = this.#entries.get(key);
-    if (!entry) return;
     this.#entries.delete(key);
-    this.#bytes -= entry.value.length;
   }
 
   /** A guess for this key lost a race: forget it, and read first for a while. */
@@ -89,6 +73,7 @@ export class RecordCache {
   }
 
   get size(): { readonly entries: number; readonly bytes: number } {
-    return { entries: this.#entries.size, bytes: this.#bytes };
+    const { entries, total } = this.#entries.size;
+    return { entries, bytes: total };
   }
 }

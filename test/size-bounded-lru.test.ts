@@ -1,0 +1,24 @@
+/** The size-bounded LRU map (src/size-bounded-lru.ts): its bound, its order and its bookkeeping. */
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { SizeBoundedLru } from "../src/size-bounded-lru.ts";
+
+test("SizeBoundedLru: the least recently used go first, an oversize entry is not kept, sizes add up", () => {
+  const lru = new SizeBoundedLru<string, string>(10, (v) => v.length);
+  lru.set("a", "aaaa");
+  lru.set("b", "bbbb");
+  assert.equal(lru.get("a"), "aaaa", "a is now the most recently used");
+  lru.set("c", "cccc"); // 12 > 10: b goes, not a
+  assert.equal(lru.get("b"), undefined);
+  assert.deepEqual(lru.size, { entries: 2, total: 8 });
+  lru.set("a", "a"); // replaced: its old size is given back
+  assert.deepEqual(lru.size, { entries: 2, total: 5 });
+  lru.set("big", "x".repeat(11));
+  assert.equal(lru.get("big"), undefined, "larger than the whole bound");
+  assert.deepEqual(lru.size, { entries: 2, total: 5 }, "and nothing else went for it");
+  lru.set("a", "y".repeat(11));
+  assert.equal(lru.get("a"), undefined, "an oversize replacement drops the old value too");
+  lru.delete("c");
+  lru.delete("missing");
+  assert.deepEqual(lru.size, { entries: 0, total: 0 });
+});
