@@ -162,12 +162,19 @@ export interface PhaseRun {
 
 export interface Recorder {
   readonly latencies: Record<Kind, number[]>;
+  /** A closed-loop storm's fetch latencies again: its first wave (the machines started at once), the rest. */
+  readonly fetchByWave: { readonly first: number[]; readonly rest: number[] };
   readonly failures: Failure[];
   verified: number;
 }
 
 export function newRecorder(): Recorder {
-  return { latencies: { publish: [], fetch: [], status: [] }, failures: [], verified: 0 };
+  return {
+    latencies: { publish: [], fetch: [], status: [] },
+    fetchByWave: { first: [], rest: [] },
+    failures: [],
+    verified: 0,
+  };
 }
 
 /**
@@ -200,11 +207,14 @@ async function timed<T>(
   kind: Kind,
   machine: string,
   step: () => Promise<T>,
+  alsoInto?: number[],
 ): Promise<T | undefined> {
   const t0 = performance.now();
   try {
     const out = await step();
-    rec.latencies[kind].push(performance.now() - t0);
+    const ms = performance.now() - t0;
+    rec.latencies[kind].push(ms);
+    alsoInto?.push(ms);
     return out;
   } catch (err) {
     const status = err instanceof RequestFailure ? err.status : undefined;
@@ -289,7 +299,8 @@ export async function storm(
       const m = machines[i] as Machine;
       const token = m.token;
       if (token === undefined) return;
-      const answer = await timed(rec, "fetch", m.name, () => p.fetch(c, m, token));
+      const wave = perSecond === undefined ? rec.fetchByWave[i < concurrency ? "first" : "rest"] : undefined;
+      const answer = await timed(rec, "fetch", m.name, () => p.fetch(c, m, token), wave);
       if (answer === undefined) return;
       if (i % verifyEvery === 0) {
         const wrong = p.verify(m, answer);

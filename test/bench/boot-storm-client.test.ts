@@ -1,11 +1,19 @@
 /**
  * The pure parts of bench/boot-storm.ts: percentiles, the Prometheus text parser for the
  * service's store-operation counter (checked against prom-client's own output), the ratios and
- * the Markdown table. No server, no peer.
+ * the Markdown table, the storm loop's first-wave split. No server, no peer.
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { Counter, Registry } from "prom-client";
+import {
+  type Answer,
+  HttpClient,
+  type Machine,
+  newRecorder,
+  type Protocol,
+  storm,
+} from "../../bench/lib/storm-client.ts";
 import { payloadMaker } from "../../bench/lib/storm-protocols.ts";
 import {
   deltaPerMachine,
@@ -174,7 +182,6 @@ describe("the storm payload", () => {
 describe("the client's routing over two base URLs", () => {
   it("request: each request to the next; machine: every request of a machine to one", async () => {
     const { createServer } = await import("node:http");
-    const { HttpClient } = await import("../../bench/lib/storm-client.ts");
     const seen: string[][] = [[], []];
     const servers = seen.map((log) =>
       createServer((req, res) => {
@@ -210,5 +217,49 @@ describe("the client's routing over two base URLs", () => {
       for (const s of servers) s.closeAllConnections();
       for (const s of servers) await new Promise((r) => s.close(r));
     }
+  });
+});
+
+describe("the storm's first wave", () => {
+  const protocol = (fetched: string[]): Protocol => ({
+    publish: async () => "t",
+    fetch: async (_c, m) => {
+      fetched.push(m.name);
+      return { status: 200, body: "" } as unknown as Answer;
+    },
+    status: async () => {},
+    verify: () => undefined,
+  });
+  const machines = (n: number): Machine[] =>
+    Array.from({ length: n }, (_, i) => ({ name: `m${i}`, token: "t" }));
+
+  it("closed loop: the first --concurrency machines' fetches are the first wave, every other one the rest", async () => {
+    const rec = newRecorder();
+    const fetched: string[] = [];
+    await storm({} as HttpClient, protocol(fetched), machines(7), 3, 1000, rec, new AbortController().signal);
+    assert.equal(fetched.length, 7);
+    assert.equal(rec.latencies.fetch.length, 7);
+    assert.equal(rec.fetchByWave.first.length, 3);
+    assert.equal(rec.fetchByWave.rest.length, 4);
+    assert.deepEqual(
+      [...rec.fetchByWave.first, ...rec.fetchByWave.rest].sort(),
+      [...rec.latencies.fetch].sort(),
+    );
+  });
+
+  it("open loop (--rate): no wave is kept", async () => {
+    const rec = newRecorder();
+    await storm(
+      {} as HttpClient,
+      protocol([]),
+      machines(4),
+      2,
+      1000,
+      rec,
+      new AbortController().signal,
+      10_000,
+    );
+    assert.equal(rec.latencies.fetch.length, 4);
+    assert.deepEqual(rec.fetchByWave, { first: [], rest: [] });
   });
 });
