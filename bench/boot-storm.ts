@@ -28,12 +28,13 @@
  * --stores keeps only the bootseal targets on those stores (replicas: s3); --entry PATH runs
  * another build's dist/cli/main.js; --bao-policy and --bao-token-uses: docs/benchmarks.md.
  *
- * Prints per target: machines/s (storm), req/s, publish/s, p50/p99 per request kind, peak RSS
- * of the server process(es), store operations per machine (bootseal: its /metrics counter
- * bootseal_store_operations_total, before and after), the ratios to OpenBao, "N machines in
- * X s", a Markdown table for docs/benchmarks.md and the machine. Every non-2xx answer and
- * socket error is counted and printed; the exit status is 1 when there was any (or a target
- * failed), 3 when the overall deadline fired.
+ * Prints per target: machines/s (storm), req/s, publish/s, p50/p99 per request kind (the
+ * fetch's also for the closed loop's first wave, the --concurrency machines started at once,
+ * and for the rest), peak RSS of the server process(es), store operations per machine
+ * (bootseal: its /metrics counter bootseal_store_operations_total, before and after), the
+ * ratios to OpenBao, "N machines in X s", a Markdown table for docs/benchmarks.md and the
+ * machine. Every non-2xx answer and socket error is counted and printed; the exit status is 1
+ * when there was any (or a target failed), 3 when the overall deadline fired.
  */
 import { existsSync, readFileSync, rmSync } from "node:fs";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
