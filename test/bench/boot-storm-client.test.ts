@@ -225,7 +225,7 @@ describe("the storm's first wave", () => {
     publish: async () => "t",
     fetch: async (_c, m) => {
       fetched.push(m.name);
-      return { status: 200, body: "" } as unknown as Answer;
+      return { status: 200, headers: {}, body: Buffer.alloc(0) } satisfies Answer;
     },
     status: async () => {},
     verify: () => undefined,
@@ -242,8 +242,8 @@ describe("the storm's first wave", () => {
     assert.equal(rec.fetchByWave.first.length, 3);
     assert.equal(rec.fetchByWave.rest.length, 4);
     assert.deepEqual(
-      [...rec.fetchByWave.first, ...rec.fetchByWave.rest].sort(),
-      [...rec.latencies.fetch].sort(),
+      [...rec.fetchByWave.first, ...rec.fetchByWave.rest].sort((a, b) => a - b),
+      [...rec.latencies.fetch].sort((a, b) => a - b),
     );
   });
 
