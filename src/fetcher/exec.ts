@@ -10,6 +10,27 @@ import { BootsealError } from "../errors.ts";
 
 export const OUTPUT_TAIL_BYTES = 16 * 1024;
 
+/**
+ * The umask the bootstrap command and a cloud-config's commands run with: cloud-init's (022),
+ * so what kubeadm and runcmd create is 0644 / 0755 as on a cloud-init machine. The fetcher
+ * itself runs under the unit's UMask=0077, which only bootseal's own secrets need.
+ */
+export const COMMAND_UMASK = 0o022;
+
+/**
+ * spawn() has no umask option and a child inherits the parent's at fork: set it for the one
+ * synchronous spawn call and put it back (the fetcher is single-threaded; a Worker may not set it).
+ */
+function withUmask<T>(mask: number, start: () => T): T {
+  if (process.platform === "win32") return start();
+  const previous = process.umask(mask);
+  try {
+    return start();
+  } finally {
+    process.umask(previous);
+  }
+}
+
 export interface ExecOptions {
   readonly env: Readonly<Record<string, string | undefined>>;
   readonly stdout: NodeJS.WritableStream;
@@ -67,12 +88,14 @@ export function runArgv(argv: readonly string[], options: ExecOptions): Promise<
   const [file, ...args] = argv;
   if (file === undefined) throw new Error("runArgv needs a program");
   return new Promise((resolve, reject) => {
-    const child = spawn(file, args, {
-      env: options.env as NodeJS.ProcessEnv,
-      stdio: ["ignore", "pipe", "pipe"],
-      detached: true, // own process group, so a timeout reaches what the shell started
-      ...(options.cwd ? { cwd: options.cwd } : {}),
-    });
+    const child = withUmask(COMMAND_UMASK, () =>
+      spawn(file, args, {
+        env: options.env as NodeJS.ProcessEnv,
+        stdio: ["ignore", "pipe", "pipe"],
+        detached: true, // own process group, so a timeout reaches what the shell started
+        ...(options.cwd ? { cwd: options.cwd } : {}),
+      }),
+    );
     const tail = new TailBuffer(OUTPUT_TAIL_BYTES);
     child.stdout.on("data", (c: Buffer) => {
       tail.push(c);

@@ -119,15 +119,21 @@ export async function writeFileAtomic(
   }
 }
 
+/** A directory this writer creates: what cloud-init's makedirs makes under its umask 022. */
+export const NEW_DIRECTORY_MODE = 0o755;
+
 /**
- * Creates the missing directories of a resolved target one level at a time (mode 0755, never
- * through a link: mkdir fails on anything already there, which is then checked to be a real
- * directory), fsyncing each parent.
+ * Creates the missing directories of a resolved target one level at a time (never through a
+ * link: mkdir fails on anything already there, which is then checked to be a real directory),
+ * fsyncing each parent. Each new directory gets exactly NEW_DIRECTORY_MODE whatever this
+ * process's umask: the fetcher runs under the unit's UMask=0077 so its own secrets are 0600,
+ * but /etc/kubernetes or /opt/… made for a payload must come out as cloud-init makes them.
  */
 export async function makeDirectories(missing: readonly string[]): Promise<void> {
   for (const dir of missing) {
     try {
-      await mkdir(dir, { mode: 0o755 });
+      await mkdir(dir, { mode: NEW_DIRECTORY_MODE });
+      await chmodNewDirectory(dir);
       await syncDirectory(dirname(dir));
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw ioError(dir, "create directory", err);
@@ -135,6 +141,17 @@ export async function makeDirectories(missing: readonly string[]): Promise<void>
       if (!info.isDirectory())
         throw new BootsealError("PATH_NOT_ALLOWED", `refusing to write under ${dir}: not a directory`);
     }
+  }
+}
+
+/** chmod through a descriptor opened without following links: the mode reaches the directory just made, never a link put in its place. */
+async function chmodNewDirectory(dir: string): Promise<void> {
+  if (constants.O_DIRECTORY === undefined) return; // Windows: no POSIX modes
+  const fd = await openFd(dir, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
+  try {
+    await fchmodFd(fd, NEW_DIRECTORY_MODE);
+  } finally {
+    await closeFd(fd);
   }
 }
 

@@ -45,6 +45,9 @@ async function runBootseal(text: string, root: string): Promise<Outcome> {
   await seedRoot(root);
   const real = await realpath(root);
   const policy = { root: real, allowedRoots: ["/"] };
+  // The fetcher runs under its unit's UMask=0077; the oracle under cloud-init's 022
+  // (runOracle): new directories and unchmodded files must still come out as cloud-init's.
+  const umask = process.umask(0o077);
   try {
     await applyCloudConfig(new TextEncoder().encode(text), {
       policy,
@@ -60,6 +63,8 @@ async function runBootseal(text: string, root: string): Promise<Outcome> {
   } catch (err) {
     if (isBootsealError(err)) return { ok: false, error: err.code };
     throw err;
+  } finally {
+    process.umask(umask);
   }
   return { ok: true, files: await snapshot(root) };
 }

@@ -79,7 +79,10 @@ export async function runOracle(python: string, configs: readonly string[], dir:
     cases.push({ root, config: join(dir, `case-${i}.yaml`) });
   }
   await writeFile(join(dir, "cases.json"), JSON.stringify(cases));
+  // cloud-init runs under umask 022 (systemd's default for its units): the oracle does too.
+  const umask = process.umask(0o022);
   const child = spawn(python, [ORACLE, join(dir, "cases.json")], { stdio: ["ignore", "pipe", "pipe"] });
+  process.umask(umask);
   let stdout = "";
   let stderr = "";
   child.stdout.on("data", (c: Buffer) => {

@@ -1,6 +1,9 @@
 import assert from "node:assert/strict";
+import { mkdtempSync, rmSync, statSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { PassThrough } from "node:stream";
 import { after, before, test } from "node:test";
 import { OUTPUT_TAIL_BYTES, runCommand, TailBuffer } from "../../src/fetcher/exec.ts";
@@ -40,6 +43,28 @@ test("exec: output streamed through, exit code and the last 16 KiB kept", async 
   assert.ok(Buffer.byteLength(result.outputTail) > OUTPUT_TAIL_BYTES - 20);
   assert.match(result.outputTail, /line 2999\noops\n$/);
   assert.ok(!result.outputTail.includes("line 0\n"));
+});
+
+test("exec: the command runs with cloud-init's umask 022 while the fetcher's own is the unit's 0077", async () => {
+  const out = sink();
+  const dir = mkdtempSync(join(tmpdir(), "umask-"));
+  const previous = process.umask(0o077);
+  try {
+    const result = await runCommand("umask; mkdir d; : > f", {
+      env: { PATH: process.env.PATH },
+      stdout: out.stream,
+      stderr: out.stream,
+      cwd: dir,
+    });
+    assert.equal(result.exitCode, 0, out.text());
+    assert.equal(out.text().trim(), "0022");
+    assert.equal(process.umask(), 0o077, "the fetcher's own umask is put back");
+    assert.equal(statSync(join(dir, "f")).mode & 0o777, 0o644);
+    assert.equal(statSync(join(dir, "d")).mode & 0o777, 0o755);
+  } finally {
+    process.umask(previous);
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test("exec: a timeout kills the whole process group", async () => {

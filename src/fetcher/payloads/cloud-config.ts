@@ -16,6 +16,7 @@ import { posix } from "node:path";
 import { BootsealError } from "../../errors.ts";
 import { describeBytes, MAX_DOCUMENT_BYTES } from "../../limits.ts";
 import type { FileSpec } from "../apply-manifest.ts";
+import { COMMAND_UMASK } from "../exec.ts";
 import { type Accounts, loadAccounts } from "../owners.ts";
 import { displayPath, type PathPolicy, type ResolvedTarget } from "../paths.ts";
 import type { SelinuxLabeler } from "../selinux.ts";
@@ -101,9 +102,12 @@ function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
   return out;
 }
 
-/** The mode a file opened by Python's open() gets when cloud-init does not chmod it. */
+/**
+ * The mode a file opened by Python's open() gets when cloud-init does not chmod it: 0666 under
+ * cloud-init's umask 022 (COMMAND_UMASK), not the fetcher's own UMask=0077.
+ */
 function creationMode(): number {
-  return 0o666 & ~process.umask();
+  return 0o666 & ~COMMAND_UMASK;
 }
 
 /** What the entries for one path leave behind, applied in order to what is there. */
