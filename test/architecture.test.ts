@@ -115,13 +115,19 @@ const CASES: readonly Case[] = [
   C("src/envelope/x.ts", "../controller/reconciler.ts", true),
   C("src/service/routes/d.ts", "../fleet-page/assets.generated.ts", false),
   C("src/service/routes/e.ts", "../fleet-page/browser/sse.ts", true),
-  // The fleet page's browser code: only its own directory.
+  // The fleet page's browser code: only its own directory ...
   C("src/service/fleet-page/browser/a.ts", "./sse.ts", false),
   C("src/service/fleet-page/browser/b.ts", "../assets.generated.ts", true),
   C("src/service/fleet-page/browser/c.ts", "../../app.ts", true),
   C("src/service/fleet-page/browser/d.ts", "node:crypto", true),
   C("src/service/fleet-page/browser/e.ts", "fastify", true),
   C("src/service/fleet-page/browser/f.ts", "@fastify/swagger", true),
+  // ... and the one pure file of the status protocol (its phases), nothing else outside it.
+  C("src/service/fleet-page/browser/g.ts", "../../../machine/status-protocol.ts", false),
+  C("src/service/fleet-page/browser/h.ts", "../../../machine/machine-id.ts", true),
+  C("src/service/fleet-page/browser/i.ts", "../../../machine/status-protocol.ts/../machine-id.ts", true),
+  C("src/service/fleet-page/browser/j.ts", "../status-protocol.ts", true),
+  C("src/service/fleet-page/browser/k.ts", "../../../fetcher/report.ts", true),
   // 6 the CLI (and tests) may import anything.
   C("src/cli/a.ts", "../fetcher/fetch-run.ts", false),
   C("src/cli/commands/b.ts", "../../service/app.ts", false),

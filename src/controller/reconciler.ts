@@ -1,15 +1,17 @@
 /**
- * One reconcile of one BootsealConfig (docs/controller.md, "Reconcile"): Machine -> inner
- * config -> inner data secret -> publish (only when the inner data changed) -> the stub in the
- * BootsealConfig's own data secret -> status and conditions from the machine's phase ->
- * cleanup (finalizer; nodeRef). Level-triggered: every step reads what is there and does
- * only what is missing, so a resync, a restart or a duplicate event changes nothing.
- * It never sleeps: it answers when to look again, and the queue does the waiting.
+ * One reconcile of one BootsealConfig (docs/controller.md, "Reconcile"), as a list of steps:
+ * its Machine -> the finalizer and the machine id -> the spec -> the inner config and its data
+ * secret -> publish (only when the inner data changed) -> the stub in the BootsealConfig's own
+ * data secret -> status and conditions from the machine's phase -> cleanup on the nodeRef.
+ * Each step either hands the next one what it found or stops the reconcile with its outcome
+ * (`Stop`). The deletion of either object releases the finalizer (`#finalize`).
+ * Level-triggered: every step reads what is there and does only what is missing, so a resync,
+ * a restart or a duplicate event changes nothing. It never sleeps: it answers when to look
+ * again, and the queue does the waiting.
  */
 import { createHash } from "node:crypto";
 import { isBootsealError } from "../errors.ts";
 import { isDnsLabel, type MachineId } from "../machine/machine-id.ts";
-import { type Condition, type ConditionInput, setCondition } from "./conditions.ts";
 import { type KObject, type Kube, KubeError } from "./kube.ts";
 import { isTerminal, phaseView } from "./phase-conditions.ts";
 import { type ServiceApi, serviceFailure } from "./service-api.ts";
@@ -31,6 +33,7 @@ import {
   SECRET_FORMAT,
   validateSpec,
 } from "./spec.ts";
+import { cond, StatusDraft } from "./status-draft.ts";
 
 export interface Log {
   info(obj: object, msg: string): void;
@@ -72,56 +75,40 @@ interface Meta {
 }
 type Obj = KObject & { metadata: Meta; spec?: Record<string, unknown>; status?: Record<string, unknown> };
 
+/** A step ends the reconcile here (its status already written) with this outcome. */
+class Stop {
+  readonly outcome: Outcome;
+  constructor(outcome: Outcome) {
+    this.outcome = outcome;
+  }
+}
+
+/** The BootsealConfig, the status it builds up, and the Machine that owns it. */
+interface Owned {
+  readonly obj: Obj;
+  readonly draft: StatusDraft;
+  readonly machine: Obj;
+  /** The machine's id at the service: the Machine's namespace and name. */
+  readonly id: MachineId;
+  /** `<ns>/<Machine name>`: the id as the annotation, the logs and `machines` spell it. */
+  readonly machineKey: string;
+}
+
+/** ... with its spec, valid. */
+interface Configured extends Owned {
+  readonly spec: BootsealConfigSpec;
+  readonly clusterName: string;
+}
+
+/** What the service holds for the config. */
+interface Publication {
+  /** The published version (the annotation); undefined only once the config is deleted. */
+  readonly version: string | undefined;
+  /** The config was deleted from the service after the Machine got its nodeRef. */
+  readonly configDeleted: boolean;
+}
+
 const sha256 = (b: Uint8Array) => createHash("sha256").update(b).digest("hex");
-
-/** The status the reconcile builds up, written once at the end when it differs. */
-class StatusDraft {
-  readonly #old: Record<string, unknown>;
-  readonly #next: Record<string, unknown>;
-  readonly #gen: number | undefined;
-  readonly #now: Date;
-
-  constructor(obj: Obj, now: Date) {
-    this.#old = obj.status ?? {};
-    this.#next = structuredClone(this.#old);
-    this.#gen = obj.metadata.generation;
-    this.#now = now;
-    if (this.#gen !== undefined) this.#next.observedGeneration = this.#gen;
-  }
-
-  set(c: ConditionInput): this {
-    this.#next.conditions = setCondition(
-      this.#next.conditions as Condition[] | undefined,
-      c,
-      this.#gen,
-      this.#now,
-    );
-    return this;
-  }
-
-  field(key: string, value: unknown): this {
-    if (value === undefined) delete this.#next[key];
-    else this.#next[key] = value;
-    return this;
-  }
-
-  get changed(): boolean {
-    return JSON.stringify(this.#old) !== JSON.stringify(this.#next);
-  }
-
-  get value(): Record<string, unknown> {
-    return this.#next;
-  }
-}
-
-function cond(
-  type: string,
-  status: "True" | "False" | "Unknown",
-  reason: string,
-  message = "",
-): ConditionInput {
-  return { type, status, reason, message };
-}
 
 /** The Machine that owns a bootstrap config (Cluster API sets the owner reference). */
 export function ownerMachine(obj: {
@@ -146,59 +133,92 @@ export class Reconciler {
   }
 
   async reconcile(namespace: string, name: string): Promise<Outcome> {
-    const { kube } = this.#d;
-    const obj = await kube.get<Obj>({ apiVersion: API_VERSION, kind: KIND, namespace, name });
-    if (!obj) {
-      for (const [m, k] of this.machines) if (k === `${namespace}/${name}`) this.machines.delete(m);
-      return {};
-    }
+    const obj = await this.#d.kube.get<Obj>({ apiVersion: API_VERSION, kind: KIND, namespace, name });
+    if (!obj) return this.#forget(`${namespace}/${name}`);
     const draft = new StatusDraft(obj, this.#now());
     if (obj.metadata.deletionTimestamp)
       return this.#finalize(obj, draft, "the BootsealConfig is being deleted");
 
+    const owned = await this.#ownerOf(obj, draft);
+    if (owned instanceof Stop) return owned.outcome;
+    await this.#claim(owned);
+    const configured = await this.#spec(owned);
+    if (configured instanceof Stop) return configured.outcome;
+    const data = await this.#innerData(configured);
+    if (data instanceof Stop) return data.outcome;
+    const publication = await this.#publish(configured, data);
+    if (publication instanceof Stop) return publication.outcome;
+    const secret = await this.#dataSecret(configured, publication);
+    if (secret instanceof Stop) return secret.outcome;
+    const phase = await this.#phase(configured);
+    if (phase instanceof Stop) return phase.outcome;
+    const cleanup = await this.#nodeRef(configured, publication);
+    if (cleanup instanceof Stop) return cleanup.outcome;
+
+    draft.set(cond("Ready", "True", "DataSecretAvailable", "the data secret holds the stub"));
+    return this.#write(obj, draft, isTerminal(phase) ? {} : { requeueAfterMs: this.#d.pollMs });
+  }
+
+  /** The BootsealConfig is gone: its machine no longer maps to it. */
+  #forget(configKey: string): Outcome {
+    for (const [m, k] of this.machines) if (k === configKey) this.machines.delete(m);
+    return {};
+  }
+
+  /** The Machine that owns the config, alive, with a name bootseal can use as a machine id. */
+  async #ownerOf(obj: Obj, draft: StatusDraft): Promise<Owned | Stop> {
+    const { namespace, name } = obj.metadata;
     const ref = ownerMachine(obj);
     if (!ref) {
       draft.set(cond("Ready", "False", "WaitingForMachine", "no Machine owns this BootsealConfig yet"));
-      return this.#write(obj, draft, {});
+      return new Stop(await this.#write(obj, draft, {}));
     }
-    const machine = await kube.get<Obj>({
+    const machine = await this.#d.kube.get<Obj>({
       apiVersion: ref.apiVersion,
       kind: "Machine",
       namespace,
       name: ref.name,
     });
     if (!machine || machine.metadata.uid !== ref.uid || machine.metadata.deletionTimestamp) {
-      return this.#finalize(obj, draft, `Machine ${ref.name} is deleted`);
+      return new Stop(await this.#finalize(obj, draft, `Machine ${ref.name} is deleted`));
     }
     if (!isDnsLabel(namespace) || !isDnsLabel(ref.name)) {
       const msg = `the machine id ${namespace}/${ref.name} is not two DNS-1123 labels (bootseal's machine id rule)`;
       draft.set(cond("InnerConfigReady", "False", "InvalidMachineName", msg));
       draft.set(cond("Ready", "False", "InvalidMachineName", msg));
-      return this.#write(obj, draft, {});
+      return new Stop(await this.#write(obj, draft, {}));
     }
-    const m: MachineId = { namespace, name: ref.name };
     const machineKey = `${namespace}/${ref.name}`;
     this.machines.set(machineKey, `${namespace}/${name}`);
+    return { obj, draft, machine, id: { namespace, name: ref.name }, machineKey };
+  }
 
-    // The finalizer and the machine id first: from here on the service may hold a config.
+  /** The finalizer and the machine id first: from here on the service may hold a config. */
+  async #claim({ obj, machineKey }: Owned): Promise<void> {
+    const { namespace, name } = obj.metadata;
     const annotations = obj.metadata.annotations ?? {};
     if (
-      !(obj.metadata.finalizers ?? []).includes(FINALIZER) ||
-      annotations[ANNOTATION_MACHINE] !== machineKey
+      (obj.metadata.finalizers ?? []).includes(FINALIZER) &&
+      annotations[ANNOTATION_MACHINE] === machineKey
     ) {
-      const patched = await kube.mergePatch<Obj>(
-        { apiVersion: API_VERSION, kind: KIND, namespace, name },
-        {
-          metadata: {
-            resourceVersion: obj.metadata.resourceVersion,
-            finalizers: [...new Set([...(obj.metadata.finalizers ?? []), FINALIZER])],
-            annotations: { [ANNOTATION_MACHINE]: machineKey },
-          },
-        },
-      );
-      obj.metadata = patched.metadata;
+      return;
     }
+    const patched = await this.#d.kube.mergePatch<Obj>(
+      { apiVersion: API_VERSION, kind: KIND, namespace, name },
+      {
+        metadata: {
+          resourceVersion: obj.metadata.resourceVersion,
+          finalizers: [...new Set([...(obj.metadata.finalizers ?? []), FINALIZER])],
+          annotations: { [ANNOTATION_MACHINE]: machineKey },
+        },
+      },
+    );
+    obj.metadata = patched.metadata;
+  }
 
+  /** The spec, valid, and the cluster the Machine belongs to. */
+  async #spec(owned: Owned): Promise<Configured | Stop> {
+    const { obj, draft, machine } = owned;
     let spec: BootsealConfigSpec;
     try {
       spec = validateSpec(obj.spec);
@@ -206,18 +226,25 @@ export class Reconciler {
       const msg = isBootsealError(err) ? err.message : "the spec is not valid";
       draft.set(cond("InnerConfigReady", "False", "InvalidSpec", msg));
       draft.set(cond("Ready", "False", "InvalidSpec", msg));
-      return this.#write(obj, draft, {});
+      return new Stop(await this.#write(obj, draft, {}));
     }
-
     const clusterName =
       ((machine.spec as { clusterName?: unknown } | undefined)?.clusterName as string | undefined) ??
       machine.metadata.labels?.[CLUSTER_NAME_LABEL] ??
       obj.metadata.labels?.[CLUSTER_NAME_LABEL] ??
       "";
+    return { ...owned, spec, clusterName };
+  }
 
-    // The inner config: created once, reconciled by its own provider.
-    const inner = await this.#ensureInner(obj, machine, spec, clusterName, draft);
-    if (!inner) return this.#write(obj, draft, { requeueAfterMs: this.#d.waitMs });
+  /**
+   * The inner config (created once, reconciled by its own provider) and the bytes of its data
+   * secret, once there and of the payload kind the spec names.
+   */
+  async #innerData(c: Configured): Promise<Uint8Array | Stop> {
+    const { obj, draft, spec } = c;
+    const { namespace, name } = obj.metadata;
+    const inner = await this.#ensureInner(obj, c.machine, spec, c.clusterName, draft);
+    if (!inner) return new Stop(await this.#write(obj, draft, { requeueAfterMs: this.#d.waitMs }));
     draft.field("innerRef", {
       apiVersion: spec.inner.apiVersion,
       kind: spec.inner.kind,
@@ -230,17 +257,9 @@ export class Reconciler {
     };
     const innerSecret = innerStatus.dataSecretName;
     const innerCreated = innerStatus.initialization?.dataSecretCreated === true || innerStatus.ready === true;
-    const waiting = (message: string) => {
-      draft.set(cond("InnerConfigReady", "False", "WaitingForDataSecret", message));
-      if (draft.value.dataSecretName === undefined) {
-        draft.set(cond("DataSecretAvailable", "False", "WaitingForInnerConfig", message));
-        draft.set(cond("Ready", "False", "WaitingForInnerConfig", message));
-      }
-      return this.#write(obj, draft, { requeueAfterMs: this.#d.waitMs });
-    };
     if (!innerSecret || !innerCreated)
-      return waiting(`${spec.inner.kind} ${innerName(name)} has no data secret yet`);
-    const secret = await kube.get<Obj & { data?: Record<string, string> }>({
+      return this.#waitForInner(obj, draft, `${spec.inner.kind} ${innerName(name)} has no data secret yet`);
+    const secret = await this.#d.kube.get<Obj & { data?: Record<string, string> }>({
       apiVersion: "v1",
       kind: "Secret",
       namespace,
@@ -248,7 +267,9 @@ export class Reconciler {
     });
     const b64 = secret?.data?.value;
     if (!b64)
-      return waiting(
+      return this.#waitForInner(
+        obj,
+        draft,
         `the data secret ${innerSecret} of ${spec.inner.kind} ${innerName(name)} has no value yet`,
       );
     const data = new Uint8Array(Buffer.from(b64, "base64"));
@@ -258,25 +279,40 @@ export class Reconciler {
         cond("InnerConfigReady", "False", "PayloadMismatch", `spec.payload is ${spec.payload}: ${mismatch}`),
       );
       draft.set(cond("Ready", "False", "PayloadMismatch", mismatch));
-      return this.#write(obj, draft, {});
+      return new Stop(await this.#write(obj, draft, {}));
     }
     draft.set(
       cond("InnerConfigReady", "True", "DataSecretAvailable", `${spec.inner.kind} ${innerName(name)}`),
     );
+    return data;
+  }
 
-    // Publish only what the service does not hold yet.
+  /** The inner config has no data yet: look again after waitMs. */
+  async #waitForInner(obj: Obj, draft: StatusDraft, message: string): Promise<Stop> {
+    draft.set(cond("InnerConfigReady", "False", "WaitingForDataSecret", message));
+    if (draft.value.dataSecretName === undefined) {
+      draft.set(cond("DataSecretAvailable", "False", "WaitingForInnerConfig", message));
+      draft.set(cond("Ready", "False", "WaitingForInnerConfig", message));
+    }
+    return new Stop(await this.#write(obj, draft, { requeueAfterMs: this.#d.waitMs }));
+  }
+
+  /** Publish only what the service does not hold yet (and nothing once the config is deleted). */
+  async #publish(c: Configured, data: Uint8Array): Promise<Publication | Stop> {
+    const { obj, draft } = c;
+    const { namespace, name } = obj.metadata;
     const digest = sha256(data);
     const configDeleted = obj.metadata.annotations?.[ANNOTATION_CONFIG_DELETED] === "true";
     let version = obj.metadata.annotations?.[ANNOTATION_PUBLISHED_VERSION];
     if (obj.metadata.annotations?.[ANNOTATION_PUBLISHED_SHA256] !== digest && !configDeleted) {
       let published: { version: number };
       try {
-        published = await this.#d.service.publish(m, data, spec.bootstrapCommand);
+        published = await this.#d.service.publish(c.id, data, c.spec.bootstrapCommand);
       } catch (err) {
-        return this.#serviceDown(obj, draft, err, "publish");
+        return new Stop(await this.#serviceDown(obj, draft, err, "publish"));
       }
       version = String(published.version);
-      const patched = await kube.mergePatch<Obj>(
+      const patched = await this.#d.kube.mergePatch<Obj>(
         { apiVersion: API_VERSION, kind: KIND, namespace, name },
         {
           metadata: {
@@ -286,7 +322,7 @@ export class Reconciler {
       );
       obj.metadata = patched.metadata;
       this.#d.log.info(
-        { machine: machineKey, version: published.version },
+        { machine: c.machineKey, version: published.version },
         "published the inner bootstrap data",
       );
     }
@@ -300,19 +336,24 @@ export class Reconciler {
           : `version ${version} at the bootseal service`,
       ),
     );
+    return { version, configDeleted };
+  }
 
-    // The data secret with the stub, once per published version.
+  /** The data secret with the stub, once per published version. */
+  async #dataSecret(c: Configured, { version, configDeleted }: Publication): Promise<Stop | undefined> {
+    const { obj, draft } = c;
+    const { namespace, name } = obj.metadata;
     const ownName = dataSecretName(name);
-    const own = await kube.get<Obj>({ apiVersion: "v1", kind: "Secret", namespace, name: ownName });
+    const own = await this.#d.kube.get<Obj>({ apiVersion: "v1", kind: "Secret", namespace, name: ownName });
     if (!configDeleted && (!own || own.metadata.annotations?.[ANNOTATION_PUBLISHED_VERSION] !== version)) {
       let stub: Uint8Array;
       try {
-        stub = await this.#d.service.userdata(m, spec.userDataFormat);
+        stub = await this.#d.service.userdata(c.id, c.spec.userDataFormat);
       } catch (err) {
-        return this.#serviceDown(obj, draft, err, "userdata");
+        return new Stop(await this.#serviceDown(obj, draft, err, "userdata"));
       }
-      await this.#writeDataSecret(obj, own, ownName, clusterName, spec, stub, version as string);
-      this.#d.log.info({ machine: machineKey, secret: ownName, version }, "wrote the data secret");
+      await this.#writeDataSecret(obj, own, ownName, c.clusterName, c.spec, stub, version as string);
+      this.#d.log.info({ machine: c.machineKey, secret: ownName, version }, "wrote the data secret");
     }
     if (own || !configDeleted) {
       draft.field("dataSecretName", ownName);
@@ -320,11 +361,14 @@ export class Reconciler {
       draft.field("ready", true);
       draft.set(cond("DataSecretAvailable", "True", "DataSecretAvailable", `Secret ${ownName}`));
     }
+    return undefined;
+  }
 
-    // The machine's phase.
+  /** The machine's phase at the service: status.phase and MachineBootstrapped. */
+  async #phase({ obj, draft, id }: Configured): Promise<string | undefined | Stop> {
     let phase: string | undefined = draft.value.phase as string | undefined;
     try {
-      const status = await this.#d.service.status(m);
+      const status = await this.#d.service.status(id);
       if (status) {
         const view = phaseView(status);
         phase = view.phase;
@@ -335,37 +379,42 @@ export class Reconciler {
       const f = serviceFailure(err);
       draft.set(cond("MachineBootstrapped", "Unknown", f.reason, f.message));
       draft.set(cond("Ready", "True", "DataSecretAvailable", "the data secret holds the stub"));
-      return this.#write(obj, draft, { failed: { reason: f.reason, ...retryAfter(f.retryAfterMs) } });
+      return new Stop(
+        await this.#write(obj, draft, { failed: { reason: f.reason, ...retryAfter(f.retryAfterMs) } }),
+      );
     }
+    return phase;
+  }
 
-    // The node registered: the config has done its job.
-    const nodeRef = (machine.status as { nodeRef?: { name?: string } } | undefined)?.nodeRef?.name;
-    if (spec.deleteConfigOnNodeRef && nodeRef && !configDeleted) {
-      try {
-        await this.#d.service.deleteConfig(m);
-      } catch (err) {
-        return this.#serviceDown(obj, draft, err, "delete");
-      }
-      const patched = await kube.mergePatch<Obj>(
-        { apiVersion: API_VERSION, kind: KIND, namespace, name },
-        { metadata: { annotations: { [ANNOTATION_CONFIG_DELETED]: "true" } } },
-      );
-      obj.metadata = patched.metadata;
-      draft.set(
-        cond(
-          "Published",
-          "True",
-          "ConfigDeleted",
-          `the Machine has its nodeRef (${nodeRef}): config deleted from bootseal`,
-        ),
-      );
-      this.#d.log.info(
-        { machine: machineKey, node: nodeRef },
-        "deleted the config: the Machine has its nodeRef",
-      );
+  /** The node registered: the config has done its job (spec.deleteConfigOnNodeRef). */
+  async #nodeRef(c: Configured, { configDeleted }: Publication): Promise<Stop | undefined> {
+    const { obj, draft } = c;
+    const { namespace, name } = obj.metadata;
+    const nodeRef = (c.machine.status as { nodeRef?: { name?: string } } | undefined)?.nodeRef?.name;
+    if (!c.spec.deleteConfigOnNodeRef || !nodeRef || configDeleted) return undefined;
+    try {
+      await this.#d.service.deleteConfig(c.id);
+    } catch (err) {
+      return new Stop(await this.#serviceDown(obj, draft, err, "delete"));
     }
-    draft.set(cond("Ready", "True", "DataSecretAvailable", "the data secret holds the stub"));
-    return this.#write(obj, draft, isTerminal(phase) ? {} : { requeueAfterMs: this.#d.pollMs });
+    const patched = await this.#d.kube.mergePatch<Obj>(
+      { apiVersion: API_VERSION, kind: KIND, namespace, name },
+      { metadata: { annotations: { [ANNOTATION_CONFIG_DELETED]: "true" } } },
+    );
+    obj.metadata = patched.metadata;
+    draft.set(
+      cond(
+        "Published",
+        "True",
+        "ConfigDeleted",
+        `the Machine has its nodeRef (${nodeRef}): config deleted from bootseal`,
+      ),
+    );
+    this.#d.log.info(
+      { machine: c.machineKey, node: nodeRef },
+      "deleted the config: the Machine has its nodeRef",
+    );
+    return undefined;
   }
 
   async #ensureInner(
