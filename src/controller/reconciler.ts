@@ -9,9 +9,10 @@
 import { createHash } from "node:crypto";
 import { isBootsealError } from "../errors.ts";
 import { isDnsLabel, type MachineId } from "../machine/machine-id.ts";
+import { isTerminalPhase as isTerminal } from "../machine/status-protocol.ts";
 import { type Condition, type ConditionInput, setCondition } from "./conditions.ts";
 import { type KObject, type Kube, KubeError } from "./kube.ts";
-import { isTerminal, phaseView } from "./phase-conditions.ts";
+import { phaseView } from "./phase-conditions.ts";
 import { type ServiceApi, serviceFailure } from "./service-api.ts";
 import {
   ANNOTATION_CONFIG_DELETED,
