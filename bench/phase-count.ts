@@ -11,8 +11,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { openStore } from "../providers/stores/index.ts";
+import { PHASES } from "../src/machine/status-protocol.ts";
 import { statusKey } from "../src/machine/store-layout.ts";
-import { machineStore, PHASES } from "../src/service/machine-store.ts";
+import { machineStore } from "../src/service/machine-store.ts";
 import { PhaseCounter } from "../src/service/phase-counts.ts";
 import { counting } from "../test/service/counting-store.ts";
 

@@ -23,6 +23,11 @@ export class SizeBoundedLru<K, V> {
     return value;
   }
 
+  /** The value, leaving its recency alone. */
+  peek(key: K): V | undefined {
+    return this.#entries.get(key);
+  }
+
   /** Replaces what the key held; the least recently used go until the bound holds. */
   set(key: K, value: V): void {
     this.delete(key);

@@ -2,19 +2,8 @@
  * The machine's bootseal phase (GET /v1/machines/:ns/:name/status) as the BootsealConfig's
  * `status.phase` and its MachineBootstrapped condition. Pure.
  */
+import { PHASES, type Phase } from "../machine/status-protocol.ts";
 import type { ConditionInput } from "./conditions.ts";
-
-/** The phases the service records (docs/api.md), in the order a boot goes through them. */
-export const MACHINE_PHASES = [
-  "published",
-  "fetching",
-  "decrypted",
-  "written",
-  "running",
-  "succeeded",
-  "failed",
-] as const;
-export type MachinePhase = (typeof MACHINE_PHASES)[number];
 
 export interface StatusEntry {
   readonly phase: string;
@@ -30,10 +19,6 @@ export interface MachineStatus {
   readonly version?: number;
   readonly updatedAt?: string;
   readonly history?: readonly StatusEntry[];
-}
-
-export function isTerminal(phase: string | undefined): boolean {
-  return phase === "succeeded" || phase === "failed";
 }
 
 function camel(phase: string): string {
@@ -57,15 +42,13 @@ function clean(text: string | undefined): string {
 
 export interface PhaseView {
   /** status.phase; undefined when the phase is none the controller knows. */
-  readonly phase: MachinePhase | undefined;
+  readonly phase: Phase | undefined;
   readonly condition: ConditionInput;
 }
 
 /** Where the machine is, as the condition says it. */
 export function phaseView(status: MachineStatus): PhaseView {
-  const phase = (MACHINE_PHASES as readonly string[]).includes(status.phase)
-    ? (status.phase as MachinePhase)
-    : undefined;
+  const phase = (PHASES as readonly string[]).includes(status.phase) ? (status.phase as Phase) : undefined;
   const entry = latestOf(status);
   const note = clean(entry?.message);
   if (phase === undefined) {

@@ -12,8 +12,9 @@
 import { createHash } from "node:crypto";
 import { isBootsealError } from "../errors.ts";
 import { isDnsLabel, type MachineId } from "../machine/machine-id.ts";
+import { isTerminalPhase } from "../machine/status-protocol.ts";
 import { type KObject, type Kube, KubeError } from "./kube.ts";
-import { isTerminal, phaseView } from "./phase-conditions.ts";
+import { phaseView } from "./phase-conditions.ts";
 import { type ServiceApi, serviceFailure } from "./service-api.ts";
 import {
   ANNOTATION_CONFIG_DELETED,
@@ -156,7 +157,7 @@ export class Reconciler {
     if (cleanup instanceof Stop) return cleanup.outcome;
 
     draft.set(cond("Ready", "True", "DataSecretAvailable", "the data secret holds the stub"));
-    return this.#write(obj, draft, isTerminal(phase) ? {} : { requeueAfterMs: this.#d.pollMs });
+    return this.#write(obj, draft, isTerminalPhase(phase) ? {} : { requeueAfterMs: this.#d.pollMs });
   }
 
   /** The BootsealConfig is gone: its machine no longer maps to it. */

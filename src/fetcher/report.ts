@@ -10,13 +10,16 @@
  */
 import { BootsealError, isBootsealError } from "../errors.ts";
 import { sendOk } from "../http/client.ts";
+import {
+  REPORT_MESSAGE_MAX_BYTES,
+  REPORT_OUTPUT_MAX_BYTES,
+  type ReportedPhase,
+} from "../machine/status-protocol.ts";
+import { cutToBytes } from "../machine/text-budget.ts";
 import { withRetry } from "../retry.ts";
 
-export const PHASES = ["fetching", "decrypted", "written", "running", "succeeded", "failed"] as const;
-export type Phase = (typeof PHASES)[number];
-
 export interface StatusReport {
-  readonly phase: Phase;
+  readonly phase: ReportedPhase;
   readonly message?: string;
   /** Which download attempt succeeded (or was last). */
   readonly attempt?: number;
@@ -47,32 +50,9 @@ export interface Reporter {
   readonly delivered: readonly StatusReport[];
 }
 
-export const MESSAGE_MAX_BYTES = 4 * 1024;
-export const OUTPUT_MAX_BYTES = 16 * 1024;
-
 /** The first (or, with fromEnd, the last) at most `max` UTF-8 bytes of `text`, on a character boundary. */
 export function truncateUtf8(text: string, max: number, fromEnd = false): string {
-  const bytes = Buffer.from(text, "utf8");
-  if (bytes.length <= max) return text;
-  let cut = fromEnd ? bytes.subarray(bytes.length - max) : bytes.subarray(0, max);
-  // Drop a partial sequence at the cut: continuation bytes at the start, a lead byte's
-  // incomplete tail at the end.
-  if (fromEnd) {
-    let i = 0;
-    while (i < cut.length && ((cut[i] as number) & 0xc0) === 0x80) i++;
-    cut = cut.subarray(i);
-  } else {
-    let end = cut.length;
-    let back = 0;
-    while (back < 4 && end - back - 1 >= 0 && ((cut[end - back - 1] as number) & 0xc0) === 0x80) back++;
-    const lead = cut[end - back - 1];
-    if (lead !== undefined && lead >= 0xc0) {
-      const need = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : 2;
-      if (back + 1 < need) end = end - back - 1;
-    }
-    cut = cut.subarray(0, end);
-  }
-  return cut.toString("utf8");
+  return cutToBytes(text, max, { measure: "utf8", keep: fromEnd ? "end" : "start" });
 }
 
 /** The JSON body the status route takes. */
@@ -81,10 +61,12 @@ export function statusBody(status: StatusReport): Record<string, unknown> {
     status.code !== undefined ? `${status.code}: ${status.message ?? ""}`.trimEnd() : status.message;
   return {
     phase: status.phase,
-    ...(message !== undefined ? { message: truncateUtf8(message, MESSAGE_MAX_BYTES) } : {}),
+    ...(message !== undefined ? { message: truncateUtf8(message, REPORT_MESSAGE_MAX_BYTES) } : {}),
     ...(status.attempt !== undefined ? { attempt: status.attempt } : {}),
     ...(status.exitCode !== undefined ? { exitCode: status.exitCode } : {}),
-    ...(status.output !== undefined ? { output: truncateUtf8(status.output, OUTPUT_MAX_BYTES, true) } : {}),
+    ...(status.output !== undefined
+      ? { output: truncateUtf8(status.output, REPORT_OUTPUT_MAX_BYTES, true) }
+      : {}),
   };
 }
 

@@ -16,7 +16,7 @@
 import type { CallOptions } from "../call-options.ts";
 import { isBootsealError } from "../errors.ts";
 import { formatMachineId, type MachineId } from "../machine/machine-id.ts";
-import { PHASES, type Phase } from "./machine-store.ts";
+import { PHASES, type Phase } from "../machine/status-protocol.ts";
 
 /** What a count reads: machine-store's listing with versions, and one record's phase. */
 export interface StatusSource {

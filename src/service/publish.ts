@@ -34,7 +34,7 @@ import { type Metadata, metadataToTree } from "../envelope/sops/metadata.ts";
 import { BootsealError } from "../errors.ts";
 import { bindKeyGroups } from "../machine/kms-binding.ts";
 import { formatMachineId, type MachineId } from "../machine/machine-id.ts";
-import type { DocumentFormat } from "./machine-store.ts";
+import type { DocumentFormat } from "./status-record.ts";
 
 /** Where rules are matched: a fixed root, so `path_regex` sees exactly `<ns>/<name>`. */
 const RULE_ROOT = "/bootseal-machines";

@@ -12,7 +12,7 @@
  * cached value by changing what it was handed.
  */
 import { SizeBoundedLru } from "../size-bounded-lru.ts";
-import type { Versioned } from "./machine-store.ts";
+import type { Versioned, VersionGuesses } from "./records.ts";
 
 export interface RecordCacheOptions {
   /** Characters of JSON text held at most, about its bytes (default 32 MiB). */
@@ -24,17 +24,17 @@ export interface RecordCacheOptions {
   readonly now?: () => number;
 }
 
-export class RecordCache {
+export class RecordCache implements VersionGuesses {
   readonly #entries: SizeBoundedLru<string, Versioned<string>>;
-  readonly #contended = new Map<string, number>();
+  /** Contended keys and until when, counted one each: the oldest marked go first. */
+  readonly #contended: SizeBoundedLru<string, number>;
   readonly #contendedMs: number;
-  readonly #maxContended: number;
   readonly #now: () => number;
 
   constructor(options: RecordCacheOptions = {}) {
     this.#entries = new SizeBoundedLru(options.maxBytes ?? 32 * 1024 * 1024, (record) => record.value.length);
+    this.#contended = new SizeBoundedLru(options.maxContended ?? 100_000, () => 1);
     this.#contendedMs = options.contendedMs ?? 60_000;
-    this.#maxContended = options.maxContended ?? 100_000;
     this.#now = options.now ?? Date.now;
   }
 
@@ -56,16 +56,12 @@ export class RecordCache {
   /** A guess for this key lost a race: forget it, and read first for a while. */
   lostRace(key: string): void {
     this.delete(key);
-    this.#contended.delete(key);
     this.#contended.set(key, this.#now() + this.#contendedMs);
-    for (const k of this.#contended.keys()) {
-      if (this.#contended.size <= this.#maxContended) break;
-      this.#contended.delete(k);
-    }
   }
 
   #isContended(key: string): boolean {
-    const until = this.#contended.get(key);
+    // A peek: checking a key does not keep it marked longer than the keys marked after it.
+    const until = this.#contended.peek(key);
     if (until === undefined) return false;
     if (until > this.#now()) return true;
     this.#contended.delete(key);

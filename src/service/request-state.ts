@@ -9,7 +9,8 @@ import type { Scope } from "../config/service-config.ts";
 import { BootsealError } from "../errors.ts";
 import type { MachineId } from "../machine/machine-id.ts";
 import type { Policies } from "./controllers/policies.ts";
-import type { StatusRecord, Versioned } from "./machine-store.ts";
+import type { Versioned } from "./records.ts";
+import type { StatusRecord } from "./status-record.ts";
 import type { TokenRecord } from "./tokens.ts";
 
 export type Principal =

@@ -13,7 +13,8 @@
  */
 import { isBootsealError } from "../errors.ts";
 import { formatMachineId, type MachineId } from "../machine/machine-id.ts";
-import type { Seen, StatusEntry, StatusRecord } from "./machine-store.ts";
+import type { Seen } from "./records.ts";
+import type { StatusEntry, StatusRecord } from "./status-record.ts";
 import { digestsEqual } from "./tokens.ts";
 
 export type Report = Omit<StatusEntry, "version">;

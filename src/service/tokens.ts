@@ -10,6 +10,7 @@
 import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import { BootsealError } from "../errors.ts";
 import { formatMachineId, isDnsLabel, type MachineId } from "../machine/machine-id.ts";
+import type { TokenMirror } from "./status-record.ts";
 
 const PREFIX = "bst";
 const SECRET_BYTES = 32;
@@ -170,4 +171,85 @@ export function decodeTokenRecord(text: string): TokenRecord {
     // fall through
   }
   throw new BootsealError("INTERNAL", "a stored token record is malformed");
+}
+
+/**
+ * A token presented by a machine, checked against its record: hash, then expiry. Without a
+ * record the token is hashed and compared against a dummy one all the same, so a missing
+ * record and a wrong token do the same work (timing says nothing about which machines exist).
+ */
+export function checkToken(
+  record: TokenRecord | null,
+  token: string,
+  m: MachineId,
+  now: Date,
+  work: TokenWork = DEFAULT_TOKEN_WORK,
+): TokenRecord {
+  const against = record ?? DUMMY_TOKEN_RECORD;
+  const hashMatches = work.equal(against.sha256, work.hash(token));
+  const machineMatches = against.machine === formatMachineId(m);
+  if (!record || !machineMatches || !hashMatches) {
+    throw new BootsealError("UNAUTHORIZED", "unknown, revoked or replaced bootstrap token");
+  }
+  if (Date.parse(record.expiresAt) <= now.getTime()) {
+    throw new BootsealError(
+      "TOKEN_EXPIRED",
+      "the bootstrap token has expired; publish again or mint a new one",
+    );
+  }
+  return record;
+}
+
+/**
+ * True when the machine's current token (its record, or the status record's mirror of it) is
+ * the one with this digest: false once it was deleted (null) or replaced.
+ */
+export function isCurrentToken<T extends { readonly sha256: string }>(
+  current: T | null,
+  tokenSha256: string,
+): current is T {
+  return current !== null && digestsEqual(current.sha256, tokenSha256);
+}
+
+/**
+ * Refuses a token already checked (checkToken) that is no longer the machine's when a
+ * conditional write re-checks it: another publish, mint or delete got there first.
+ */
+export function requireCurrentToken<T extends { readonly sha256: string }>(
+  current: T | null,
+  tokenSha256: string,
+): asserts current is T {
+  if (!isCurrentToken(current, tokenSha256)) {
+    throw new BootsealError("UNAUTHORIZED", "the bootstrap token was revoked or replaced");
+  }
+}
+
+/** The record with one fetch taken off; TOKEN_EXHAUSTED when none is left. */
+export function spendUse(record: TokenRecord): TokenRecord {
+  if (record.usesLeft <= 0) {
+    throw new BootsealError("TOKEN_EXHAUSTED", "the bootstrap token has no fetches left");
+  }
+  return { ...record, usesLeft: record.usesLeft - 1 };
+}
+
+/** The status record's mirror of a token record. */
+export function mirrorOf(token: TokenRecord): TokenMirror {
+  const mirror: { -readonly [K in keyof TokenMirror]: TokenMirror[K] } = {
+    sha256: token.sha256,
+    expiresAt: token.expiresAt,
+  };
+  if (token.salt !== undefined) mirror.salt = token.salt;
+  if (token.command !== undefined) mirror.command = token.command;
+  return mirror;
+}
+
+/** The token record a mirror stands for, for checkToken (uses are not mirrored: status posts spend none). */
+export function tokenFromMirror(m: MachineId, mirror: TokenMirror): TokenRecord {
+  return {
+    machine: formatMachineId(m),
+    sha256: mirror.sha256,
+    issuedAt: "",
+    expiresAt: mirror.expiresAt,
+    usesLeft: 0,
+  };
 }

@@ -7,7 +7,6 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { test } from "node:test";
 import { parse } from "yaml";
-import { MACHINE_PHASES } from "../../src/controller/phase-conditions.ts";
 import {
   GROUP,
   KIND,
@@ -18,6 +17,7 @@ import {
   USER_DATA_FORMATS,
   VERSION,
 } from "../../src/controller/spec.ts";
+import { PHASES as MACHINE_PHASES } from "../../src/machine/status-protocol.ts";
 import { REPO } from "../fetcher/helpers.ts";
 
 // biome-ignore lint/suspicious/noExplicitAny: a parsed YAML document

@@ -1,7 +1,8 @@
 /** The machine's bootseal phase as status.phase and the MachineBootstrapped condition (src/controller/phase-conditions.ts). */
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { isTerminal, phaseView } from "../../src/controller/phase-conditions.ts";
+import { phaseView } from "../../src/controller/phase-conditions.ts";
+import { isTerminalPhase as isTerminal } from "../../src/machine/status-protocol.ts";
 
 const history = (...entries: object[]) => entries as { phase: string }[];
 

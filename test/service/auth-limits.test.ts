@@ -12,10 +12,10 @@ import { MemoryStore } from "../../providers/stores/memory.ts";
 import { SCOPES } from "../../src/config/service-config.ts";
 import { parseSopsConfig } from "../../src/config/sops-config.ts";
 import { buildApp } from "../../src/service/app.ts";
-import { checkToken, machineStore } from "../../src/service/machine-store.ts";
+import { machineStore } from "../../src/service/machine-store.ts";
 import { authPlugin, FailureCounter } from "../../src/service/plugins/auth.ts";
 import { errorHandlerPlugin } from "../../src/service/plugins/error-handler.ts";
-import { DEFAULT_TOKEN_WORK, mintToken, type TokenWork } from "../../src/service/tokens.ts";
+import { checkToken, DEFAULT_TOKEN_WORK, mintToken, type TokenWork } from "../../src/service/tokens.ts";
 import { appConfig } from "./app-config.ts";
 
 const recipient = await identityToRecipient(await generateX25519Identity());

@@ -56,3 +56,15 @@ test("the contended set is bounded too", () => {
   assert.equal(nameOf(cache, "a"), "a");
   assert.equal(cache.get("c"), undefined);
 });
+
+test("checking a contended key does not keep it longer: the first marked go first", () => {
+  const cache = new RecordCache({ maxContended: 2, now: () => 0 });
+  cache.lostRace("a");
+  cache.lostRace("b");
+  cache.set("a", v("a", 1)); // a checked (still contended), not refreshed
+  cache.lostRace("c"); // a, marked first, goes
+  cache.set("a", v("a", 1));
+  cache.set("b", v("b", 1));
+  assert.equal(nameOf(cache, "a"), "a");
+  assert.equal(cache.get("b"), undefined);
+});

@@ -14,14 +14,14 @@ import { SCOPES } from "../../src/config/service-config.ts";
 import { parseSopsConfig } from "../../src/config/sops-config.ts";
 import { statusKey } from "../../src/machine/store-layout.ts";
 import { buildApp } from "../../src/service/app.ts";
+import { auditLoggerTo } from "../../src/service/plugins/audit.ts";
 import {
   appendHistory,
   HISTORY_ENTRY_MAX_BYTES,
   HISTORY_LIMIT,
   HISTORY_MAX_BYTES,
-  type StatusEntry,
-} from "../../src/service/machine-store.ts";
-import { auditLoggerTo } from "../../src/service/plugins/audit.ts";
+} from "../../src/service/status-history.ts";
+import type { StatusEntry } from "../../src/service/status-record.ts";
 import { appConfig } from "./app-config.ts";
 
 const recipient = await identityToRecipient(await generateX25519Identity());

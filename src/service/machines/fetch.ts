@@ -12,7 +12,8 @@ import { contentTypeOf, sniffFormat } from "../../envelope/document.ts";
 import { BootsealError } from "../../errors.ts";
 import { formatMachineId, type MachineId } from "../../machine/machine-id.ts";
 import { etagMatches, quoteEtag, type ServiceContext } from "../context.ts";
-import type { DocumentFormat, Versioned } from "../machine-store.ts";
+import type { Versioned } from "../records.ts";
+import type { DocumentFormat } from "../status-record.ts";
 import { digestsEqual, type TokenRecord } from "../tokens.ts";
 
 /** The body code of a second fetch of a one-time config (409); audited as `second-fetch`. */

@@ -5,8 +5,9 @@
  * status records are read a few at a time.
  */
 import { formatMachineId, type MachineId } from "../../machine/machine-id.ts";
+import type { Phase } from "../../machine/status-protocol.ts";
 import type { ServiceContext } from "../context.ts";
-import type { Phase, StatusRecord } from "../machine-store.ts";
+import type { StatusRecord } from "../status-record.ts";
 
 const READ_CONCURRENCY = 8;
 

@@ -5,13 +5,15 @@
  */
 import { BootsealError } from "../../errors.ts";
 import { formatMachineId, type MachineId } from "../../machine/machine-id.ts";
+import { isTerminalPhase, type ReportedPhase } from "../../machine/status-protocol.ts";
 import { quoteEtag, type ServiceContext } from "../context.ts";
-import type { MACHINE_PHASES, StatusRecord, Versioned } from "../machine-store.ts";
+import type { Versioned } from "../records.ts";
 import type { Report } from "../status-coalescer.ts";
+import type { StatusRecord } from "../status-record.ts";
 import type { TokenRecord } from "../tokens.ts";
 
 export interface PhaseReport {
-  readonly phase: (typeof MACHINE_PHASES)[number];
+  readonly phase: ReportedPhase;
   readonly message?: string;
   readonly attempt?: number;
   readonly exitCode?: number;
@@ -23,9 +25,6 @@ export interface Reporter {
   readonly token: TokenRecord;
   readonly seen: Versioned<StatusRecord> | null;
 }
-
-/** Phases a fetcher reports on its way to a terminal one: held and answered 202 (status-coalescer.ts). */
-const INTERMEDIATE: ReadonlySet<string> = new Set(["fetching", "decrypted", "written", "running"]);
 
 /** The answer to a report: 200 once written, 202 when held. */
 export interface ReportOutcome {
@@ -46,7 +45,8 @@ export async function reportPhase(
   const { phase, ...details } = report;
   const entry: Report = { phase, at: now.toISOString(), by: "machine", ...details };
   ctx.metrics.statusPosts.inc({ phase });
-  if (INTERMEDIATE.has(phase) && statusReports.hold(m, entry, reporter.token.sha256)) {
+  // A phase on the way to a terminal one is held and answered 202 (status-coalescer.ts).
+  if (!isTerminalPhase(phase) && statusReports.hold(m, entry, reporter.token.sha256)) {
     // The event goes out now: readers are level-triggered, it only wakes them (docs/api.md).
     const version = reporter.seen?.value.version ?? 0;
     ctx.events.publish({ ...m, phase, version, at: entry.at });

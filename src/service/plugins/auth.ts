@@ -34,14 +34,15 @@ import { BootsealError } from "../../errors.ts";
 import { type MachineId, sameMachine } from "../../machine/machine-id.ts";
 import { ControllerCredentials, type ControllerIdentity } from "../controllers/credentials.ts";
 import type { MachineStore } from "../machine-store.ts";
-import { checkToken, tokenFromMirror } from "../machine-store.ts";
 import { type Principal, type RouteAuth, stateOf } from "../request-state.ts";
 import {
+  checkToken,
   DEFAULT_TOKEN_WORK,
   looksLikeBootstrapToken,
   parseBootstrapToken,
   type TokenRecord,
   type TokenWork,
+  tokenFromMirror,
 } from "../tokens.ts";
 
 export interface AuthOptions {

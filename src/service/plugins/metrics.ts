@@ -15,8 +15,9 @@ import type { ObjectStore } from "../../../providers/stores/object-store.ts";
 import type { CallOptions } from "../../call-options.ts";
 import type { MasterKey } from "../../envelope/sops/master-key.ts";
 import { BootsealError, ERROR_CODES } from "../../errors.ts";
-import { PHASES, type StatusRecord } from "../machine-store.ts";
+import { PHASES } from "../../machine/status-protocol.ts";
 import { PhaseCounter, type StatusSource } from "../phase-counts.ts";
+import type { StatusRecord } from "../status-record.ts";
 
 export interface Metrics {
   readonly registry: Registry;

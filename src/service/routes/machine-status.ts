@@ -2,11 +2,12 @@
 import { Ajv } from "ajv";
 import type { FastifyInstance } from "fastify";
 import { BootsealError } from "../../errors.ts";
+import { REPORT_MESSAGE_MAX_BYTES, REPORT_OUTPUT_MAX_BYTES } from "../../machine/status-protocol.ts";
 import { etagMatches, type ServiceContext } from "../context.ts";
 import { readStatus, reportPhase } from "../machines/status.ts";
 import { signalFor } from "../plugins/auth.ts";
 import { machineTokenOf, stateOf } from "../request-state.ts";
-import { getStatusSchema, MESSAGE_MAX_BYTES, OUTPUT_MAX_BYTES, postStatusSchema } from "../schemas/status.ts";
+import { getStatusSchema, postStatusSchema } from "../schemas/status.ts";
 import type { RequestTypeProvider } from "../schemas/type-provider.ts";
 import type { TokenRecord } from "../tokens.ts";
 
@@ -35,8 +36,8 @@ export function machineStatusRoutes(parent: FastifyInstance, ctx: ServiceContext
       config: { auth: { machine: "params", confirmedBy: "status-record" }, audit: "status" },
       // Part of validation, so it answers before the token is checked against the store.
       preHandler: async (request) => {
-        checkBytes(request.body.message, MESSAGE_MAX_BYTES, "message");
-        checkBytes(request.body.output, OUTPUT_MAX_BYTES, "output");
+        checkBytes(request.body.message, REPORT_MESSAGE_MAX_BYTES, "message");
+        checkBytes(request.body.output, REPORT_OUTPUT_MAX_BYTES, "output");
       },
     },
     async (request, reply) => {

@@ -1,18 +1,20 @@
 /** Schemas of the status routes, the machine list and the events stream. */
-import { MACHINE_PHASES, PHASES } from "../machine-store.ts";
+import {
+  PHASES,
+  REPORT_MESSAGE_MAX_BYTES,
+  REPORT_OUTPUT_MAX_BYTES,
+  REPORTED_PHASES,
+} from "../../machine/status-protocol.ts";
 import { AUTH_ERRORS, errorResponses, machineParams, namespaceSchema } from "./common.ts";
-
-export const MESSAGE_MAX_BYTES = 4 * 1024;
-export const OUTPUT_MAX_BYTES = 16 * 1024;
 
 export const statusBody = {
   type: "object",
   properties: {
-    phase: { type: "string", enum: MACHINE_PHASES },
-    message: { type: "string", maxLength: MESSAGE_MAX_BYTES },
+    phase: { type: "string", enum: REPORTED_PHASES },
+    message: { type: "string", maxLength: REPORT_MESSAGE_MAX_BYTES },
     attempt: { type: "integer", minimum: 0, maximum: 1_000_000 },
     exitCode: { type: "integer", minimum: -2_147_483_648, maximum: 2_147_483_647 },
-    output: { type: "string", maxLength: OUTPUT_MAX_BYTES },
+    output: { type: "string", maxLength: REPORT_OUTPUT_MAX_BYTES },
   },
   required: ["phase"],
   additionalProperties: false,
