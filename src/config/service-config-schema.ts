@@ -66,18 +66,12 @@ const duration = (description: string, dflt: string): SchemaNode => ({
 
 /** Each store scheme's settings, as its section (`s3:`), named by its options key. */
 function storeSettingsSections(): Record<string, SchemaNode> {
-  return Object.fromEntries(
-    STORE_SCHEMES.flatMap((s) =>
-      s.settings === undefined
-        ? []
-        : [
-            [
-              s.optionsKey,
-              { type: "object", additionalProperties: false, default: {}, properties: s.settings.properties },
-            ],
-          ],
-    ),
-  );
+  const sections: Record<string, SchemaNode> = {};
+  for (const { optionsKey, settings } of STORE_SCHEMES) {
+    if (settings === undefined) continue;
+    sections[optionsKey] = { type: "object", additionalProperties: false, default: {}, ...settings };
+  }
+  return sections;
 }
 
 const escapeRegExp = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");

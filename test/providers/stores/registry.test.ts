@@ -83,7 +83,7 @@ const memoryScheme: StoreSchemeType<"memory", MemoryLocation, "memory", MemoryOp
   open(location, options, env) {
     opened.push({
       name: location.name,
-      label: options?.label ?? env.BOOTSEAL_TEST_MEMORY_LABEL,
+      label: options?.label ?? env.MEMORY_STORE_LABEL,
       oneAttempt: options?.oneAttempt === true,
     });
     return storeNamed(location.name);
@@ -105,8 +105,6 @@ const { validateServiceConfig } = await import("../../../src/config/service-conf
 const { openServiceStore } = await import("../../../src/service/server.ts");
 const { buildApp } = await import("../../../src/service/app.ts");
 const { auditLoggerTo } = await import("../../../src/service/plugins/audit.ts");
-const { runFetch } = await import("../../../src/fetcher/fetch-run.ts");
-const { DEFAULT_ALLOWED_ROOTS } = await import("../../../src/fetcher/paths.ts");
 const { decryptPayload } = await import("../../../src/fetcher/decrypt-payload.ts");
 const { main } = await import("../../../src/cli/main.ts");
 
@@ -124,59 +122,34 @@ after(async () => {
 
 const ADMIN = "controller-admin-token-0123456789abcdefghijkl";
 
+/** A stream that keeps what is written to it. */
+function collected(): { readonly stream: PassThrough; readonly text: () => string } {
+  const stream = new PassThrough();
+  let text = "";
+  stream.on("data", (c: Buffer) => {
+    text += c.toString();
+  });
+  return { stream, text: () => text };
+}
+
 /** `bootseal ARGS` in-process; its exit code and output. */
 async function bootseal(
   args: readonly string[],
   env: Record<string, string | undefined>,
 ): Promise<{ code: number; stdout: string; stderr: string }> {
-  const stdout = new PassThrough();
-  const stderr = new PassThrough();
-  let out = "";
-  let err = "";
-  stdout.on("data", (c: Buffer) => {
-    out += c.toString();
-  });
-  stderr.on("data", (c: Buffer) => {
-    err += c.toString();
-  });
+  const [stdout, stderr] = [collected(), collected()];
   const stdin = new PassThrough();
   stdin.end();
-  const code = await main(args, { stdin, stdout, stderr, env, cwd: dir.path });
-  return { code, stdout: out, stderr: err };
+  const code = await main(args, { stdin, stdout: stdout.stream, stderr: stderr.stream, env, cwd: dir.path });
+  return { code, stdout: stdout.text(), stderr: stderr.text() };
 }
 
 /** `bootseal fetch --from FROM --out /etc/bootstrap/payload` in-process into a fresh root. */
 async function fetchInto(from: string, key: AgeKey): Promise<{ root: string; code: number; stderr: string }> {
   const root = join(dir.path, `root-${createHash("sha256").update(from).digest("hex").slice(0, 8)}`);
   await mkdir(root);
-  let stderr = "";
-  const err = new PassThrough();
-  err.on("data", (c: Buffer) => {
-    stderr += c.toString();
-  });
-  const code = await runFetch(
-    {
-      from,
-      out: "/etc/bootstrap/payload",
-      root,
-      allowedRoots: DEFAULT_ALLOWED_ROOTS,
-      marker: "/var/lib/bootseal/bootstrap.done",
-      sentinel: null,
-      force: false,
-      oneTime: false,
-      deadlineMs: 10_000,
-      attemptTimeoutMs: 5000,
-      reportTimeoutMs: 1000,
-    },
-    {
-      io: {
-        stdout: new PassThrough().resume(),
-        stderr: err,
-        env: machineEnv({ SOPS_AGE_KEY_FILE: key.file }),
-      },
-      labeler: null,
-    },
-  );
+  const args = ["fetch", "--from", from, "--out", "/etc/bootstrap/payload", "--root", root];
+  const { code, stderr } = await bootseal(args, machineEnv({ SOPS_AGE_KEY_FILE: key.file }));
   return { root, code, stderr };
 }
 
@@ -208,7 +181,7 @@ test("the registry: the scheme parses, opens, names objects and joins the usage 
   // Its settings: explicit options first, then the environment; the one-attempt switch.
   opened.length = 0;
   openStore("memory://fleet", { memory: { label: "given" } } as StoreOptions);
-  openStore("memory://fleet", { env: { BOOTSEAL_TEST_MEMORY_LABEL: "from-env" }, oneAttempt: true });
+  openStore("memory://fleet", { env: { MEMORY_STORE_LABEL: "from-env" }, oneAttempt: true });
   assert.deepEqual(opened, [
     { name: "fleet", label: "given", oneAttempt: false },
     { name: "fleet", label: "from-env", oneAttempt: true },
