@@ -14,7 +14,7 @@
  */
 import { createHash } from "node:crypto";
 import { readdir, stat, unlink } from "node:fs/promises";
-import { dirname, join, resolve, sep } from "node:path";
+import { basename, dirname, join, resolve, sep } from "node:path";
 import type { CallOptions } from "../../src/call-options.ts";
 import { BootsealError } from "../../src/errors.ts";
 import { syncDirectory, writeFileAtomic } from "../../src/files/atomic-write.ts";
@@ -23,13 +23,13 @@ import { errno, fsError } from "./file-errors.ts";
 import { KeyLocks } from "./file-lock.ts";
 import { HOST_TAG, pruneEmptyDirs, type SweepResult, sweepStale, TEMP_PREFIX } from "./file-sweep.ts";
 import type { GetOptions, ObjectInfo, ObjectStore, StoredObject, WriteCondition } from "./object-store.ts";
+import type { ObjectLocation, StoreSchemeType } from "./store-scheme.ts";
 import {
   compareKeys,
   etagValue,
   type FileLocation,
   isValidKey,
   RESERVED_SEGMENT_PREFIX,
-  type StoreSchemeType,
   usage,
   validateKey,
   validateListPrefix,
@@ -314,9 +314,20 @@ function parseFileUrl(rest: string, cwd: string): FileLocation {
   return { scheme: "file", dir };
 }
 
-export const fileScheme: StoreSchemeType<"file", FileLocation, { readonly file?: FileStoreOptions }> = {
+/** `file:///DIR/FILE`: the store is the directory, the key the file's name. */
+function parseFileObject(path: string, url: string, what: string): ObjectLocation {
+  if (!path.startsWith("/")) throw usage(`${what} file:// wants an absolute path`);
+  return { storeUrl: `file://${dirname(path)}`, key: basename(path), display: url, path, pathName: "path" };
+}
+
+export const fileScheme: StoreSchemeType<"file", FileLocation, "file", FileStoreOptions> = {
   scheme: "file",
+  optionsKey: "file",
   example: "file://DIR",
+  objectExample: "file:///PATH",
   parse: parseFileUrl,
-  open: (location, options) => new FileStore(location.dir, options.file),
+  parseObject: parseFileObject,
+  // Nothing to switch off: the file store makes one attempt per call.
+  oneAttempt: (options) => options ?? {},
+  open: (location, options) => new FileStore(location.dir, options),
 };

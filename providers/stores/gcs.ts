@@ -14,6 +14,7 @@ import { BootsealError } from "../../src/errors.ts";
 import { lazyModule } from "../lazy-module.ts";
 import type { GetOptions, ObjectInfo, ObjectStore, StoredObject, WriteCondition } from "./object-store.ts";
 import { retryingStore } from "./retrying.ts";
+import type { StoreSchemeType } from "./store-scheme.ts";
 import {
   type BucketLocation,
   checkEndpoint,
@@ -23,8 +24,8 @@ import {
   fullKey,
   isValidKey,
   nonEmpty,
+  parseBucketObject,
   parseBucketUrl,
-  type StoreSchemeType,
   validateListPrefix,
 } from "./store-url.ts";
 
@@ -332,18 +333,24 @@ export function gcsSettings(options: GcsStoreOptions, env: Env): GcsStoreOptions
   return { ...options, ...(apiEndpoint ? { apiEndpoint } : {}), ...(projectId ? { projectId } : {}) };
 }
 
-export const gcsScheme: StoreSchemeType<"gs", BucketLocation<"gs">, { readonly gcs?: GcsStoreOptions }> = {
+const parseGsUrl = (rest: string): BucketLocation<"gs"> =>
+  parseBucketUrl("gs", rest, {
+    bucket: GS_BUCKET,
+    endpointHint: "STORAGE_EMULATOR_HOST or the store options",
+    example: "gs://BUCKET/PREFIX",
+  });
+
+export const gcsScheme: StoreSchemeType<"gs", BucketLocation<"gs">, "gcs", GcsStoreOptions> = {
   scheme: "gs",
+  optionsKey: "gcs",
   example: "gs://BUCKET/PREFIX",
-  parse: (rest) =>
-    parseBucketUrl("gs", rest, {
-      bucket: GS_BUCKET,
-      endpointHint: "STORAGE_EMULATOR_HOST or the store options",
-      example: "gs://BUCKET/PREFIX",
-    }),
+  objectExample: "gs://BUCKET/KEY",
+  parse: parseGsUrl,
+  parseObject: (rest, _url, what) => parseBucketObject(rest, what, parseGsUrl),
+  oneAttempt: (options) => ({ ...options, maxRetries: 0 }),
   // The library's own retries are off: src/retry.ts (through retryingStore) is the only loop.
   open: (location, options, env) =>
-    retryingStore(new GcsStore(location.bucket, location.prefix, gcsSettings(options.gcs ?? {}, env)), {
-      attempts: (options.gcs?.maxRetries ?? 1) + 1,
+    retryingStore(new GcsStore(location.bucket, location.prefix, gcsSettings(options ?? {}, env)), {
+      attempts: (options?.maxRetries ?? 1) + 1,
     }),
 };

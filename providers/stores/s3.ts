@@ -30,6 +30,7 @@ import {
   S3ObjectCalls,
   S3ResponseError,
 } from "./s3-object-calls.ts";
+import type { StoreSchemeType } from "./store-scheme.ts";
 import {
   type BucketLocation,
   checkEndpoint,
@@ -39,9 +40,9 @@ import {
   isValidKey,
   nonEmpty,
   parseBool,
+  parseBucketObject,
   parseBucketUrl,
   RESERVED_SEGMENT_PREFIX,
-  type StoreSchemeType,
   validateListPrefix,
 } from "./store-url.ts";
 
@@ -434,18 +435,48 @@ export function s3Settings(options: S3StoreOptions, env: Env): S3StoreOptions & 
   return { ...options, ...(endpoint ? { endpoint } : {}), region, forcePathStyle };
 }
 
-export const s3Scheme: StoreSchemeType<"s3", BucketLocation<"s3">, { readonly s3?: S3StoreOptions }> = {
+const parseS3Url = (rest: string): BucketLocation<"s3"> =>
+  parseBucketUrl("s3", rest, {
+    bucket: S3_BUCKET,
+    endpointHint: "AWS_ENDPOINT_URL_S3 or the store options",
+    example: "s3://BUCKET/PREFIX",
+  });
+
+/** What the service configuration's `s3:` section sets. */
+export type S3Settings = Pick<S3StoreOptions, "endpoint" | "region" | "forcePathStyle">;
+
+export const s3Scheme: StoreSchemeType<"s3", BucketLocation<"s3">, "s3", S3StoreOptions, S3Settings> = {
   scheme: "s3",
+  optionsKey: "s3",
   example: "s3://BUCKET/PREFIX",
-  parse: (rest) =>
-    parseBucketUrl("s3", rest, {
-      bucket: S3_BUCKET,
-      endpointHint: "AWS_ENDPOINT_URL_S3 or the store options",
-      example: "s3://BUCKET/PREFIX",
-    }),
+  objectExample: "s3://BUCKET/KEY",
+  parse: parseS3Url,
+  parseObject: (rest, _url, what) => parseBucketObject(rest, what, parseS3Url),
+  oneAttempt: (options) => ({ ...options, maxAttempts: 1 }),
   // The SDK's own retries are off: src/retry.ts (through retryingStore) is the only loop.
   open: (location, options, env) =>
-    retryingStore(new S3Store(location.bucket, location.prefix, s3Settings(options.s3 ?? {}, env)), {
-      attempts: options.s3?.maxAttempts ?? 3,
+    retryingStore(new S3Store(location.bucket, location.prefix, s3Settings(options ?? {}, env)), {
+      attempts: options?.maxAttempts ?? 3,
     }),
+  settings: {
+    properties: {
+      endpoint: {
+        type: "string",
+        minLength: 1,
+        description: "MinIO, SeaweedFS, …",
+        "x-doc-default": "`AWS_ENDPOINT_URL_S3`, `AWS_ENDPOINT_URL`, AWS",
+      },
+      region: {
+        type: "string",
+        minLength: 1,
+        description: "the bucket's region",
+        "x-doc-default": "`AWS_REGION`, `AWS_DEFAULT_REGION`, `us-east-1`",
+      },
+      forcePathStyle: {
+        type: "boolean",
+        description: "path-style bucket addressing",
+        "x-doc-default": "true when an endpoint is set",
+      },
+    },
+  },
 };

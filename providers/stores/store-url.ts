@@ -7,7 +7,7 @@
  * Messages never repeat a URL, which might hold a credential.
  */
 import { BootsealError } from "../../src/errors.ts";
-import type { ObjectStore } from "./object-store.ts";
+import type { ObjectLocation } from "./store-scheme.ts";
 
 export type Env = Readonly<Record<string, string | undefined>>;
 
@@ -22,17 +22,6 @@ export interface BucketLocation<S extends string = string> {
   readonly scheme: S;
   readonly bucket: string;
   readonly prefix: string;
-}
-
-/** One store scheme, in its own file; `O` is the part of StoreOptions it reads. */
-export interface StoreSchemeType<S extends string, L extends { readonly scheme: S }, O> {
-  readonly scheme: S;
-  /** How a URL of this scheme looks, for usage messages: `s3://BUCKET/PREFIX`. */
-  readonly example: string;
-  /** What follows `scheme://`; `cwd` anchors relative paths. Throws USAGE. */
-  parse(rest: string, cwd: string): L;
-  /** The store at `location`; no I/O until the first request. */
-  open(location: L, options: O, env: Env): ObjectStore;
 }
 
 /** Longest key, in UTF-8 bytes: the S3 and GCS object-name limit. */
@@ -52,16 +41,49 @@ export function usage(message: string): BootsealError {
   return new BootsealError("USAGE", message);
 }
 
-/** `scheme://rest` with the checks every scheme shares; the scheme lower-cased. */
-export function splitStoreUrl(url: string, hint: string): { scheme: string; rest: string } {
-  if (UNPRINTABLE.test(url) || /\s/.test(url)) throw usage("store URL contains spaces or control characters");
-  const match = /^([A-Za-z][A-Za-z0-9+.-]*):\/\/(.*)$/s.exec(url);
-  if (!match) throw usage(`malformed store URL: ${hint}`);
-  const rest = match[2]!;
+const SCHEME_URL = /^([A-Za-z][A-Za-z0-9+.-]*):\/\/(.*)$/s;
+
+/** `scheme://rest` as written, the scheme lower-cased; undefined when the text has no scheme. */
+export function schemeOf(url: string): { scheme: string; rest: string } | undefined {
+  const match = SCHEME_URL.exec(url);
+  return match ? { scheme: match[1]!.toLowerCase(), rest: match[2]! } : undefined;
+}
+
+function checkPrintable(text: string): void {
+  if (UNPRINTABLE.test(text) || /\s/.test(text))
+    throw usage("store URL contains spaces or control characters");
+}
+
+function checkNoQuery(rest: string): string {
   if (rest.includes("?") || rest.includes("#")) {
     throw usage("store URLs take no query string or fragment: endpoint and options come from flags or env");
   }
-  return { scheme: match[1]!.toLowerCase(), rest };
+  return rest;
+}
+
+/** `scheme://rest` with the checks every scheme shares; the scheme lower-cased. */
+export function splitStoreUrl(url: string, hint: string): { scheme: string; rest: string } {
+  checkPrintable(url);
+  const split = schemeOf(url);
+  if (!split) throw usage(`malformed store URL: ${hint}`);
+  return { scheme: split.scheme, rest: checkNoQuery(split.rest) };
+}
+
+/**
+ * The object a bucket URL names (`s3://BUCKET/KEY`, after `scheme://`): the bucket is the
+ * store, the rest its key. `parse` is the scheme's store-URL parser; the checks are splitStoreUrl's.
+ */
+export function parseBucketObject<S extends string>(
+  rest: string,
+  what: string,
+  parse: (rest: string) => BucketLocation<S>,
+): ObjectLocation {
+  checkPrintable(rest);
+  const location = parse(checkNoQuery(rest));
+  if (location.prefix === "") throw usage(`${what} ${location.scheme}:// wants a bucket and an object key`);
+  const key = location.prefix.slice(0, -1);
+  const storeUrl = `${location.scheme}://${location.bucket}`;
+  return { storeUrl, key, display: `${storeUrl}/${key}`, path: key, pathName: "key" };
 }
 
 export interface BucketRules {

@@ -12,6 +12,7 @@
  * - `x-message`: the error for a value of the right type that breaks a rule (pattern, enum,
  *   minItems); `{value}` is the offending value as JSON.
  */
+import { oneOf, STORE_SCHEMES, storeUrlExamples } from "../../providers/stores/index.ts";
 import { MAX_DOCUMENT_BYTES } from "../limits.ts";
 import { CLOUD_AUTH_METHODS } from "../machine/identity-login.ts";
 import { AZURE_MACHINE_AUTH_SCHEMA, GCP_MACHINE_AUTH_SCHEMA } from "./machine-auth-jwt.ts";
@@ -62,6 +63,18 @@ const duration = (description: string, dflt: string): SchemaNode => ({
   default: dflt,
   description: `${description} (a duration: \`30s\`, \`2m\`; a bare number is seconds)`,
 });
+
+/** Each store scheme's settings, as its section (`s3:`), named by its options key. */
+function storeSettingsSections(): Record<string, SchemaNode> {
+  const sections: Record<string, SchemaNode> = {};
+  for (const { optionsKey, settings } of STORE_SCHEMES) {
+    if (settings === undefined) continue;
+    sections[optionsKey] = { type: "object", additionalProperties: false, default: {}, ...settings };
+  }
+  return sections;
+}
+
+const escapeRegExp = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 
 const HTTP_URL = "^https?://\\S+$";
 
@@ -170,29 +183,17 @@ export const SERVICE_CONFIG_SCHEMA: SchemaNode = {
         clientCa: text("PEM CA: optional mutual TLS for controllers (below)"),
       },
     },
-    store: text("`file://DIR`, `s3://BUCKET/PREFIX`, `gs://BUCKET/PREFIX`", {
-      pattern: "^(file|s3|gs)://",
-      "x-message": "must be file://DIR, s3://BUCKET/PREFIX or gs://BUCKET/PREFIX",
-      "x-flag": "--store",
-    }),
-    s3: {
-      type: "object",
-      additionalProperties: false,
-      default: {},
-      properties: {
-        endpoint: text("MinIO, SeaweedFS, …", {
-          "x-doc-default": "`AWS_ENDPOINT_URL_S3`, `AWS_ENDPOINT_URL`, AWS",
-        }),
-        region: text("the bucket's region", {
-          "x-doc-default": "`AWS_REGION`, `AWS_DEFAULT_REGION`, `us-east-1`",
-        }),
-        forcePathStyle: {
-          type: "boolean",
-          description: "path-style bucket addressing",
-          "x-doc-default": "true when an endpoint is set",
-        },
+    store: text(
+      storeUrlExamples()
+        .map((example) => `\`${example}\``)
+        .join(", "),
+      {
+        pattern: `^(${STORE_SCHEMES.map((s) => escapeRegExp(s.scheme)).join("|")})://`,
+        "x-message": `must be ${oneOf(storeUrlExamples())}`,
+        "x-flag": "--store",
       },
-    },
+    ),
+    ...storeSettingsSections(),
     creation_rules: {
       type: "array",
       minItems: 1,

@@ -11,6 +11,7 @@ import { readFileSync } from "node:fs";
 import { isAbsolute, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
+import { type StoreSettings, storeSettingsOf } from "../../providers/stores/index.ts";
 import { parseDuration } from "../duration.ts";
 import { compileRegex, type GoRegexp } from "../envelope/sops/walk.ts";
 import { BootsealError } from "../errors.ts";
@@ -116,10 +117,11 @@ function packageSeaDir(cwd: string): string {
 
 /**
  * The resolved configuration: every key with a default is present. The optional ones are
- * those whose absence means "not configured" (no TLS, no artifact, the bound URL, the AWS
- * variables for S3).
+ * those whose absence means "not configured" (no TLS, no artifact, the bound URL, a store
+ * setting the environment gives). Each store scheme with settings has its section
+ * (StoreSettings: `s3`, from the scheme registry).
  */
-export interface ServiceConfig {
+export interface ServiceConfig extends StoreSettings {
   readonly listen: { readonly host: string; readonly port: number };
   /** The URL machines reach the service at (user-data stubs); default: the bound URL. */
   readonly publicUrl?: string;
@@ -132,7 +134,6 @@ export interface ServiceConfig {
   /** File paths; clientCa turns on optional mutual TLS for controllers. */
   readonly tls?: { readonly cert: string; readonly key: string; readonly clientCa?: string };
   readonly store: string;
-  readonly s3: { readonly endpoint?: string; readonly region?: string; readonly forcePathStyle?: boolean };
   /** `.sops.yaml`-shaped rules, matched against `<ns>/<name>`. */
   readonly creationRules: SopsConfig;
   readonly controllers: readonly ControllerConfig[];
@@ -264,7 +265,6 @@ interface Checked {
   trustProxy: boolean | string | unknown[];
   tls?: { cert: string; key: string; clientCa?: string };
   store: string;
-  s3: ServiceConfig["s3"];
   creation_rules: unknown[];
   controllers: { name: string; tokenSha256?: string; scopes: Scope[]; namespaces: string[] }[];
   kubernetesBindings: KubernetesBinding[];
@@ -489,7 +489,7 @@ export function validateServiceConfig(rawInput: Raw, cwd: string = process.cwd()
     listen: parseListenAddress(c.listen),
     trustProxy: parseTrustProxy(c.trustProxy),
     store: c.store,
-    s3: c.s3,
+    ...storeSettingsOf(c),
     creationRules: parseCreationRules(c.creation_rules),
     controllers: parseControllers(c.controllers, tls?.clientCa !== undefined),
     kubernetesBindings: c.kubernetesBindings,

@@ -3,10 +3,10 @@
  *
  * - the service: `http(s)://HOST[/PREFIX]/v1/machines/<ns>/<name>/config`, with the bootstrap
  *   token as a bearer token; the machine id comes from the path;
- * - an object store: `s3://BUCKET/KEY`, `gs://BUCKET/KEY` (the machine's own cloud
- *   credentials, through the SDKs' default chains; endpoints from the usual variables), or
- *   `file:///DIR/FILE`. The machine id comes from a key ending in `configs/<ns>/<name>`
- *   (the store layout) or from --machine.
+ * - an object in a store of any registered scheme (providers/stores: `s3://BUCKET/KEY`,
+ *   `gs://BUCKET/KEY` with the machine's own cloud credentials through the SDKs' default
+ *   chains and endpoints from the usual variables, `file:///DIR/FILE`). The machine id comes
+ *   from a key ending in `configs/<ns>/<name>` (the store layout) or from --machine.
  *
  * Every download is retried (src/retry.ts): connection failures, 5xx and 429 (Retry-After
  * honoured) and unavailable stores; never another 4xx, a missing object or a refused
@@ -14,8 +14,7 @@
  * to MAX_DOCUMENT_BYTES while it is read (stat or metadata first, then a read that stops at
  * the cap): a larger document fails with TOO_LARGE, never retried.
  */
-import { basename, dirname } from "node:path";
-import { openStore, parseStoreUrl } from "../../providers/stores/index.ts";
+import { objectUrlExamples, oneOf, openStore, parseObjectUrl } from "../../providers/stores/index.ts";
 import { BootsealError } from "../errors.ts";
 import { sendOk } from "../http/client.ts";
 import { describeBytes, MAX_DOCUMENT_BYTES } from "../limits.ts";
@@ -61,38 +60,21 @@ export function parseSource(from: string, machineFlag?: string): Source {
     }
     return { kind: "service", url, machine };
   }
-  const scheme = /^([a-z0-9]+):\/\//i.exec(from)?.[1]?.toLowerCase();
-  if (scheme === "file") {
-    const path = from.slice("file://".length);
-    if (!path.startsWith("/")) throw new BootsealError("USAGE", "--from file:// wants an absolute path");
-    const layout = configKeyMachineText(path, true);
-    return {
-      kind: "store",
-      storeUrl: `file://${dirname(path)}`,
-      key: basename(path),
-      display: from,
-      machine: flagMachine ?? (layout ? parseMachineId(layout, "the configs/ path") : null),
-    };
+  const object = parseObjectUrl(from, "--from");
+  if (object === undefined) {
+    throw new BootsealError(
+      "USAGE",
+      `--from wants ${oneOf(["https://…/v1/machines/<ns>/<name>/config", ...objectUrlExamples()])}`,
+    );
   }
-  if (scheme === "s3" || scheme === "gs") {
-    const loc = parseStoreUrl(from);
-    if (loc.scheme === "file" || loc.prefix === "") {
-      throw new BootsealError("USAGE", `--from ${scheme}:// wants a bucket and an object key`);
-    }
-    const key = loc.prefix.slice(0, -1);
-    const layout = configKeyMachineText(key, true);
-    return {
-      kind: "store",
-      storeUrl: `${scheme}://${loc.bucket}`,
-      key,
-      display: `${scheme}://${loc.bucket}/${key}`,
-      machine: flagMachine ?? (layout ? parseMachineId(layout, "the configs/ key") : null),
-    };
-  }
-  throw new BootsealError(
-    "USAGE",
-    "--from wants https://…/v1/machines/<ns>/<name>/config, s3://BUCKET/KEY, gs://BUCKET/KEY or file:///PATH",
-  );
+  const layout = configKeyMachineText(object.path, true);
+  return {
+    kind: "store",
+    storeUrl: object.storeUrl,
+    key: object.key,
+    display: object.display,
+    machine: flagMachine ?? (layout ? parseMachineId(layout, `the configs/ ${object.pathName}`) : null),
+  };
 }
 
 /** The status route next to a service config URL. */
@@ -158,11 +140,7 @@ export async function download(source: Source, options: DownloadOptions): Promis
     };
   }
   // One attempt per store call: the loop here is the fetcher's only retry layer.
-  const store = openStore(source.storeUrl, {
-    env: options.env,
-    s3: { maxAttempts: 1 },
-    gcs: { maxRetries: 0 },
-  });
+  const store = openStore(source.storeUrl, { env: options.env, oneAttempt: true });
   const { value, attempts } = await withRetry(
     async ({ signal }) => {
       const object = await store.get(source.key, { signal, maxBytes: MAX_DOCUMENT_BYTES }).catch((err) => {

@@ -12,7 +12,8 @@ import { readFile } from "node:fs/promises";
 import { createServer, isIPv4 } from "node:net";
 import type { FastifyInstance } from "fastify";
 import { FileStore } from "../../providers/stores/file.ts";
-import { openStore } from "../../providers/stores/index.ts";
+import { openStore, storeSettingsOf } from "../../providers/stores/index.ts";
+import type { ObjectStore } from "../../providers/stores/object-store.ts";
 import type { ServiceConfig } from "../config/service-config.ts";
 import { BootsealError } from "../errors.ts";
 import { buildApp } from "./app.ts";
@@ -94,12 +95,17 @@ export interface ReloadSource {
   readonly load: () => ServiceConfig;
 }
 
+/** The configured store, with its scheme's settings section (StoreSettings) from the configuration. */
+export function openServiceStore(config: ServiceConfig): ObjectStore {
+  return openStore(config.store, storeSettingsOf(config));
+}
+
 export async function startServer(
   config: ServiceConfig,
   options: { readonly reload?: ReloadSource } = {},
 ): Promise<RunningServer> {
   await checkListen(config.listen.host, config.listen.port);
-  const store = openStore(config.store, { s3: config.s3 });
+  const store = openServiceStore(config);
   const audit = createAuditLogger(config.audit.path, config.audit.mode);
   const https = await readTls(config);
   const controllers = new ControllerCredentials(config);

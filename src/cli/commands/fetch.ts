@@ -1,3 +1,4 @@
+import { objectUrlExamples, oneOf } from "../../../providers/stores/index.ts";
 import { parseFlagDuration as parseDuration } from "../../duration.ts";
 import type { Format } from "../../envelope/sops/codecs/codec.ts";
 import { FORMATS } from "../../envelope/sops/codecs/codec.ts";
@@ -192,7 +193,7 @@ const spec = {
     },
   ],
   notes: [
-    "URL: https://HOST[/PREFIX]/v1/machines/NS/NAME/config, s3://BUCKET/KEY, gs://BUCKET/KEY or file:///PATH",
+    `URL: ${oneOf(["https://HOST[/PREFIX]/v1/machines/NS/NAME/config", ...objectUrlExamples()])}`,
     "DUR: 500ms, 30s, 5m, 1h, or a bare number of seconds.",
   ],
 } as const satisfies CommandSpec;

@@ -9,7 +9,7 @@
  */
 import { resolve } from "node:path";
 import type { ProviderDeps } from "../../../providers/keys/index.ts";
-import { openStore } from "../../../providers/stores/index.ts";
+import { openStore, STORE_SCHEMES, storeUrlExamples } from "../../../providers/stores/index.ts";
 import { BootsealError } from "../../errors.ts";
 import { bindContext } from "../../machine/kms-binding.ts";
 import { CONFIGS_PREFIX, configKeyMachineText } from "../../machine/store-layout.ts";
@@ -89,7 +89,10 @@ async function runStore(
     if (given.has(flag)) throw new BootsealError("USAGE", `--${flag} does not apply to rotate --store`);
   }
   const url = values.store as string;
-  if (url.trim() === "") throw new BootsealError("USAGE", "--store wants a URL (file://, s3://, gs://)");
+  if (url.trim() === "") {
+    const schemes = STORE_SCHEMES.map((s) => `${s.scheme}://`).join(", ");
+    throw new BootsealError("USAGE", `--store wants a URL (${schemes})`);
+  }
   const deps = providerDeps(io.env);
   const order = parseDecryptionOrder(values["decryption-order"] as string | undefined);
   const changesFor = changesPerObject(values, deps, io.env);
@@ -212,7 +215,7 @@ const STORE_FLAGS = [
     name: "store",
     type: "string",
     value: "URL",
-    help: "rotate every document in this store (file://DIR, s3://BUCKET/PREFIX, gs://BUCKET/PREFIX)",
+    help: `rotate every document in this store (${storeUrlExamples().join(", ")})`,
   },
   {
     name: "prefix",

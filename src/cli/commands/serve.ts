@@ -1,4 +1,5 @@
 import { join, resolve } from "node:path";
+import { storeUrlExamples } from "../../../providers/stores/index.ts";
 import {
   applyEnv,
   parseListenAddress,
@@ -47,7 +48,7 @@ const spec = {
       type: "string",
       configEnv: "BOOTSEAL_STORE",
       value: "URL",
-      help: "the object store (file://DIR, s3://BUCKET/PREFIX, gs://BUCKET/PREFIX)",
+      help: `the object store (${storeUrlExamples().join(", ")})`,
     },
     {
       name: "log-level",
