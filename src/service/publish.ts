@@ -31,7 +31,7 @@ import { codecFor } from "../envelope/sops/codecs/index.ts";
 import { encryptDocument } from "../envelope/sops/encrypt.ts";
 import type { KeyEntry, MasterKey } from "../envelope/sops/master-key.ts";
 import { type Metadata, metadataToTree } from "../envelope/sops/metadata.ts";
-import { BootsealError } from "../errors.ts";
+import { BootsealError, hasCode } from "../errors.ts";
 import { bindKeyGroups } from "../machine/kms-binding.ts";
 import { formatMachineId, type MachineId } from "../machine/machine-id.ts";
 import type { DocumentFormat } from "./machine-store.ts";
@@ -60,7 +60,7 @@ export function ruleFor(rules: SopsConfig, m: MachineId): CreationRule {
   try {
     rule = matchCreationRule(rules, RULE_ROOT, `${RULE_ROOT}/${m.namespace}/${m.name}`);
   } catch (err) {
-    if (err instanceof BootsealError && err.code === "USAGE") rule = null;
+    if (hasCode(err, "USAGE")) rule = null;
     else throw err;
   }
   if (!rule) throw new BootsealError("BAD_INPUT", `no creation rule matches ${formatMachineId(m)}`);

@@ -12,7 +12,7 @@
 import type { ObjectInfo, WriteCondition } from "../../../providers/stores/object-store.ts";
 import { checkBootstrapCommand } from "../../config/service-config.ts";
 import { contentTypeOf } from "../../envelope/document.ts";
-import { BootsealError } from "../../errors.ts";
+import { BootsealError, hasCode } from "../../errors.ts";
 import { formatMachineId, type MachineId } from "../../machine/machine-id.ts";
 import { quoteEtag, type ServiceContext } from "../context.ts";
 import { errorLabel } from "../plugins/metrics.ts";
@@ -61,7 +61,7 @@ async function storeConfig(
   try {
     return { created: true, info: await put({ ifNoneMatch: "*" }) };
   } catch (err) {
-    if (!(err instanceof BootsealError && err.code === "PRECONDITION_FAILED")) throw err;
+    if (!hasCode(err, "PRECONDITION_FAILED")) throw err;
     return { created: false, info: await put(condition) };
   }
 }
