@@ -1,6 +1,6 @@
 /**
  * Publishing a machine's config: the document is prepared (encrypted, or an upload checked:
- * ../publish.ts), stored under the caller's write condition, a fresh bootstrap token is
+ * ../prepare-document.ts), stored under the caller's write condition, a fresh bootstrap token is
  * minted (the previous one stops working), and the publish is recorded in the status.
  *
  * With a derivation key the token is DERIVED from the machine, the new version and a random
@@ -16,7 +16,7 @@ import { BootsealError, hasCode } from "../../errors.ts";
 import { formatMachineId, type MachineId } from "../../machine/machine-id.ts";
 import { quoteEtag, type ServiceContext } from "../context.ts";
 import { errorLabel } from "../plugins/metrics.ts";
-import { type PreparedDocument, prepareDocument } from "../publish.ts";
+import { type PreparedDocument, prepareDocument } from "../prepare-document.ts";
 import { mintDerivedToken, mintToken, newSalt, sha256Hex, type TokenRecord } from "../tokens.ts";
 
 export interface PublishRequest {

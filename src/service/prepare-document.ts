@@ -1,5 +1,5 @@
 /**
- * Turning a publish request body into the document to store.
+ * Turning a publish request body into the document to store (machines/publish.ts stores it).
  *
  * - Plaintext (any content type): encrypted as a SOPS v3 document under a fresh data key
  *   wrapped by every master key of the creation rule matching `<ns>/<name>`. The `binary`
