@@ -1,7 +1,8 @@
 /**
  * A map bounded by the total size of what it holds (each entry's size from `sizeOf`): the
  * least recently used entries go first, and an entry larger than the whole bound is not kept.
- * The service's record cache and the controller's kept status answers both use it.
+ * The service's record cache, the auth plugin's failure counters (each of size 1) and the
+ * controller's kept status answers use it.
  */
 export class SizeBoundedLru<K, V> {
   readonly #entries = new Map<K, V>();
@@ -21,6 +22,11 @@ export class SizeBoundedLru<K, V> {
     this.#entries.delete(key);
     this.#entries.set(key, value);
     return value;
+  }
+
+  /** The value, its recency unchanged. */
+  peek(key: K): V | undefined {
+    return this.#entries.get(key);
   }
 
   /** Replaces what the key held; the least recently used go until the bound holds. */

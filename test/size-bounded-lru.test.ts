@@ -22,3 +22,14 @@ test("SizeBoundedLru: the least recently used go first, an oversize entry is not
   lru.delete("missing");
   assert.deepEqual(lru.size, { entries: 0, total: 0 });
 });
+
+test("SizeBoundedLru: peek reads without making the entry the most recently used", () => {
+  const lru = new SizeBoundedLru<string, number>(2, () => 1);
+  lru.set("a", 1);
+  lru.set("b", 2);
+  assert.equal(lru.peek("a"), 1);
+  lru.set("c", 3); // a is still the least recently used: it goes
+  assert.equal(lru.peek("a"), undefined);
+  assert.equal(lru.peek("b"), 2);
+  assert.equal(lru.peek("c"), 3);
+});
