@@ -134,6 +134,10 @@ const statusOf = async (machine: string): Promise<Any> => {
   return res.status === 404 ? null : res.json();
 };
 
+/** The request option of a JSON merge patch (the client is loaded only by the tests that patch). */
+const mergePatch = async () =>
+  (await import("@kubernetes/client-node")).setHeaderOptions("Content-Type", "application/merge-patch+json");
+
 interface ControllerRun {
   readonly ns: string;
   readonly double: KubeadmProviderDouble;
@@ -301,10 +305,7 @@ test(
           name: "worker-1",
           body: { status: { nodeRef: { name: "node-1" } } },
         },
-        (await import("@kubernetes/client-node")).setHeaderOptions(
-          "Content-Type",
-          "application/merge-patch+json",
-        ),
+        await mergePatch(),
       );
       await waitConfig(
         ns,
@@ -435,10 +436,7 @@ test(
           name: "m-0",
           body: { metadata: { labels: { poke: "1" } } },
         },
-        (await import("@kubernetes/client-node")).setHeaderOptions(
-          "Content-Type",
-          "application/merge-patch+json",
-        ),
+        await mergePatch(),
       );
       await until("a reconcile by the new controller", async () => {
         const o = await getConfig(ns, "m-0");
