@@ -7,12 +7,12 @@
 import { readFile, writeFile } from "node:fs/promises";
 import { argv } from "node:process";
 import { fileURLToPath } from "node:url";
+import { loadAllCommands } from "../src/cli/command-registry.ts";
 import { cliDocSections, replaceGenerated } from "../src/cli/docs.ts";
-import { COMMANDS } from "../src/cli/main.ts";
 
 const DOC = fileURLToPath(new URL("../docs/cli.md", import.meta.url));
 const doc = await readFile(DOC, "utf8");
-const commands = await Promise.all(COMMANDS.map((c) => c.load()));
+const commands = await loadAllCommands();
 const fresh = replaceGenerated(doc, cliDocSections(commands));
 if (argv.includes("--check")) {
   if (fresh !== doc) {

@@ -146,3 +146,17 @@ export function isBootsealError(err: unknown): err is BootsealError {
 export function needs(condition: unknown, code: ErrorCode, message: string): asserts condition {
   if (!condition) throw new BootsealError(code, message);
 }
+
+/** A BootsealError with one of `codes` (a failure a caller handles by its code). */
+export function hasCode(err: unknown, ...codes: readonly ErrorCode[]): err is BootsealError {
+  return err instanceof BootsealError && codes.includes(err.code);
+}
+
+/**
+ * Any thrown value as a code and a message: a BootsealError's own, anything else INTERNAL
+ * with its message after `internalPrefix` (the CLI's "internal error: ").
+ */
+export function describeError(err: unknown, internalPrefix = ""): { code: ErrorCode; message: string } {
+  if (err instanceof BootsealError) return { code: err.code, message: err.message };
+  return { code: "INTERNAL", message: `${internalPrefix}${(err as Error | null)?.message ?? String(err)}` };
+}

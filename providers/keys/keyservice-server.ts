@@ -8,7 +8,7 @@
  */
 import type * as Grpc from "@grpc/grpc-js";
 import type { KeyEntry, MasterKey } from "../../src/envelope/sops/master-key.ts";
-import { BootsealError, isBootsealError } from "../../src/errors.ts";
+import { BootsealError, hasCode, isBootsealError } from "../../src/errors.ts";
 import { loadGrpc } from "./keyservice-client.ts";
 import { decodeRequest, encodeResponse, entryOf } from "./keyservice-wire.ts";
 
@@ -89,7 +89,7 @@ async function answer(
 
 function statusOf(grpc: typeof Grpc, err: unknown): { code: number; details: string } {
   if (err instanceof Refusal) return { code: err.status, details: err.message };
-  if (isBootsealError(err) && err.code === "BAD_INPUT" && err.message.startsWith("malformed key service")) {
+  if (hasCode(err, "BAD_INPUT") && err.message.startsWith("malformed key service")) {
     return { code: grpc.status.INVALID_ARGUMENT, details: err.message };
   }
   // A BootsealError's message is safe to show; anything else stays in our own log only.

@@ -8,7 +8,7 @@
  */
 import { stat } from "node:fs/promises";
 import { resolve } from "node:path";
-import { BootsealError, isBootsealError } from "../errors.ts";
+import { BootsealError, hasCode, isBootsealError } from "../errors.ts";
 import { replaceFile } from "../files/atomic-write.ts";
 import { readFileBounded, readStreamBounded } from "../files/read-bounded.ts";
 import type { CliIo } from "./command.ts";
@@ -52,7 +52,7 @@ export async function readInput(file: string | undefined, io: CliIo): Promise<Ui
   } catch (err) {
     // Too large stays its own class; anything else (missing, a directory, EACCES) is sops's
     // "Error reading file".
-    if (isBootsealError(err) && err.code === "TOO_LARGE") throw err;
+    if (hasCode(err, "TOO_LARGE")) throw err;
     const message = isBootsealError(err) ? err.message : `cannot read ${file}`;
     throw new BootsealError("READ_FAILED", `Error reading file: ${message}`, { cause: err });
   }

@@ -1,6 +1,7 @@
 /**
- * Flags several commands share, declared once (the key and selection flags are in
- * ./key-flags.ts). Wording follows `sops <command> --help` where sops has the flag.
+ * Flags several commands share, declared once. Wording follows `sops <command> --help`
+ * where sops has the flag. The key and selection flags, and those naming key kinds, are in
+ * ./key-flags.ts: they load the key registry, and `status`, `publish`, `userdata` must not.
  */
 import type { Flag } from "./flags.ts";
 
@@ -44,14 +45,6 @@ export const OUTPUT_FLAGS = [
   { name: "output", type: "string", value: "FILE", help: "write the output to this file" },
 ] as const satisfies readonly Flag[];
 
-export const DECRYPTION_ORDER_FLAG = {
-  name: "decryption-order",
-  type: "string",
-  env: "SOPS_DECRYPTION_ORDER",
-  value: "KINDS",
-  help: "comma separated list of key kinds to try first (age, pgp, kms, gcp_kms, azure_kv, hc_vault)",
-} as const satisfies Flag;
-
 export const SOPS_CONFIG_FLAG = {
   name: "config",
   type: "string",
@@ -90,19 +83,6 @@ export const KEYSERVICE_FLAGS = [
     value: "URI",
     help: "Specify the key services to use in addition to the local one. Syntax: protocol://address. Example: tcp://myserver.com:5000",
   },
-] as const satisfies readonly Flag[];
-
-/**
- * set and unset (sops's flags): the document's types, how to open it. The threshold is
- * accepted and ignored, as in sops: the key groups of an edited document do not change.
- */
-export const TREE_EDIT_FLAGS = [
-  INPUT_TYPE_FLAG,
-  OUTPUT_TYPE_FLAG,
-  { ...THRESHOLD_FLAG, help: "accepted for sops compatibility; the document's key groups are kept" },
-  IGNORE_MAC_FLAG,
-  DECRYPTION_ORDER_FLAG,
-  ...KEYSERVICE_FLAGS,
 ] as const satisfies readonly Flag[];
 
 /** fetch and the controller clients: a private CA for an https service. */

@@ -1,11 +1,19 @@
 /**
- * sops's key and selection flags, shared by encrypt, rotate and updatekeys. Flag names and
- * environment variables are sops's own, so scripts move between the two tools unchanged.
+ * sops's key and selection flags, shared by encrypt, rotate and updatekeys, and the flags
+ * that name key kinds (from the key registry). Flag names and environment variables are
+ * sops's own, so scripts move between the two tools unchanged.
  */
 
-import { KEY_TYPES, type KeyKind } from "../../providers/keys/index.ts";
+import { KEY_KIND_NAMES, KEY_TYPES, type KeyKind } from "../../providers/keys/index.ts";
 import type { SelectionRule } from "../envelope/sops/metadata.ts";
 import { BootsealError } from "../errors.ts";
+import {
+  IGNORE_MAC_FLAG,
+  INPUT_TYPE_FLAG,
+  KEYSERVICE_FLAGS,
+  OUTPUT_TYPE_FLAG,
+  THRESHOLD_FLAG,
+} from "./flag-groups.ts";
 import type { Flag } from "./flags.ts";
 
 export interface KeyFlag {
@@ -76,6 +84,28 @@ export const KMS_FLAGS = [
     help: "comma separated list of KMS encryption context key:value pairs",
   },
   { name: "aws-profile", type: "string", value: "NAME", help: "the AWS profile to use for requests to AWS" },
+] as const satisfies readonly Flag[];
+
+/** The kinds in the registry's order (age, pgp, kms, gcp_kms, azure_kv, hc_vault). */
+export const DECRYPTION_ORDER_FLAG = {
+  name: "decryption-order",
+  type: "string",
+  env: "SOPS_DECRYPTION_ORDER",
+  value: "KINDS",
+  help: `comma separated list of key kinds to try first (${KEY_KIND_NAMES.join(", ")})`,
+} as const satisfies Flag;
+
+/**
+ * set and unset (sops's flags): the document's types, how to open it. The threshold is
+ * accepted and ignored, as in sops: the key groups of an edited document do not change.
+ */
+export const TREE_EDIT_FLAGS = [
+  INPUT_TYPE_FLAG,
+  OUTPUT_TYPE_FLAG,
+  { ...THRESHOLD_FLAG, help: "accepted for sops compatibility; the document's key groups are kept" },
+  IGNORE_MAC_FLAG,
+  DECRYPTION_ORDER_FLAG,
+  ...KEYSERVICE_FLAGS,
 ] as const satisfies readonly Flag[];
 
 /** The selection rule given on the command line, if any; two of them conflict, as in sops (exit 8). */

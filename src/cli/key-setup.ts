@@ -15,7 +15,7 @@ import { newKeyFromEntry } from "../config/rule-keys.ts";
 import { findSopsConfig, loadSopsConfig, matchCreationRule } from "../config/sops-config.ts";
 import type { KeyResolver, MasterKey } from "../envelope/sops/master-key.ts";
 import type { SelectionRule } from "../envelope/sops/metadata.ts";
-import { BootsealError, isBootsealError } from "../errors.ts";
+import { BootsealError, hasCode } from "../errors.ts";
 import type { CliIo } from "./command.ts";
 import { keyListsFromFlags, parseEncryptionContext, ruleFromFlags } from "./key-flags.ts";
 
@@ -119,7 +119,7 @@ function loadConfigFile(path: string): ReturnType<typeof loadSopsConfig> {
   try {
     return loadSopsConfig(path);
   } catch (err) {
-    if (!isBootsealError(err) || err.code !== "IO_ERROR") throw err;
+    if (!hasCode(err, "IO_ERROR")) throw err;
     throw new BootsealError("USAGE", err.message, { cause: err });
   }
 }

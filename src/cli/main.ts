@@ -6,8 +6,9 @@
  */
 import { createRequire, enableCompileCache } from "node:module";
 import { fileURLToPath } from "node:url";
-import { BootsealError, type ErrorCode, isBootsealError } from "../errors.ts";
-import type { CliIo, Command, CommandEntry } from "./command.ts";
+import { BootsealError, describeError, type ErrorCode } from "../errors.ts";
+import type { CliIo, Command } from "./command.ts";
+import { COMMAND_NAMES, COMMANDS, loadAllCommands, loadCommand } from "./command-registry.ts";
 import { EXIT_CODES, EXIT_OK } from "./exit-codes.ts";
 import { helpText } from "./flags.ts";
 import { isLegacyForm, runLegacy, takeVerbose } from "./legacy-args.ts";
@@ -21,101 +22,6 @@ import { isLegacyForm, runLegacy, takeVerbose } from "./legacy-args.ts";
  */
 function nodeFs(): typeof import("node:fs") {
   return process.getBuiltinModule?.("node:fs") ?? createRequire(import.meta.url)("node:fs");
-}
-
-export const COMMANDS: readonly CommandEntry[] = [
-  {
-    name: "serve",
-    load: async () => (await import("./commands/serve.ts")).serveCommand,
-  },
-  {
-    name: "controller",
-    load: async () => (await import("./commands/controller.ts")).controllerCommand,
-  },
-  {
-    name: "encrypt",
-    load: async () => (await import("./commands/encrypt.ts")).encryptCommand,
-  },
-  {
-    name: "decrypt",
-    load: async () => (await import("./commands/decrypt.ts")).decryptCommand,
-  },
-  {
-    name: "rotate",
-    load: async () => (await import("./commands/rotate.ts")).rotateCommand,
-  },
-  {
-    name: "updatekeys",
-    load: async () => (await import("./commands/updatekeys.ts")).updatekeysCommand,
-  },
-  {
-    name: "keyservice",
-    load: async () => (await import("./commands/keyservice.ts")).keyserviceCommand,
-  },
-  {
-    name: "exec-env",
-    load: async () => (await import("./commands/exec-env.ts")).execEnvCommand,
-  },
-  {
-    name: "exec-file",
-    load: async () => (await import("./commands/exec-file.ts")).execFileCommand,
-  },
-  {
-    name: "edit",
-    load: async () => (await import("./commands/edit.ts")).editCommand,
-  },
-  {
-    name: "set",
-    load: async () => (await import("./commands/set.ts")).setCommand,
-  },
-  {
-    name: "unset",
-    load: async () => (await import("./commands/unset.ts")).unsetCommand,
-  },
-  {
-    name: "filestatus",
-    load: async () => (await import("./commands/filestatus.ts")).filestatusCommand,
-  },
-  {
-    name: "groups",
-    load: async () => (await import("./commands/groups.ts")).groupsCommand,
-  },
-  {
-    name: "completion",
-    load: async () => (await import("./commands/completion.ts")).completionCommand,
-  },
-  {
-    name: "fetch",
-    load: async () => (await import("./commands/fetch.ts")).fetchCommand,
-  },
-  {
-    name: "sign-artifact",
-    load: async () => (await import("./commands/sign-artifact.ts")).signArtifactCommand,
-  },
-  {
-    name: "verify-artifact",
-    load: async () => (await import("./commands/verify-artifact.ts")).verifyArtifactCommand,
-  },
-  {
-    name: "publish",
-    load: async () => (await import("./commands/publish.ts")).publishCommand,
-  },
-  {
-    name: "status",
-    load: async () => (await import("./commands/status.ts")).statusCommand,
-  },
-  {
-    name: "userdata",
-    load: async () => (await import("./commands/userdata.ts")).userdataCommand,
-  },
-];
-
-const COMMANDS_NAMES = COMMANDS.map((c) => c.name);
-
-async function loadCommand(name: string): Promise<Command> {
-  const entry = COMMANDS.find((c) => c.name === name);
-  if (!entry) throw new BootsealError("INTERNAL", `no command ${name}`);
-  return entry.load();
 }
 
 function version(): string {
@@ -132,7 +38,7 @@ function version(): string {
  * slower than one command's start-up, which only `--help` and a bare `bootseal` pay.
  */
 export async function help(): Promise<string> {
-  const commands = await Promise.all(COMMANDS.map((c) => c.load()));
+  const commands = await loadAllCommands();
   const width = Math.max(...commands.map((c) => c.spec.name.length));
   const lines = commands.map((c) => `  ${c.spec.name.padEnd(width)}  ${c.spec.summary}`);
   return [
@@ -149,17 +55,13 @@ export async function help(): Promise<string> {
 }
 
 function describe(err: unknown): { message: string; code: number; name: ErrorCode } {
-  if (isBootsealError(err)) return { message: err.message, code: EXIT_CODES[err.code], name: err.code };
   // node:util parseArgs reports unknown or malformed flags with these codes.
-  const code = (err as { code?: unknown } | null)?.code;
-  if (typeof code === "string" && code.startsWith("ERR_PARSE_ARGS")) {
+  const parseCode = (err as { code?: unknown } | null)?.code;
+  if (typeof parseCode === "string" && parseCode.startsWith("ERR_PARSE_ARGS")) {
     return { message: (err as Error).message, code: EXIT_CODES.USAGE, name: "USAGE" };
   }
-  return {
-    message: `internal error: ${(err as Error)?.message ?? String(err)}`,
-    code: EXIT_CODES.INTERNAL,
-    name: "INTERNAL",
-  };
+  const { code, message } = describeError(err, "internal error: ");
+  return { message, code: EXIT_CODES[code], name: code };
 }
 
 /** The command has a `--json` flag and it is given (before a `--`): its failure is JSON too. */
@@ -190,7 +92,7 @@ export async function main(args: readonly string[], cliIo: CliIo): Promise<numbe
   const entry = COMMANDS.find((c) => c.name === name);
   let command: Command | undefined;
   try {
-    if (!entry && isLegacyForm(argv, COMMANDS_NAMES, io.cwd)) return await runLegacy(argv, io, loadCommand);
+    if (!entry && isLegacyForm(argv, COMMAND_NAMES, io.cwd)) return await runLegacy(argv, io, loadCommand);
     if (!entry) throw new BootsealError("USAGE", `unknown command "${name}"; see 'bootseal --help'`);
     command = await entry.load();
     if (rest.includes("--help") || rest.includes("-h")) {

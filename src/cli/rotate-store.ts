@@ -20,7 +20,7 @@ import type { KeyKind, ProviderDeps } from "../../providers/keys/index.ts";
 import type { KeyServices } from "../../providers/keys/keyservice-client.ts";
 import type { ObjectStore } from "../../providers/stores/object-store.ts";
 import { contentTypeOf, type StoredFormat, sniffFormat } from "../envelope/document.ts";
-import { BootsealError, type ErrorCode, isBootsealError } from "../errors.ts";
+import { BootsealError, describeError, type ErrorCode, hasCode } from "../errors.ts";
 import { describeBytes, MAX_DOCUMENT_BYTES } from "../limits.ts";
 import { type KeyChanges, rotateDocument } from "./rotate-document.ts";
 
@@ -62,8 +62,8 @@ function oneLine(text: string): string {
 }
 
 function describe(err: unknown): { code: ErrorCode; message: string } {
-  if (isBootsealError(err)) return { code: err.code, message: oneLine(err.message) };
-  return { code: "INTERNAL", message: oneLine(`internal error: ${(err as Error)?.message ?? String(err)}`) };
+  const { code, message } = describeError(err, "internal error: ");
+  return { code, message: oneLine(message) };
 }
 
 async function rotateOne(key: string, size: number, options: RotateStoreOptions): Promise<Outcome> {
@@ -123,7 +123,7 @@ async function rotateOne(key: string, size: number, options: RotateStoreOptions)
       },
     );
   } catch (err) {
-    if (isBootsealError(err) && err.code === "PRECONDITION_FAILED") return skip("changed during rotation");
+    if (hasCode(err, "PRECONDITION_FAILED")) return skip("changed during rotation");
     return fail(err);
   }
   report(`rotated ${key}`);

@@ -6,7 +6,7 @@
  */
 import { parseDuration } from "../duration.ts";
 import { BootsealError } from "../errors.ts";
-import type { SchemaNode } from "./service-config-schema.ts";
+import { duration, HTTP_URL, type SchemaNode, text } from "./schema-node.ts";
 
 export const GOOGLE_JWKS_URL = "https://www.googleapis.com/oauth2/v3/certs";
 export const GOOGLE_ISSUER = "https://accounts.google.com";
@@ -22,22 +22,14 @@ export const GUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4
 
 /** The configuration fields both JWT methods share (durations as in the rest of bootseal.yaml). */
 export const JWKS_SCHEMA_PROPERTIES: Readonly<Record<string, SchemaNode>> = {
-  timeout: durationNode("how long one request for the signing keys may take", "5s"),
-  cooldown: durationNode(
+  timeout: duration("how long one request for the signing keys may take", "5s"),
+  cooldown: duration(
     "after fetching the keys, how long a token with an unknown key id waits before it may cause another fetch (bounds the fetches an attacker can cause)",
     "30s",
   ),
-  cacheMaxAge: durationNode("how long fetched keys are used before they are fetched again", "10m"),
-  clockSkew: durationNode("the clock difference tolerated on `exp`, `nbf` and `iat`", "60s"),
+  cacheMaxAge: duration("how long fetched keys are used before they are fetched again", "10m"),
+  clockSkew: duration("the clock difference tolerated on `exp`, `nbf` and `iat`", "60s"),
 };
-
-function durationNode(description: string, dflt: string): SchemaNode {
-  return {
-    type: ["string", "number"],
-    default: dflt,
-    description: `${description} (a duration: \`30s\`, \`2m\`; a bare number is seconds)`,
-  };
-}
 
 /** `machineAuth.gcp` in bootseal.yaml. */
 export const GCP_MACHINE_AUTH_SCHEMA: SchemaNode = {
@@ -45,20 +37,13 @@ export const GCP_MACHINE_AUTH_SCHEMA: SchemaNode = {
   additionalProperties: false,
   description: "verifying Compute Engine instance identity tokens (`bootseal fetch --auth gcp`)",
   properties: {
-    jwksUrl: {
-      type: "string",
-      minLength: 1,
-      pattern: "^https?://\\S+$",
-      "x-message": "must be an http(s) URL",
+    jwksUrl: text("where Google's token signing keys are published (a JWKS)", {
+      ...HTTP_URL,
       default: GOOGLE_JWKS_URL,
-      description: "where Google's token signing keys are published (a JWKS)",
-    },
-    issuer: {
-      type: "string",
-      minLength: 1,
+    }),
+    issuer: text("the `iss` the tokens carry (the form without `https://` is accepted too)", {
       default: GOOGLE_ISSUER,
-      description: "the `iss` the tokens carry (the form without `https://` is accepted too)",
-    },
+    }),
     ...JWKS_SCHEMA_PROPERTIES,
   },
 };
@@ -77,21 +62,14 @@ export const AZURE_MACHINE_AUTH_SCHEMA: SchemaNode = {
       "x-message": "must be the tenant (directory) id, a GUID",
       description: "the Microsoft Entra tenant (directory) id of the machines' identities",
     },
-    audience: {
-      type: "string",
-      minLength: 1,
-      description:
-        "the `aud` the tokens carry when it is not the service's audience: the app ID URI the machines request, or the application (client) id for v2 tokens",
-      "x-doc-default": "the service's audience",
-    },
-    jwksUrl: {
-      type: "string",
-      minLength: 1,
-      pattern: "^https?://\\S+$",
-      "x-message": "must be an http(s) URL",
-      description: "where the tenant's signing keys are published (a JWKS)",
+    audience: text(
+      "the `aud` the tokens carry when it is not the service's audience: the app ID URI the machines request, or the application (client) id for v2 tokens",
+      { "x-doc-default": "the service's audience" },
+    ),
+    jwksUrl: text("where the tenant's signing keys are published (a JWKS)", {
+      ...HTTP_URL,
       "x-doc-default": "`https://login.microsoftonline.com/{tenant}/discovery/v2.0/keys`",
-    },
+    }),
     issuers: {
       type: "array",
       minItems: 1,

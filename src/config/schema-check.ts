@@ -6,7 +6,7 @@
  */
 import { Ajv, type ErrorObject } from "ajv";
 import { BootsealError } from "../errors.ts";
-import { ANNOTATIONS, type SchemaNode } from "./service-config-schema.ts";
+import { ANNOTATIONS, type SchemaNode } from "./schema-node.ts";
 
 type Raw = Record<string, unknown>;
 

@@ -3,66 +3,19 @@
  * bounds, its default (Ajv fills them: useDefaults) and its documentation. The same object
  * drives validation (service-config.ts), the BOOTSEAL_* variables (one rule, envName below)
  * and the reference table of docs/configuration.md (scripts/config-docs.ts); a key added here
- * is validated, settable from the environment and documented at once.
- *
- * Annotations next to JSON Schema's own keywords (registered with Ajv as a vocabulary):
- * - `x-doc-default`: the default column when it is not the schema's `default` (derived or
- *   taken from elsewhere, e.g. the AWS variables);
- * - `x-flag`: the `bootseal serve` flag that also sets the key;
- * - `x-message`: the error for a value of the right type that breaks a rule (pattern, enum,
- *   minItems); `{value}` is the offending value as JSON.
+ * is validated, settable from the environment and documented at once. Its node type, the
+ * annotations (`x-doc-default`, `x-flag`, `x-message`) and the shared node helpers are in
+ * schema-node.ts.
  */
 import { oneOf, STORE_SCHEMES, storeUrlExamples } from "../../providers/stores/index.ts";
 import { MAX_DOCUMENT_BYTES } from "../limits.ts";
 import { CLOUD_AUTH_METHODS } from "../machine/identity-login.ts";
 import { AZURE_MACHINE_AUTH_SCHEMA, GCP_MACHINE_AUTH_SCHEMA } from "./machine-auth-jwt.ts";
+import { duration, HTTP_URL, int, type SchemaNode, text } from "./schema-node.ts";
 
 export const SCOPES = ["configs:write", "configs:read", "status:read", "tokens:mint", "admin"] as const;
 export const ONE_TIME_MODES = ["off", "after-success", "after-first-fetch"] as const;
 export const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
-
-export const ANNOTATIONS = ["x-doc-default", "x-flag", "x-message"] as const;
-
-/** The subset of JSON Schema this file uses, with the annotations above. */
-export interface SchemaNode {
-  readonly type?: string | readonly string[];
-  readonly description?: string;
-  readonly default?: unknown;
-  readonly properties?: Readonly<Record<string, SchemaNode>>;
-  readonly additionalProperties?: boolean;
-  readonly required?: readonly string[];
-  readonly items?: SchemaNode;
-  readonly enum?: readonly unknown[];
-  readonly pattern?: string;
-  readonly minLength?: number;
-  readonly minItems?: number;
-  readonly minimum?: number;
-  readonly maximum?: number;
-  readonly "x-doc-default"?: string;
-  readonly "x-flag"?: string;
-  readonly "x-message"?: string;
-}
-
-const text = (description: string, extra: Partial<SchemaNode> = {}): SchemaNode => ({
-  type: "string",
-  minLength: 1,
-  description,
-  ...extra,
-});
-
-const int = (description: string, minimum: number, maximum: number, dflt: number): SchemaNode => ({
-  type: "integer",
-  minimum,
-  maximum,
-  default: dflt,
-  description,
-});
-
-const duration = (description: string, dflt: string): SchemaNode => ({
-  type: ["string", "number"],
-  default: dflt,
-  description: `${description} (a duration: \`30s\`, \`2m\`; a bare number is seconds)`,
-});
 
 /** Each store scheme's settings, as its section (`s3:`), named by its options key. */
 function storeSettingsSections(): Record<string, SchemaNode> {
@@ -75,8 +28,6 @@ function storeSettingsSections(): Record<string, SchemaNode> {
 }
 
 const escapeRegExp = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
-
-const HTTP_URL = "^https?://\\S+$";
 
 function scopeList(): SchemaNode {
   return {
@@ -129,7 +80,7 @@ function artifact(os: "Linux" | "Windows"): SchemaNode {
         linux
           ? "where `cloud-init` and `ignition` user-data stubs download the **Linux** fetcher (`bootseal`)"
           : "where `powershell` user-data stubs download the **Windows** fetcher (`bootseal.exe`)",
-        { pattern: HTTP_URL, "x-message": "must be an http(s) URL" },
+        HTTP_URL,
       ),
       sha256: text(
         linux ? "its SHA-256, hex" : "its SHA-256, hex; must differ from `fetcherArtifact.sha256`",
@@ -137,10 +88,7 @@ function artifact(os: "Linux" | "Windows"): SchemaNode {
       ),
       // Only Ignition (Linux) pins a SHA-512 (verification.hash).
       ...(linux ? { sha512 } : {}),
-      signatureUrl: text("its detached signature", {
-        pattern: HTTP_URL,
-        "x-message": "must be an http(s) URL",
-      }),
+      signatureUrl: text("its detached signature", HTTP_URL),
       publicKeyPem: text(
         linux
           ? "the signing public key, PEM (exactly one of `publicKeyPem` and `publicKeyFile`)"
@@ -395,11 +343,7 @@ export const SERVICE_CONFIG_SCHEMA: SchemaNode = {
           properties: {
             stsEndpoint: text(
               "the STS endpoint signed `GetCallerIdentity` requests are sent to (never one a machine names)",
-              {
-                pattern: HTTP_URL,
-                "x-message": "must be an http(s) URL",
-                "x-doc-default": "`https://sts.<region>.amazonaws.com`",
-              },
+              { ...HTTP_URL, "x-doc-default": "`https://sts.<region>.amazonaws.com`" },
             ),
             region: text("the region AWS logins are signed for", { default: "us-east-1" }),
           },

@@ -90,7 +90,3 @@ export function keyList(v: Tree | undefined, what: string): string[] {
   }
   return parts;
 }
-
-export function stringList(v: Tree | undefined, what: string): string[] {
-  return seq(v, what).map((item) => str(item, what) ?? "");
-}

@@ -53,7 +53,3 @@ export function setCondition(
   };
   return all.sort((a, b) => rank(a.type) - rank(b.type) || a.type.localeCompare(b.type));
 }
-
-export function findCondition(list: readonly Condition[] | undefined, type: string): Condition | undefined {
-  return (list ?? []).find((c) => c.type === type);
-}

@@ -10,7 +10,7 @@
 import { readFile } from "node:fs/promises";
 import { request as httpRequest } from "node:http";
 import { request as httpsRequest } from "node:https";
-import { BootsealError, isBootsealError } from "../errors.ts";
+import { BootsealError, hasCode, isBootsealError } from "../errors.ts";
 import { readTokenFile } from "../files/token-file.ts";
 import { type HttpResponse, HttpStatusError, send, sendOk, statusError } from "../http/client.ts";
 import type { MachineId } from "../machine/machine-id.ts";
@@ -264,7 +264,6 @@ export function serviceFailure(err: unknown): ServiceFailure {
       };
     return { reason: "Refused", message };
   }
-  if (isBootsealError(err) && err.code === "SERVICE_UNAVAILABLE")
-    return { reason: "ServiceUnavailable", message };
+  if (hasCode(err, "SERVICE_UNAVAILABLE")) return { reason: "ServiceUnavailable", message };
   return { reason: "ServiceUnavailable", message };
 }

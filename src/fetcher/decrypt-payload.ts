@@ -30,7 +30,7 @@ import {
 import { decryptConfig } from "../envelope/encrypted-config/encrypted-config.ts";
 import type { Format } from "../envelope/sops/codecs/codec.ts";
 import { decryptDocument } from "../envelope/sops/decrypt.ts";
-import { isBootsealError } from "../errors.ts";
+import { hasCode } from "../errors.ts";
 import { checkMachineBinding } from "../machine/kms-binding.ts";
 
 export interface DecryptPayloadOptions {
@@ -63,7 +63,7 @@ async function decryptEnvelope(bytes: Uint8Array, options: DecryptPayloadOptions
       });
     } catch (err) {
       // An unbound document fails the bound check; one bound to another machine fails both.
-      if (!isBootsealError(err) || err.code !== "MAC_MISMATCH") throw err;
+      if (!hasCode(err, "MAC_MISMATCH")) throw err;
     }
   }
   return await decryptConfig(bytes, { kinds: KEY_KINDS, resolve, signal: options.signal });

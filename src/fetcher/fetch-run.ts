@@ -22,7 +22,7 @@ import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import type { KeyKind } from "../../providers/keys/index.ts";
 import type { Format } from "../envelope/sops/codecs/codec.ts";
-import { isBootsealError } from "../errors.ts";
+import { describeError, hasCode } from "../errors.ts";
 import { writeResolved } from "../files/atomic-write.ts";
 import { readTokenFile } from "../files/token-file.ts";
 import { sendOk } from "../http/client.ts";
@@ -140,11 +140,6 @@ interface Run {
   readonly ca: Buffer | undefined;
   readonly token: string | undefined;
   readonly reporter: Reporter;
-}
-
-function describe(err: unknown): { code: string; message: string } {
-  if (isBootsealError(err)) return { code: err.code, message: err.message };
-  return { code: "INTERNAL", message: err instanceof Error ? err.message : String(err) };
 }
 
 const seconds = (run: Run, digits: number): string => ((Date.now() - run.started) / 1000).toFixed(digits);
@@ -393,7 +388,7 @@ async function succeeded(
 
 /** failed: the reason (and a command's exit code and output tail) reported and flushed. */
 async function failed(run: Run, err: unknown, attempts: number): Promise<void> {
-  const { code, message } = describe(err);
+  const { code, message } = describeError(err);
   const result = err instanceof ExecFailedError ? err.result : undefined;
   run.reporter.report({
     phase: "failed",
@@ -434,11 +429,11 @@ async function deleteConfig(
     log("one-time: config deleted");
   } catch (err) {
     // after-success mode: the service already deleted it when it took `succeeded`.
-    if (isBootsealError(err) && err.code === "NOT_FOUND") {
+    if (hasCode(err, "NOT_FOUND")) {
       log("one-time: config already gone");
       return;
     }
     // The bootstrap is done; a config left behind expires with its token.
-    log(`one-time: config not deleted (${describe(err).message})`);
+    log(`one-time: config not deleted (${describeError(err).message})`);
   }
 }

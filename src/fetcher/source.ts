@@ -15,7 +15,7 @@
  * the cap): a larger document fails with TOO_LARGE, never retried.
  */
 import { objectUrlExamples, oneOf, openStore, parseObjectUrl } from "../../providers/stores/index.ts";
-import { BootsealError } from "../errors.ts";
+import { BootsealError, hasCode } from "../errors.ts";
 import { sendOk } from "../http/client.ts";
 import { describeBytes, MAX_DOCUMENT_BYTES } from "../limits.ts";
 import { formatMachineId, type MachineId, parseMachineId } from "../machine/machine-id.ts";
@@ -102,7 +102,7 @@ export interface DownloadOptions {
 }
 
 function isTooLarge(err: unknown): boolean {
-  return err instanceof BootsealError && err.code === "TOO_LARGE";
+  return hasCode(err, "TOO_LARGE");
 }
 
 function tooLarge(display: string): BootsealError {

@@ -14,7 +14,7 @@
  * are served.
  */
 import type { CallOptions } from "../call-options.ts";
-import { isBootsealError } from "../errors.ts";
+import { hasCode } from "../errors.ts";
 import { formatMachineId, type MachineId } from "../machine/machine-id.ts";
 import { PHASES, type Phase } from "../machine/status-protocol.ts";
 
@@ -122,7 +122,7 @@ export class PhaseCounter {
             phase = await this.#source.readPhase(m, etag, { signal });
           } catch (err) {
             // A malformed record is not counted; a store that does not answer fails the count.
-            if (!isBootsealError(err) || err.code !== "INTERNAL") throw err;
+            if (!hasCode(err, "INTERNAL")) throw err;
             phase = null;
           }
           this.#known.set(id, { etag, phase: phase && PHASE_SET.has(phase) ? phase : null, pass });

@@ -5,7 +5,7 @@
  */
 import type { ObjectStore, WriteCondition } from "../../providers/stores/object-store.ts";
 import type { CallOptions } from "../call-options.ts";
-import { BootsealError } from "../errors.ts";
+import { hasCode } from "../errors.ts";
 import { withRetry } from "../retry.ts";
 
 /** Read-modify-write attempts at most, each after a lost race. */
@@ -38,7 +38,7 @@ export interface VersionGuesses {
 
 /** Another writer changed the object since it was read (a conditional write or delete refused). */
 export function isLostRace(err: unknown): boolean {
-  return err instanceof BootsealError && err.code === "PRECONDITION_FAILED";
+  return hasCode(err, "PRECONDITION_FAILED");
 }
 
 const encodeJson = (value: unknown): string => `${JSON.stringify(value)}\n`;

@@ -11,7 +11,7 @@
  * Bounded: at most `maxHeldMachines` machines, HELD_PER_MACHINE reports each and
  * `maxHeldBytes` in all are held; past any bound a report is written through (200).
  */
-import { isBootsealError } from "../errors.ts";
+import { hasCode, isBootsealError } from "../errors.ts";
 import { formatMachineId, type MachineId } from "../machine/machine-id.ts";
 import type { Seen } from "./records.ts";
 import type { StatusEntry, StatusRecord } from "./status-record.ts";
@@ -60,7 +60,7 @@ function sizeOf(report: Report): number {
 
 /** A failure a later write could get past: not a refusal of the token or of the report. */
 function worthRetrying(err: unknown): boolean {
-  return !isBootsealError(err) || err.code === "STORE_UNAVAILABLE" || err.code === "PRECONDITION_FAILED";
+  return !isBootsealError(err) || hasCode(err, "STORE_UNAVAILABLE", "PRECONDITION_FAILED");
 }
 
 export class StatusCoalescer {

@@ -5,10 +5,11 @@ import { join } from "node:path";
 import { PassThrough } from "node:stream";
 import { after, before, test } from "node:test";
 import type { Command } from "../../src/cli/command.ts";
+import { COMMANDS } from "../../src/cli/command-registry.ts";
 import { cliDocSections, replaceGenerated } from "../../src/cli/docs.ts";
 import { type CommandSpec, helpText, parseFlags, parseOptions, usageLines } from "../../src/cli/flags.ts";
 import { KEY_FLAGS } from "../../src/cli/key-flags.ts";
-import { COMMANDS, help, main } from "../../src/cli/main.ts";
+import { help, main } from "../../src/cli/main.ts";
 import { isBootsealError } from "../../src/errors.ts";
 import { type AgeKey, ageKey, encrypt, REPO, tempDir } from "../fetcher/helpers.ts";
 

@@ -5,8 +5,8 @@ import { join } from "node:path";
 import { PassThrough } from "node:stream";
 import { after, test } from "node:test";
 import type { CliIo, Command } from "../../src/cli/command.ts";
+import { COMMANDS } from "../../src/cli/command-registry.ts";
 import { isLegacyForm, takeVerbose, translateLegacy } from "../../src/cli/legacy-args.ts";
-import { COMMANDS } from "../../src/cli/main.ts";
 import { VERBOSE_ENV } from "../../src/cli/verbose.ts";
 import { isBootsealError } from "../../src/errors.ts";
 

@@ -12,13 +12,14 @@ import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { DIST, type E2EService, ensureBundle, startE2EService } from "../e2e/service.ts";
-import { startKubeadmProviderDouble } from "../fakes/kubeadm-provider.ts";
+import { type KubeadmProviderDouble, startKubeadmProviderDouble } from "../fakes/kubeadm-provider.ts";
 import { type AgeKey, ageKey, tempDir } from "../fetcher/helpers.ts";
 import { peer } from "../helpers/peers.ts";
 import { until } from "../helpers/until.ts";
 import {
   type Any,
   CAPI,
+  type ControllerProcess,
   condition,
   core,
   createCluster,
@@ -133,301 +134,344 @@ const statusOf = async (machine: string): Promise<Any> => {
   return res.status === 404 ? null : res.json();
 };
 
-test("Cluster + Machine + BootsealConfig → kubeadm-provider double's data secret → published → stub in the data secret (cloud-init schema, ignition-validate) → bootseal fetch → succeeded → nodeRef and Machine deletion clean up", {
-  timeout: 600_000,
-}, async () => {
-  const ns = await namespace("ctl-e2e");
-  await createCluster(ns, "c1");
+/** The request option of a JSON merge patch (the client is loaded only by the tests that patch). */
+const mergePatch = async () =>
+  (await import("@kubernetes/client-node")).setHeaderOptions("Content-Type", "application/merge-patch+json");
+
+interface ControllerRun {
+  readonly ns: string;
+  readonly double: KubeadmProviderDouble;
+  /** The controller now running (a restart replaces it). */
+  readonly ctl: ControllerProcess;
+  /** kill -9 of the running controller, then a new one with the same arguments. */
+  restart(): Promise<ControllerProcess>;
+}
+
+/**
+ * Every test's set-up: a namespace of its own (`prefix-…`) with Cluster `c1` in it (unless
+ * `cluster: false`), the kubeadm-provider double and a controller watching it (`server`: the
+ * service by default; `tokenFile(ns)`: a token file of the test's instead of the service's
+ * controller token). After `body`, the controller and the double stop; with `exitsZero` the
+ * controller must exit 0 on SIGTERM.
+ */
+async function withController(
+  prefix: string,
+  options: {
+    readonly cluster?: boolean;
+    readonly server?: string;
+    readonly tokenFile?: (ns: string) => Promise<string>;
+    readonly exitsZero?: boolean;
+  },
+  body: (run: ControllerRun) => Promise<void>,
+): Promise<void> {
+  const ns = await namespace(prefix);
+  if (options.cluster !== false) await createCluster(ns, "c1");
+  const args = controllerArgs(ns, options.server);
+  if (options.tokenFile) args[args.indexOf("--token-file") + 1] = await options.tokenFile(ns);
   const double = startKubeadmProviderDouble(kc(), ns);
-  const ctl = startController(controllerArgs(ns));
+  let ctl = startController(args);
+  const run: ControllerRun = {
+    ns,
+    double,
+    get ctl() {
+      return ctl;
+    },
+    async restart() {
+      await ctl.kill9();
+      ctl = startController(args);
+      return ctl;
+    },
+  };
   try {
-    await createMachineWithConfig(ns, "c1", "worker-0", kubeadmSpec("worker-0", { payload: "cloud-config" }));
-    await createMachineWithConfig(
-      ns,
-      "c1",
-      "worker-1",
-      kubeadmSpec("worker-1", { userDataFormat: "ignition" }),
-    );
-    const w0 = await waitConfig(ns, "worker-0", "worker-0 ready", (o) => o.status?.ready === true);
-    assert.equal(w0.status.dataSecretName, "worker-0-bootseal");
-    assert.equal(w0.status.initialization.dataSecretCreated, true);
-    assert.deepEqual(w0.status.innerRef, {
-      apiVersion: "bootstrap.cluster.x-k8s.io/v1beta2",
-      kind: "KubeadmConfig",
-      name: "worker-0-inner",
-    });
-    for (const t of ["Ready", "DataSecretAvailable", "InnerConfigReady", "Published"])
-      assert.equal(condition(w0, t)?.status, "True", `${t}: ${JSON.stringify(condition(w0, t))}`);
-    assert.equal(w0.metadata.finalizers.includes("bootstrap.bootseal.dev/config"), true);
-    assert.equal(w0.metadata.annotations["bootstrap.bootseal.dev/published-version"], "1");
-
-    // The inner config: owned by the BootsealConfig (controller) and the Machine, labelled with the cluster.
-    const inner: Any = await custom().getNamespacedCustomObject({
-      ...KUBEADM,
-      namespace: ns,
-      name: "worker-0-inner",
-    });
-    assert.equal(inner.metadata.labels["cluster.x-k8s.io/cluster-name"], "c1");
-    assert.deepEqual(
-      inner.metadata.ownerReferences.map((r: Any) => [r.kind, r.name, r.controller === true]),
-      [
-        ["BootsealConfig", "worker-0", true],
-        ["Machine", "worker-0", false],
-      ],
-    );
-    assert.deepEqual(inner.spec.joinConfiguration.nodeRegistration, { name: "worker-0" });
-    // worker-1's inner config is reconciled on its own: it may be written after worker-0 is ready.
-    await until("the double wrote both inner configs", () => double.written.length >= 2, { tries: 600 });
-    assert.deepEqual(double.written.sort(), [`${ns}/worker-0-inner`, `${ns}/worker-1-inner`]);
-
-    // The data secret, as the contract wants it, holding exactly the service's stub.
-    const ds = await secret(ns, "worker-0-bootseal");
-    assert.equal(ds.type, "cluster.x-k8s.io/secret");
-    assert.equal(ds.metadata.labels["cluster.x-k8s.io/cluster-name"], "c1");
-    assert.deepEqual(
-      ds.metadata.ownerReferences.map((r: Any) => [r.apiVersion, r.kind, r.name, r.controller]),
-      [["bootstrap.bootseal.dev/v1alpha1", "BootsealConfig", "worker-0", true]],
-    );
-    assert.deepEqual(Object.keys(ds.data).sort(), ["format", "value"]);
-    assert.equal(Buffer.from(ds.data.format, "base64").toString(), "cloud-config");
-    const stub = Buffer.from(ds.data.value, "base64").toString();
-    const fromService = await (
-      await service.get(`/v1/machines/${ns}/worker-0/userdata?format=cloud-init`)
-    ).text();
-    assert.equal(stub, fromService, "the data secret holds the service's stable stub");
-    assert.ok(stub.startsWith("#cloud-config\n"));
-    assert.ok(!stub.includes("abcdef.0123456789abcdef"), "the stub carries no bootstrap data");
-    const stubFile = join(dir.path, `${ns}-worker-0.yaml`);
-    await writeFile(stubFile, stub);
-    const schema = spawnSync(peer("CLOUD_INIT_BIN"), ["schema", "--config-file", stubFile], {
-      encoding: "utf8",
-    });
-    assert.equal(schema.status, 0, schema.stdout + schema.stderr);
-    assert.match(schema.stdout + schema.stderr, /Valid cloud-config/);
-
-    const w1 = await waitConfig(ns, "worker-1", "worker-1 ready", (o) => o.status?.ready === true);
-    const ds1 = await secret(ns, w1.status.dataSecretName);
-    assert.equal(Buffer.from(ds1.data.format, "base64").toString(), "ignition");
-    const ign = join(dir.path, `${ns}-worker-1.ign`);
-    await writeFile(ign, Buffer.from(ds1.data.value, "base64"));
-    const v = spawnSync(peer("IGNITION_VALIDATE_BIN"), [ign], { encoding: "utf8" });
-    assert.equal(v.status, 0, v.stdout + v.stderr);
-    assert.equal(JSON.parse(await readFile(ign, "utf8")).ignition.version, "3.0.0");
-
-    // The machine boots: the stub's unit runs bootseal fetch, which reports its phases.
-    const root = join(dir.path, `${ns}-root`);
-    const r = await runCloudInitStub(stub, root, { ageKeyFile: key.file, kubeadmExit: 0 });
-    assert.equal(r.code, 0, r.stderr);
-    assert.match(
-      await readFile(join(root, "kubeadm.args"), "utf8"),
-      /^join\n--config\n\/run\/kubeadm\/kubeadm-join-config\.yaml\n/,
-    );
-    const done = await waitConfig(
-      ns,
-      "worker-0",
-      "succeeded on worker-0",
-      (o) => o.status?.phase === "succeeded",
-    );
-    assert.deepEqual(
-      [condition(done, "MachineBootstrapped").status, condition(done, "MachineBootstrapped").reason],
-      ["True", "Succeeded"],
-    );
-
-    // worker-1 never booted; its Machine gets a nodeRef: the config is deleted from bootseal.
-    assert.equal((await service.get(`/v1/machines/${ns}/worker-1/config`)).status, 200);
-    await custom().patchNamespacedCustomObjectStatus(
-      {
-        ...CAPI,
-        namespace: ns,
-        plural: "machines",
-        name: "worker-1",
-        body: { status: { nodeRef: { name: "node-1" } } },
-      },
-      (await import("@kubernetes/client-node")).setHeaderOptions(
-        "Content-Type",
-        "application/merge-patch+json",
-      ),
-    );
-    await waitConfig(
-      ns,
-      "worker-1",
-      "config-deleted on worker-1",
-      (o) => condition(o, "Published")?.reason === "ConfigDeleted",
-    );
-    assert.equal((await service.get(`/v1/machines/${ns}/worker-1/config`)).status, 404);
-
-    // A third machine, published and never fetched, is deleted: its config goes from the store.
-    await createMachineWithConfig(ns, "c1", "worker-2", kubeadmSpec("worker-2"));
-    await waitConfig(ns, "worker-2", "worker-2 ready", (o) => o.status?.ready === true);
-    assert.equal((await service.get(`/v1/machines/${ns}/worker-2/config`)).status, 200);
-    for (const m of ["worker-0", "worker-2"])
-      await custom().deleteNamespacedCustomObject({ ...CAPI, namespace: ns, plural: "machines", name: m });
-    for (const m of ["worker-0", "worker-2"]) {
-      const gone = await waitConfig(
-        ns,
-        m,
-        `${m}'s finalizer released`,
-        (o) => !(o.metadata.finalizers ?? []).length,
-      );
-      assert.equal(condition(gone, "Ready").reason, "MachineDeleted");
-      assert.equal((await service.get(`/v1/machines/${ns}/${m}/config`)).status, 404);
-    }
-    assert.equal((await statusOf(`${ns}/worker-2`)).published, false);
-    assert.equal(ctl.process.exitCode, null);
-    assert.ok(!ctl.log().includes("abcdef.0123456789abcdef"), "no payload in the controller's log");
-    assert.ok(!ctl.log().includes(service.controllerToken), "no token in the controller's log");
-    assert.ok(!ctl.log().includes("bst."), "no bootstrap token in the controller's log");
+    await body(run);
   } finally {
-    assert.equal(await ctl.stop(), 0, `controller exits 0 on SIGTERM: ${ctl.log().slice(-2000)}`);
+    const code = await ctl.stop();
     await double.stop();
+    if (options.exitsZero) assert.equal(code, 0, `controller exits 0 on SIGTERM: ${ctl.log().slice(-2000)}`);
   }
-});
+}
+
+test(
+  "Cluster + Machine + BootsealConfig → kubeadm-provider double's data secret → published → stub in the data secret (cloud-init schema, ignition-validate) → bootseal fetch → succeeded → nodeRef and Machine deletion clean up",
+  {
+    timeout: 600_000,
+  },
+  () =>
+    withController("ctl-e2e", { exitsZero: true }, async ({ ns, double, ctl }) => {
+      await createMachineWithConfig(
+        ns,
+        "c1",
+        "worker-0",
+        kubeadmSpec("worker-0", { payload: "cloud-config" }),
+      );
+      await createMachineWithConfig(
+        ns,
+        "c1",
+        "worker-1",
+        kubeadmSpec("worker-1", { userDataFormat: "ignition" }),
+      );
+      const w0 = await waitConfig(ns, "worker-0", "worker-0 ready", (o) => o.status?.ready === true);
+      assert.equal(w0.status.dataSecretName, "worker-0-bootseal");
+      assert.equal(w0.status.initialization.dataSecretCreated, true);
+      assert.deepEqual(w0.status.innerRef, {
+        apiVersion: "bootstrap.cluster.x-k8s.io/v1beta2",
+        kind: "KubeadmConfig",
+        name: "worker-0-inner",
+      });
+      for (const t of ["Ready", "DataSecretAvailable", "InnerConfigReady", "Published"])
+        assert.equal(condition(w0, t)?.status, "True", `${t}: ${JSON.stringify(condition(w0, t))}`);
+      assert.equal(w0.metadata.finalizers.includes("bootstrap.bootseal.dev/config"), true);
+      assert.equal(w0.metadata.annotations["bootstrap.bootseal.dev/published-version"], "1");
+
+      // The inner config: owned by the BootsealConfig (controller) and the Machine, labelled with the cluster.
+      const inner: Any = await custom().getNamespacedCustomObject({
+        ...KUBEADM,
+        namespace: ns,
+        name: "worker-0-inner",
+      });
+      assert.equal(inner.metadata.labels["cluster.x-k8s.io/cluster-name"], "c1");
+      assert.deepEqual(
+        inner.metadata.ownerReferences.map((r: Any) => [r.kind, r.name, r.controller === true]),
+        [
+          ["BootsealConfig", "worker-0", true],
+          ["Machine", "worker-0", false],
+        ],
+      );
+      assert.deepEqual(inner.spec.joinConfiguration.nodeRegistration, { name: "worker-0" });
+      // worker-1's inner config is reconciled on its own: it may be written after worker-0 is ready.
+      await until("the double wrote both inner configs", () => double.written.length >= 2, { tries: 600 });
+      assert.deepEqual(double.written.sort(), [`${ns}/worker-0-inner`, `${ns}/worker-1-inner`]);
+
+      // The data secret, as the contract wants it, holding exactly the service's stub.
+      const ds = await secret(ns, "worker-0-bootseal");
+      assert.equal(ds.type, "cluster.x-k8s.io/secret");
+      assert.equal(ds.metadata.labels["cluster.x-k8s.io/cluster-name"], "c1");
+      assert.deepEqual(
+        ds.metadata.ownerReferences.map((r: Any) => [r.apiVersion, r.kind, r.name, r.controller]),
+        [["bootstrap.bootseal.dev/v1alpha1", "BootsealConfig", "worker-0", true]],
+      );
+      assert.deepEqual(Object.keys(ds.data).sort(), ["format", "value"]);
+      assert.equal(Buffer.from(ds.data.format, "base64").toString(), "cloud-config");
+      const stub = Buffer.from(ds.data.value, "base64").toString();
+      const fromService = await (
+        await service.get(`/v1/machines/${ns}/worker-0/userdata?format=cloud-init`)
+      ).text();
+      assert.equal(stub, fromService, "the data secret holds the service's stable stub");
+      assert.ok(stub.startsWith("#cloud-config\n"));
+      assert.ok(!stub.includes("abcdef.0123456789abcdef"), "the stub carries no bootstrap data");
+      const stubFile = join(dir.path, `${ns}-worker-0.yaml`);
+      await writeFile(stubFile, stub);
+      const schema = spawnSync(peer("CLOUD_INIT_BIN"), ["schema", "--config-file", stubFile], {
+        encoding: "utf8",
+      });
+      assert.equal(schema.status, 0, schema.stdout + schema.stderr);
+      assert.match(schema.stdout + schema.stderr, /Valid cloud-config/);
+
+      const w1 = await waitConfig(ns, "worker-1", "worker-1 ready", (o) => o.status?.ready === true);
+      const ds1 = await secret(ns, w1.status.dataSecretName);
+      assert.equal(Buffer.from(ds1.data.format, "base64").toString(), "ignition");
+      const ign = join(dir.path, `${ns}-worker-1.ign`);
+      await writeFile(ign, Buffer.from(ds1.data.value, "base64"));
+      const v = spawnSync(peer("IGNITION_VALIDATE_BIN"), [ign], { encoding: "utf8" });
+      assert.equal(v.status, 0, v.stdout + v.stderr);
+      assert.equal(JSON.parse(await readFile(ign, "utf8")).ignition.version, "3.0.0");
+
+      // The machine boots: the stub's unit runs bootseal fetch, which reports its phases.
+      const root = join(dir.path, `${ns}-root`);
+      const r = await runCloudInitStub(stub, root, { ageKeyFile: key.file, kubeadmExit: 0 });
+      assert.equal(r.code, 0, r.stderr);
+      assert.match(
+        await readFile(join(root, "kubeadm.args"), "utf8"),
+        /^join\n--config\n\/run\/kubeadm\/kubeadm-join-config\.yaml\n/,
+      );
+      const done = await waitConfig(
+        ns,
+        "worker-0",
+        "succeeded on worker-0",
+        (o) => o.status?.phase === "succeeded",
+      );
+      assert.deepEqual(
+        [condition(done, "MachineBootstrapped").status, condition(done, "MachineBootstrapped").reason],
+        ["True", "Succeeded"],
+      );
+
+      // worker-1 never booted; its Machine gets a nodeRef: the config is deleted from bootseal.
+      assert.equal((await service.get(`/v1/machines/${ns}/worker-1/config`)).status, 200);
+      await custom().patchNamespacedCustomObjectStatus(
+        {
+          ...CAPI,
+          namespace: ns,
+          plural: "machines",
+          name: "worker-1",
+          body: { status: { nodeRef: { name: "node-1" } } },
+        },
+        await mergePatch(),
+      );
+      await waitConfig(
+        ns,
+        "worker-1",
+        "config-deleted on worker-1",
+        (o) => condition(o, "Published")?.reason === "ConfigDeleted",
+      );
+      assert.equal((await service.get(`/v1/machines/${ns}/worker-1/config`)).status, 404);
+
+      // A third machine, published and never fetched, is deleted: its config goes from the store.
+      await createMachineWithConfig(ns, "c1", "worker-2", kubeadmSpec("worker-2"));
+      await waitConfig(ns, "worker-2", "worker-2 ready", (o) => o.status?.ready === true);
+      assert.equal((await service.get(`/v1/machines/${ns}/worker-2/config`)).status, 200);
+      for (const m of ["worker-0", "worker-2"])
+        await custom().deleteNamespacedCustomObject({ ...CAPI, namespace: ns, plural: "machines", name: m });
+      for (const m of ["worker-0", "worker-2"]) {
+        const gone = await waitConfig(
+          ns,
+          m,
+          `${m}'s finalizer released`,
+          (o) => !(o.metadata.finalizers ?? []).length,
+        );
+        assert.equal(condition(gone, "Ready").reason, "MachineDeleted");
+        assert.equal((await service.get(`/v1/machines/${ns}/${m}/config`)).status, 404);
+      }
+      assert.equal((await statusOf(`${ns}/worker-2`)).published, false);
+      assert.equal(ctl.process.exitCode, null);
+      assert.ok(!ctl.log().includes("abcdef.0123456789abcdef"), "no payload in the controller's log");
+      assert.ok(!ctl.log().includes(service.controllerToken), "no token in the controller's log");
+      assert.ok(!ctl.log().includes("bst."), "no bootstrap token in the controller's log");
+    }),
+);
 
 test("the service down while the controller reconciles: Published=False ServiceUnavailable, retries with backoff, recovers", {
   timeout: 300_000,
 }, async () => {
-  const ns = await namespace("ctl-down");
-  await createCluster(ns, "c1");
   const gate = await relay(new URL(service.url));
   await gate.down();
-  const double = startKubeadmProviderDouble(kc(), ns);
-  const ctl = startController(controllerArgs(ns, gate.url));
   try {
-    await createMachineWithConfig(ns, "c1", "m-0", kubeadmSpec("m-0"));
-    const down = await waitConfig(
-      ns,
-      "m-0",
-      "ServiceUnavailable",
-      (o) => condition(o, "Published")?.reason === "ServiceUnavailable",
-    );
-    assert.equal(condition(down, "Published").status, "False");
-    assert.match(condition(down, "Published").message, /publish: .*no answer/);
-    assert.equal(condition(down, "Ready").status, "False");
-    assert.notEqual(down.status.ready, true);
-    assert.equal(await statusOf(`${ns}/m-0`), null, "nothing reached the service");
-    // It keeps trying (each attempt logs one line), and comes through once the service is back.
-    await until("two retries", () => (ctl.log().match(/"what":"publish"/g) ?? []).length >= 2, {
-      tries: 600,
+    await withController("ctl-down", { server: gate.url }, async ({ ns, ctl }) => {
+      await createMachineWithConfig(ns, "c1", "m-0", kubeadmSpec("m-0"));
+      const down = await waitConfig(
+        ns,
+        "m-0",
+        "ServiceUnavailable",
+        (o) => condition(o, "Published")?.reason === "ServiceUnavailable",
+      );
+      assert.equal(condition(down, "Published").status, "False");
+      assert.match(condition(down, "Published").message, /publish: .*no answer/);
+      assert.equal(condition(down, "Ready").status, "False");
+      assert.notEqual(down.status.ready, true);
+      assert.equal(await statusOf(`${ns}/m-0`), null, "nothing reached the service");
+      // It keeps trying (each attempt logs one line), and comes through once the service is back.
+      await until("two retries", () => (ctl.log().match(/"what":"publish"/g) ?? []).length >= 2, {
+        tries: 600,
+      });
+      await gate.up();
+      const up = await waitConfig(ns, "m-0", "published after recovery", (o) => o.status?.ready === true);
+      assert.equal(condition(up, "Published").status, "True");
+      assert.equal((await statusOf(`${ns}/m-0`)).version, 1);
+      assert.equal(ctl.process.exitCode, null);
     });
-    await gate.up();
-    const up = await waitConfig(ns, "m-0", "published after recovery", (o) => o.status?.ready === true);
-    assert.equal(condition(up, "Published").status, "True");
-    assert.equal((await statusOf(`${ns}/m-0`)).version, 1);
-    assert.equal(ctl.process.exitCode, null);
   } finally {
-    await ctl.stop();
-    await double.stop();
     await gate.close();
   }
 });
 
-test("a Machine deleted before its data was ready: no publish, the finalizer is released", {
-  timeout: 300_000,
-}, async () => {
-  const ns = await namespace("ctl-early");
-  // No Cluster: the double (like the kubeadm provider) waits for it, so no data ever comes.
-  const double = startKubeadmProviderDouble(kc(), ns);
-  const ctl = startController(controllerArgs(ns));
-  try {
-    await createMachineWithConfig(ns, "missing", "m-0", kubeadmSpec("m-0"));
-    const waiting = await waitConfig(
-      ns,
-      "m-0",
-      "waiting for the inner data",
-      (o) =>
-        condition(o, "InnerConfigReady")?.reason === "WaitingForDataSecret" &&
-        (o.metadata.finalizers ?? []).length === 1,
-    );
-    assert.equal(waiting.status.ready, undefined);
-    await custom().deleteNamespacedCustomObject({ ...CAPI, namespace: ns, plural: "machines", name: "m-0" });
-    const gone = await waitConfig(
-      ns,
-      "m-0",
-      "finalizer released",
-      (o) => !(o.metadata.finalizers ?? []).length,
-    );
-    assert.equal(condition(gone, "Ready").reason, "MachineDeleted");
-    assert.equal(await statusOf(`${ns}/m-0`), null, "never published");
-    assert.deepEqual(double.written, []);
-  } finally {
-    await ctl.stop();
-    await double.stop();
-  }
-});
-
-test("a controller restart in the middle: no republish, no second inner config or data secret", {
-  timeout: 300_000,
-}, async () => {
-  const ns = await namespace("ctl-restart");
-  await createCluster(ns, "c1");
-  const double = startKubeadmProviderDouble(kc(), ns);
-  let ctl = startController(controllerArgs(ns));
-  try {
-    await createMachineWithConfig(ns, "c1", "m-0", kubeadmSpec("m-0"));
-    const first = await waitConfig(ns, "m-0", "ready", (o) => o.status?.ready === true);
-    const ds = await secret(ns, "m-0-bootseal");
-    await ctl.kill9();
-    ctl = startController(controllerArgs(ns));
-    // The new controller has listed and reconciled it (its first reconcile logs nothing new).
-    await until("the new controller to start", () => ctl.log().includes("controller started"), {
-      tries: 600,
-    });
-    const before = await statusOf(`${ns}/m-0`);
-    // A change to the BootsealConfig is reconciled by the new process, and still nothing is republished.
-    await custom().patchNamespacedCustomObject(
-      {
-        group: "bootstrap.bootseal.dev",
-        version: "v1alpha1",
+test(
+  "a Machine deleted before its data was ready: no publish, the finalizer is released",
+  {
+    timeout: 300_000,
+  },
+  () =>
+    // No Cluster: the double (like the kubeadm provider) waits for it, so no data ever comes.
+    withController("ctl-early", { cluster: false }, async ({ ns, double }) => {
+      await createMachineWithConfig(ns, "missing", "m-0", kubeadmSpec("m-0"));
+      const waiting = await waitConfig(
+        ns,
+        "m-0",
+        "waiting for the inner data",
+        (o) =>
+          condition(o, "InnerConfigReady")?.reason === "WaitingForDataSecret" &&
+          (o.metadata.finalizers ?? []).length === 1,
+      );
+      assert.equal(waiting.status.ready, undefined);
+      await custom().deleteNamespacedCustomObject({
+        ...CAPI,
         namespace: ns,
-        plural: "bootsealconfigs",
+        plural: "machines",
         name: "m-0",
-        body: { metadata: { labels: { poke: "1" } } },
-      },
-      (await import("@kubernetes/client-node")).setHeaderOptions(
-        "Content-Type",
-        "application/merge-patch+json",
-      ),
-    );
-    await until("a reconcile by the new controller", async () => {
-      const o = await getConfig(ns, "m-0");
-      return o.metadata.labels.poke === "1" && ctl.log().includes("controller started");
-    });
-    // Bounded look for any republish: the service's version stays 1 across the restart.
-    await until("the phase polled again", async () => (await statusOf(`${ns}/m-0`)) !== null);
-    assert.equal(before.version, 1);
-    assert.equal((await statusOf(`${ns}/m-0`)).version, 1);
-    assert.equal(before.history.filter((h: Any) => h.phase === "published").length, 1);
-    assert.equal((await secret(ns, "m-0-bootseal")).metadata.resourceVersion, ds.metadata.resourceVersion);
-    const again = await getConfig(ns, "m-0");
-    assert.equal(again.metadata.annotations["bootstrap.bootseal.dev/published-version"], "1");
-    assert.equal(
-      again.metadata.annotations["bootstrap.bootseal.dev/published-sha256"],
-      first.metadata.annotations["bootstrap.bootseal.dev/published-sha256"],
-    );
-    const inners: Any = await custom().listNamespacedCustomObject({ ...KUBEADM, namespace: ns });
-    assert.deepEqual(
-      inners.items.map((i: Any) => i.metadata.name),
-      ["m-0-inner"],
-    );
-    assert.ok(!ctl.log().includes("published the inner bootstrap data"), ctl.log());
-  } finally {
-    await ctl.stop();
-    await double.stop();
-  }
-});
+      });
+      const gone = await waitConfig(
+        ns,
+        "m-0",
+        "finalizer released",
+        (o) => !(o.metadata.finalizers ?? []).length,
+      );
+      assert.equal(condition(gone, "Ready").reason, "MachineDeleted");
+      assert.equal(await statusOf(`${ns}/m-0`), null, "never published");
+      assert.deepEqual(double.written, []);
+    }),
+);
+
+test(
+  "a controller restart in the middle: no republish, no second inner config or data secret",
+  {
+    timeout: 300_000,
+  },
+  () =>
+    withController("ctl-restart", {}, async (run) => {
+      const { ns } = run;
+      await createMachineWithConfig(ns, "c1", "m-0", kubeadmSpec("m-0"));
+      const first = await waitConfig(ns, "m-0", "ready", (o) => o.status?.ready === true);
+      const ds = await secret(ns, "m-0-bootseal");
+      const ctl = await run.restart();
+      // The new controller has listed and reconciled it (its first reconcile logs nothing new).
+      await until("the new controller to start", () => ctl.log().includes("controller started"), {
+        tries: 600,
+      });
+      const before = await statusOf(`${ns}/m-0`);
+      // A change to the BootsealConfig is reconciled by the new process, and still nothing is republished.
+      await custom().patchNamespacedCustomObject(
+        {
+          group: "bootstrap.bootseal.dev",
+          version: "v1alpha1",
+          namespace: ns,
+          plural: "bootsealconfigs",
+          name: "m-0",
+          body: { metadata: { labels: { poke: "1" } } },
+        },
+        await mergePatch(),
+      );
+      await until("a reconcile by the new controller", async () => {
+        const o = await getConfig(ns, "m-0");
+        return o.metadata.labels.poke === "1" && ctl.log().includes("controller started");
+      });
+      // Bounded look for any republish: the service's version stays 1 across the restart.
+      await until("the phase polled again", async () => (await statusOf(`${ns}/m-0`)) !== null);
+      assert.equal(before.version, 1);
+      assert.equal((await statusOf(`${ns}/m-0`)).version, 1);
+      assert.equal(before.history.filter((h: Any) => h.phase === "published").length, 1);
+      assert.equal((await secret(ns, "m-0-bootseal")).metadata.resourceVersion, ds.metadata.resourceVersion);
+      const again = await getConfig(ns, "m-0");
+      assert.equal(again.metadata.annotations["bootstrap.bootseal.dev/published-version"], "1");
+      assert.equal(
+        again.metadata.annotations["bootstrap.bootseal.dev/published-sha256"],
+        first.metadata.annotations["bootstrap.bootseal.dev/published-sha256"],
+      );
+      const inners: Any = await custom().listNamespacedCustomObject({ ...KUBEADM, namespace: ns });
+      assert.deepEqual(
+        inners.items.map((i: Any) => i.metadata.name),
+        ["m-0-inner"],
+      );
+      assert.ok(!ctl.log().includes("published the inner bootstrap data"), ctl.log());
+    }),
+);
 
 test("one tenant's controller (a namespace-limited token) cannot touch another namespace's machines: 403 is a condition, not a crash", {
   timeout: 300_000,
-}, async () => {
-  const ns = await namespace("ctl-tenant-b");
-  await createCluster(ns, "c1");
-  const tokenFile = join(dir.path, `tenant-${ns}`);
-  await writeFile(tokenFile, TENANT_TOKEN, { mode: 0o600 });
-  const double = startKubeadmProviderDouble(kc(), ns);
-  const args = controllerArgs(ns);
-  args[args.indexOf("--token-file") + 1] = tokenFile;
-  const ctl = startController(args);
-  try {
+}, () => {
+  const tokenFile = async (ns: string) => {
+    const file = join(dir.path, `tenant-${ns}`);
+    await writeFile(file, TENANT_TOKEN, { mode: 0o600 });
+    return file;
+  };
+  return withController("ctl-tenant-b", { tokenFile, exitsZero: true }, async ({ ns, ctl }) => {
     await createMachineWithConfig(ns, "c1", "m-0", kubeadmSpec("m-0"));
     const refused = await waitConfig(
       ns,
@@ -443,17 +487,12 @@ test("one tenant's controller (a namespace-limited token) cannot touch another n
       tries: 600,
     });
     assert.equal(ctl.process.exitCode, null, "still running");
-  } finally {
-    assert.equal(await ctl.stop(), 0);
-    await double.stop();
-  }
+  });
 });
 
 test("the controller signs in with its ServiceAccount token (TokenRequest for the service's audience, reviewed by the service with TokenReview): published and ready; a token for another audience is refused", {
   timeout: 300_000,
-}, async () => {
-  const ns = await namespace("ctl-sa-m");
-  await createCluster(ns, "c1");
+}, () => {
   const tokenFor = async (audience: string) =>
     (
       await core().createNamespacedServiceAccountToken({
@@ -462,15 +501,14 @@ test("the controller signs in with its ServiceAccount token (TokenRequest for th
         body: { spec: { audiences: [audience], expirationSeconds: 3600 } },
       })
     ).status?.token as string;
-  const tokenFile = join(dir.path, `sa-${ns}`);
-  const double = startKubeadmProviderDouble(kc(), ns);
-  const args = controllerArgs(ns);
-  args[args.indexOf("--token-file") + 1] = tokenFile;
-
+  let tokenFile = "";
   // First with a token bound to another audience: the service's review refuses it.
-  await writeFile(tokenFile, await tokenFor("another-service"), { mode: 0o600 });
-  const ctl = startController(args);
-  try {
+  const firstToken = async (ns: string) => {
+    tokenFile = join(dir.path, `sa-${ns}`);
+    await writeFile(tokenFile, await tokenFor("another-service"), { mode: 0o600 });
+    return tokenFile;
+  };
+  return withController("ctl-sa-m", { tokenFile: firstToken, exitsZero: true }, async ({ ns }) => {
     await createMachineWithConfig(ns, "c1", "m-0", kubeadmSpec("m-0"));
     const refused = await waitConfig(
       ns,
@@ -489,8 +527,5 @@ test("the controller signs in with its ServiceAccount token (TokenRequest for th
     assert.equal((await statusOf(`${ns}/m-0`))?.phase, "published");
     const ds = await secret(ns, ready.status.dataSecretName);
     assert.match(Buffer.from(ds.data.value, "base64").toString(), /bootseal/);
-  } finally {
-    assert.equal(await ctl.stop(), 0);
-    await double.stop();
-  }
+  });
 });

@@ -4,68 +4,28 @@
  * failure of IMDS reads; the token it gets verifies with the service's verifier.
  */
 import assert from "node:assert/strict";
-import { createServer, type RequestListener } from "node:http";
-import type { AddressInfo } from "node:net";
-import { after, before, test } from "node:test";
+import { test } from "node:test";
 import { BootsealError } from "../../src/errors.ts";
 import { azureImdsBase, azureProvider } from "../../src/fetcher/identity/azure.ts";
 import { azureVerifier } from "../../src/service/identity/azure.ts";
-import { EXAMPLE_VM, startAzureImds, TOKEN_PATH } from "../fakes/azure-imds.ts";
-import { type JwksServer, makeTestKey, startJwksServer, type TestKey } from "../fakes/jwks-server.ts";
-import { freePort } from "../helpers/ports.ts";
+import { EXAMPLE_VM, type RecordedRequest, startAzureImds, TOKEN_PATH } from "../fakes/azure-imds.ts";
+import { identityProviderContract, rejectsWith, stand, T } from "./identity-contract.ts";
 
 const AUDIENCE = "api://bootseal-service";
-const T = { timeout: 60_000 };
+const envAt = (port: number) => ({ BOOTSEAL_AZURE_IMDS_ENDPOINT: `http://127.0.0.1:${port}` });
 
-let key: TestKey;
-let jwks: JwksServer;
-
-before(async () => {
-  key = await makeTestKey("imds-kid-1");
-  jwks = await startJwksServer([key], { shape: "microsoft", tenant: EXAMPLE_VM.tenant });
-});
-after(() => jwks.close());
-
-async function rejectsWith(p: Promise<unknown>, code: string, text: RegExp): Promise<void> {
-  await assert.rejects(p, (err: unknown) => {
-    assert.ok(err instanceof BootsealError, `a BootsealError, got ${String(err)}`);
-    assert.equal(err.code, code, err.message);
-    assert.match(err.message, text);
-    return true;
-  });
-}
-
-async function stand(handler: RequestListener): Promise<{ endpoint: string; close(): Promise<void> }> {
-  const server = createServer(handler);
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  return {
-    endpoint: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    close() {
-      server.closeAllConnections();
-      return new Promise<void>((resolve) => server.close(() => resolve()));
-    },
-  };
-}
-
-const verify = (token: string) =>
-  azureVerifier({ tenant: EXAMPLE_VM.tenant, jwksUrl: jwks.url }).verify(token, {
-    audience: AUDIENCE,
-    now: new Date(),
-  });
-
-test(
-  "fake IMDS: the provider asks for a token for the audience with Metadata: true and api-version",
-  T,
-  async () => {
-    const fake = await startAzureImds(key);
-    try {
-      const token = await azureProvider().credential({
-        audience: AUDIENCE,
-        env: { BOOTSEAL_AZURE_IMDS_ENDPOINT: fake.endpoint },
-      });
-      assert.equal(fake.requests.length, 1);
-      const req = fake.requests[0];
-      assert.ok(req);
+const azure = identityProviderContract({
+  audience: AUDIENCE,
+  kid: "imds-kid-1",
+  jwks: { shape: "microsoft", tenant: EXAMPLE_VM.tenant },
+  provider: (options) => azureProvider(options),
+  startFake: (key) => startAzureImds(key),
+  envFor: (fake) => ({ BOOTSEAL_AZURE_IMDS_ENDPOINT: fake.endpoint }),
+  envAt,
+  verify: (token, jwksUrl) => verifyWith(jwksUrl, token),
+  asked: {
+    title: "fake IMDS: the provider asks for a token for the audience with Metadata: true and api-version",
+    check(req: RecordedRequest) {
       assert.equal(req.method, "GET");
       assert.equal(req.path, TOKEN_PATH);
       assert.equal(req.query.get("api-version"), "2018-02-01");
@@ -73,28 +33,28 @@ test(
       assert.equal(req.query.get("client_id"), null, "no identity named: IMDS picks the system-assigned one");
       assert.equal(req.headers.metadata, "true");
       assert.equal(req.headers["x-forwarded-for"], undefined, "IMDS refuses forwarded requests");
-      const id = await verify(token);
+    },
+    checkIdentity(id) {
       assert.equal(id.attributes.vmName, "web-1");
-    } finally {
-      await fake.close();
-    }
+    },
   },
-);
+  headerless: {
+    title:
+      "fake IMDS refuses a request without the Metadata header (so the header test above means something)",
+    send: (fake) => fetch(`${fake.endpoint}${TOKEN_PATH}?api-version=2018-02-01&resource=x`),
+    status: 400,
+    text: /Required metadata header not specified/,
+  },
+  unreachableTitle: "no IMDS (refused, or no answer within the timeout) is KEY_UNAVAILABLE",
+});
 
-test(
-  "fake IMDS refuses a request without the Metadata header (so the header test above means something)",
-  T,
-  async () => {
-    const fake = await startAzureImds(key);
-    try {
-      const res = await fetch(`${fake.endpoint}${TOKEN_PATH}?api-version=2018-02-01&resource=x`);
-      assert.equal(res.status, 400);
-      assert.match(await res.text(), /Required metadata header not specified/);
-    } finally {
-      await fake.close();
-    }
-  },
-);
+function verifyWith(jwksUrl: string, token: string) {
+  return azureVerifier({ tenant: EXAMPLE_VM.tenant, jwksUrl }).verify(token, {
+    audience: AUDIENCE,
+    now: new Date(),
+  });
+}
+const verify = (token: string) => verifyWith(azure.jwks.url, token);
 
 test(
   "AZURE_CLIENT_ID picks the user-assigned identity; BOOTSEAL_AZURE_RESOURCE names the resource",
@@ -102,7 +62,7 @@ test(
   async () => {
     const uami = EXAMPLE_VM.userAssigned?.[0];
     assert.ok(uami);
-    const fake = await startAzureImds(key);
+    const fake = await startAzureImds(azure.key);
     try {
       const env = { BOOTSEAL_AZURE_IMDS_ENDPOINT: fake.endpoint, AZURE_CLIENT_ID: uami.clientId };
       const token = await azureProvider().credential({ audience: AUDIENCE, env });
@@ -122,7 +82,7 @@ test(
 );
 
 test("fake IMDS: an identity it cannot find is UNAUTHORIZED with IMDS's reason", T, async () => {
-  const fake = await startAzureImds(key);
+  const fake = await startAzureImds(azure.key);
   try {
     const env = {
       BOOTSEAL_AZURE_IMDS_ENDPOINT: fake.endpoint,
@@ -136,7 +96,11 @@ test("fake IMDS: an identity it cannot find is UNAUTHORIZED with IMDS's reason",
   } finally {
     await fake.close();
   }
-  const none = await startAzureImds(key, { ...EXAMPLE_VM, systemAssigned: undefined, userAssigned: [] });
+  const none = await startAzureImds(azure.key, {
+    ...EXAMPLE_VM,
+    systemAssigned: undefined,
+    userAssigned: [],
+  });
   try {
     const env = { BOOTSEAL_AZURE_IMDS_ENDPOINT: none.endpoint };
     await rejectsWith(
@@ -149,35 +113,13 @@ test("fake IMDS: an identity it cannot find is UNAUTHORIZED with IMDS's reason",
   }
 });
 
-test(
-  "no IMDS (refused, or no answer within the timeout) is KEY_UNAVAILABLE; a bad endpoint is USAGE",
-  T,
-  async () => {
-    const env = { BOOTSEAL_AZURE_IMDS_ENDPOINT: `http://127.0.0.1:${await freePort()}` };
-    await rejectsWith(
-      azureProvider().credential({ audience: AUDIENCE, env }),
-      "KEY_UNAVAILABLE",
-      /unreachable \(ECONNREFUSED\)/,
-    );
-    const silent = await stand(() => {
-      // holds the request: never answers
-    });
-    try {
-      const p = azureProvider({ timeoutMs: 200 }).credential({
-        audience: AUDIENCE,
-        env: { BOOTSEAL_AZURE_IMDS_ENDPOINT: silent.endpoint },
-      });
-      await rejectsWith(p, "KEY_UNAVAILABLE", /no answer within 200 ms/);
-    } finally {
-      await silent.close();
-    }
-    assert.equal(azureImdsBase({}).href, "http://169.254.169.254/");
-    assert.throws(
-      () => azureImdsBase({ BOOTSEAL_AZURE_IMDS_ENDPOINT: "169.254.169.254" }),
-      (e: unknown) => e instanceof BootsealError && e.code === "USAGE",
-    );
-  },
-);
+test("the IMDS endpoint: 169.254.169.254 by default; a bad BOOTSEAL_AZURE_IMDS_ENDPOINT is USAGE", () => {
+  assert.equal(azureImdsBase({}).href, "http://169.254.169.254/");
+  assert.throws(
+    () => azureImdsBase({ BOOTSEAL_AZURE_IMDS_ENDPOINT: "169.254.169.254" }),
+    (e: unknown) => e instanceof BootsealError && e.code === "USAGE",
+  );
+});
 
 test(
   "IMDS's transient answers (404 updating, 410, 429, 500) are KEY_UNAVAILABLE; a body without a token too",
@@ -190,7 +132,7 @@ test(
     const get = () =>
       azureProvider().credential({
         audience: AUDIENCE,
-        env: { BOOTSEAL_AZURE_IMDS_ENDPOINT: imds.endpoint },
+        env: envAt(imds.port),
       });
     try {
       await rejectsWith(get(), "KEY_UNAVAILABLE", /holds no access token/);

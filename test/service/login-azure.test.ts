@@ -6,17 +6,16 @@
  * (test/fakes/jwks-server.ts), both signing with a key made for this run (no real Entra ID can
  * run here).
  *
- * Allowed VM: login, fetch, write, report succeeded (bindings written in another case than the
- * token's still match: ARM ids are case-insensitive). A VM bound to another machine: 403. A
- * token for another audience: 401. JWKS down: 503, retried to the deadline. Also: an app ID URI
- * audience reaches the machine as --azure-resource; without a tenant there are no Azure logins.
+ * The login contract (login-harness.ts): allowed VM: login, fetch, write, report succeeded
+ * (bindings written in another case than the token's still match: ARM ids are
+ * case-insensitive). A VM bound to another machine: 403. A token for another audience: 401.
+ * JWKS down: 503, retried to the deadline. Also: an app ID URI audience reaches the machine as
+ * --azure-resource; without a tenant there are no Azure logins.
  */
 import assert from "node:assert/strict";
-import { createHash } from "node:crypto";
-import { readdir, readFile } from "node:fs/promises";
+import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { after, before, test } from "node:test";
-import type { FastifyInstance } from "fastify";
+import { test } from "node:test";
 import { MemoryStore } from "../../providers/stores/memory.ts";
 import { EXIT_CODES } from "../../src/cli/exit-codes.ts";
 import { parseMachineAuth, type RawMachineAuth } from "../../src/config/machine-auth.ts";
@@ -26,25 +25,12 @@ import { BootsealError } from "../../src/errors.ts";
 import { buildApp } from "../../src/service/app.ts";
 import { loginFlags } from "../../src/service/identity/index.ts";
 import { type AzureImdsFake, EXAMPLE_VM, startAzureImds, TOKEN_PATH } from "../fakes/azure-imds.ts";
-import { type JwksServer, makeTestKey, startJwksServer, type TestKey } from "../fakes/jwks-server.ts";
-import { type AgeKey, ageKey, tempDir } from "../fetcher/helpers.ts";
-import { freePort } from "../helpers/ports.ts";
 import { appConfig } from "./app-config.ts";
-import { fetchWithLogin, loginService, phasesOf, publishAs } from "./login-harness.ts";
+import { cloudLoginContract } from "./login-harness.ts";
 
 const AUDIENCE = "https://bootseal-azure.login.test";
 const APP_ID_URI = "api://bootseal-machines";
 const TENANT = EXAMPLE_VM.tenant;
-const _sha = (s: string) => createHash("sha256").update(s).digest("hex");
-
-let dir: { path: string; remove: () => Promise<void> };
-let key: AgeKey;
-let signing: TestKey;
-let jwks: JwksServer;
-let web: AzureImdsFake;
-let db: AzureImdsFake;
-let app: FastifyInstance;
-let url: string;
 
 function raw(jwksUrl: string, azure: Record<string, unknown> = {}): RawMachineAuth {
   return {
@@ -72,130 +58,57 @@ function raw(jwksUrl: string, azure: Record<string, unknown> = {}): RawMachineAu
   };
 }
 
-function serviceWith(jwksUrl: string, azure: Record<string, unknown> = {}): FastifyInstance {
-  return loginService(key.recipient, parseMachineAuth(raw(jwksUrl, azure), undefined));
-}
-
-before(async () => {
-  dir = await tempDir("login-azure");
-  key = await ageKey(dir.path, "machine");
-  signing = await makeTestKey("azure-test-key-1");
-  jwks = await startJwksServer([signing], { shape: "microsoft", tenant: TENANT });
-  web = await startAzureImds(signing, EXAMPLE_VM);
-  db = await startAzureImds(signing, { ...EXAMPLE_VM, vmName: "Db-1" });
-  app = serviceWith(jwks.url);
-  url = await app.listen({ host: "127.0.0.1", port: 0 });
-});
-
-after(async () => {
-  await app?.close();
-  await Promise.all([jwks?.close(), web?.close(), db?.close()]);
-  await dir?.remove();
-});
-
-const publish = (machine: string, payload: string, svc: FastifyInstance = app) =>
-  publishAs(svc, machine, payload);
-
-const phases = (machine: string, svc: FastifyInstance = app) => phasesOf(svc, machine);
-
-async function fetchAs(
-  machine: string,
-  imds: AzureImdsFake,
-  options: { base?: string; serverId?: string; deadline?: string; extra?: string[] } = {},
-) {
-  return fetchWithLogin({
-    dir: dir.path,
-    base: options.base ?? url,
-    machine,
-    method: "azure",
-    serverId: options.serverId ?? AUDIENCE,
-    deadline: options.deadline,
-    extra: options.extra,
-    env: { BOOTSEAL_AZURE_IMDS_ENDPOINT: imds.endpoint, SOPS_AGE_KEY_FILE: key.file },
-  });
-}
-
-test("azure (fake IMDS, fake JWKS): an allowed VM logs in, fetches, writes and reports", async () => {
-  await publish("prod/web-1", "the web-1 secret\n");
-  const before = web.requests.length;
-  const { r, root } = await fetchAs("prod/web-1", web);
-  assert.equal(r.code, 0, r.stderr);
-  assert.equal(await readFile(join(root, "etc/bootseal/secret.txt"), "utf8"), "the web-1 secret\n");
-  assert.match(r.stderr, /\/v1\/machines\/prod\/web-1\/login \(azure login\): ok/);
-  assert.ok(!/bst\.|eyJ/.test(r.stderr), "neither the token nor the access token is logged");
-  assert.deepEqual(await phases("prod/web-1"), [
-    "published",
-    "fetching",
-    "decrypted",
-    "written",
-    "succeeded",
-  ]);
-  // The fetcher asked IMDS for a token for this service, with the header IMDS requires.
-  const asked = web.requests.slice(before).at(-1);
-  assert.equal(asked?.path, TOKEN_PATH);
-  assert.equal(asked?.query.get("resource"), AUDIENCE);
-  assert.equal(asked?.headers.metadata, "true");
-});
-
-test("azure (fake IMDS, fake JWKS): a VM bound to another machine is refused 403", async () => {
-  await publish("prod/web-2", "the web-2 secret\n");
-  const { r, root } = await fetchAs("prod/web-2", db);
-  assert.equal(r.code, EXIT_CODES.FORBIDDEN, r.stderr);
-  assert.match(r.stderr, /virtualMachines\/Db-1 is not bound to machine prod\/web-2/);
-  assert.deepEqual(await readdir(root), []);
-  assert.deepEqual(await phases("prod/web-2"), ["published"]);
-});
-
-test("azure (fake IMDS, fake JWKS): a token for another audience is refused 401", async () => {
-  await publish("prod/web-3", "the web-3 secret\n");
-  const { r, root } = await fetchAs("prod/web-3", web, { serverId: "https://another-bootseal.test" });
-  assert.equal(r.code, EXIT_CODES.UNAUTHORIZED, r.stderr);
-  assert.match(r.stderr, /azure managed-identity token: claim "aud" does not verify/);
-  assert.deepEqual(await readdir(root), []);
-  assert.deepEqual(await phases("prod/web-3"), ["published"]);
-});
-
-test("azure (fake IMDS): JWKS down is 503, retried until the deadline, then KEY_UNAVAILABLE", async () => {
-  const closed = `http://127.0.0.1:${await freePort()}/${TENANT}/discovery/v2.0/keys`;
-  const down = serviceWith(closed);
-  try {
-    const downUrl = await down.listen({ host: "127.0.0.1", port: 0 });
-    await publish("prod/web-4", "the web-4 secret\n", down);
+const login = cloudLoginContract<AzureImdsFake>({
+  method: "azure",
+  label: "azure (fake IMDS, fake JWKS)",
+  labelJwksDown: "azure (fake IMDS)",
+  audience: AUDIENCE,
+  kid: "azure-test-key-1",
+  jwks: { shape: "microsoft", tenant: TENANT },
+  machineAuth: (jwksUrl, azure) => parseMachineAuth(raw(jwksUrl, azure), undefined),
+  startFakes: async (signing) => ({
+    web: await startAzureImds(signing, EXAMPLE_VM),
+    db: await startAzureImds(signing, { ...EXAMPLE_VM, vmName: "Db-1" }),
+  }),
+  env: (fake) => ({ BOOTSEAL_AZURE_IMDS_ENDPOINT: fake.endpoint }),
+  checkAsked(asked) {
+    // The fetcher asked IMDS for a token for this service, with the header IMDS requires.
+    assert.equal(asked?.path, TOKEN_PATH);
+    assert.equal(asked?.query.get("resource"), AUDIENCE);
+    assert.equal(asked?.headers.metadata, "true");
+  },
+  credentialFrom: async (fake, audience) => {
     const answer = await fetch(
-      `${web.endpoint}${TOKEN_PATH}?api-version=2018-02-01&resource=${encodeURIComponent(AUDIENCE)}`,
+      `${fake.endpoint}${TOKEN_PATH}?api-version=2018-02-01&resource=${encodeURIComponent(audience)}`,
       { headers: { metadata: "true" } },
     ).then((res) => res.json() as Promise<{ access_token: string }>);
-    const res = await down.inject({
-      method: "POST",
-      url: "/v1/machines/prod/web-4/login",
-      payload: { method: "azure", credential: answer.access_token },
-    });
-    assert.equal(res.statusCode, 503, res.body);
-    assert.equal(res.json().code, "KEY_UNAVAILABLE");
-    const { r, root } = await fetchAs("prod/web-4", web, { base: downUrl, deadline: "12s" });
-    assert.equal(r.code, EXIT_CODES.KEY_UNAVAILABLE, r.stderr);
-    assert.match(r.stderr, /login\): KEY_UNAVAILABLE: .*cannot get the signing keys.*retrying in/);
-    assert.match(r.stderr, /gave up after [2-9] attempts/);
-    assert.deepEqual(await readdir(root), []);
-  } finally {
-    await down.close();
-  }
+    return answer.access_token;
+  },
+  closedJwksPath: `/${TENANT}/discovery/v2.0/keys`,
+  machineWord: "VM",
+  tokenName: "access token",
+  notBound: /virtualMachines\/Db-1 is not bound to machine prod\/web-2/,
+  wrongAudience: /azure managed-identity token: claim "aud" does not verify/,
 });
+const { publish, fetchAs } = login;
 
 test("azure (fake IMDS, fake JWKS): an app ID URI audience reaches the machine as --azure-resource", async () => {
-  const svc = serviceWith(jwks.url, { audience: APP_ID_URI });
+  const svc = login.serviceWith(login.jwks.url, { audience: APP_ID_URI });
   try {
     const base = await svc.listen({ host: "127.0.0.1", port: 0 });
     await publish("prod/web-5", "the web-5 secret\n", svc);
-    const flags = loginFlags(parseMachineAuth(raw(jwks.url, { audience: APP_ID_URI }), undefined), "azure");
+    const flags = loginFlags(
+      parseMachineAuth(raw(login.jwks.url, { audience: APP_ID_URI }), undefined),
+      "azure",
+    );
     assert.deepEqual(flags, ["--auth", "azure", "--server-id", AUDIENCE, "--azure-resource", APP_ID_URI]);
     // Without it the machine asks for the server id, which this service does not accept.
-    const without = await fetchAs("prod/web-5", web, { base });
+    const without = await fetchAs("prod/web-5", login.web, { base });
     assert.equal(without.r.code, EXIT_CODES.UNAUTHORIZED, without.r.stderr);
-    const { r, root } = await fetchAs("prod/web-5", web, { base, extra: flags.slice(4) });
+    const { r, root } = await fetchAs("prod/web-5", login.web, { base, extra: flags.slice(4) });
     assert.equal(r.code, 0, r.stderr);
     assert.equal(await readFile(join(root, "etc/bootseal/secret.txt"), "utf8"), "the web-5 secret\n");
-    assert.equal(web.requests.at(-1)?.query.get("resource"), APP_ID_URI);
+    assert.equal(login.web.requests.at(-1)?.query.get("resource"), APP_ID_URI);
   } finally {
     await svc.close();
   }
@@ -217,7 +130,7 @@ test("azure: without machineAuth.azure there are no Azure logins, and an azure b
     () =>
       parseMachineAuth(
         {
-          ...raw(jwks.url),
+          ...raw(login.jwks.url),
           bindings: [{ method: "azure", match: { vmId: "x" }, machines: "prod/*" }],
         },
         undefined,
@@ -228,7 +141,7 @@ test("azure: without machineAuth.azure there are no Azure logins, and an azure b
     logger: false,
     store: new MemoryStore(),
     config: appConfig({
-      creationRules: parseSopsConfig(`creation_rules:\n  - age: ${key.recipient}\n`, "t"),
+      creationRules: parseSopsConfig(`creation_rules:\n  - age: ${login.key.recipient}\n`, "t"),
       machineAuth: parseMachineAuth({ ...bare, bindings: [] }, undefined),
     }),
   });
@@ -252,7 +165,7 @@ test("machineAuth.gcp and machineAuth.azure load through the service configurati
     controllers: [{ name: "ci", tokenSha256: "a".repeat(64), scopes: ["configs:write"] }],
     publicUrl: "https://bootseal.example.com/base",
   };
-  const plain = validateServiceConfig(base, dir.path).machineAuth;
+  const plain = validateServiceConfig(base, login.dir).machineAuth;
   // The schema's defaults: Google's keys; no tenant, no Azure.
   assert.equal(plain.gcp.jwksUrl, "https://www.googleapis.com/oauth2/v3/certs");
   assert.equal(plain.gcp.issuer, "https://accounts.google.com");
@@ -269,7 +182,7 @@ test("machineAuth.gcp and machineAuth.azure load through the service configurati
       },
       { BOOTSEAL_MACHINE_AUTH_AZURE_COOLDOWN: "2m", BOOTSEAL_MACHINE_AUTH_GCP_TIMEOUT: "3s" },
     ),
-    dir.path,
+    login.dir,
   ).machineAuth;
   assert.equal(c.audience, "https://bootseal.example.com");
   assert.equal(c.azure?.tenant, TENANT);
@@ -277,7 +190,7 @@ test("machineAuth.gcp and machineAuth.azure load through the service configurati
   assert.equal(c.gcp.timeoutMs, 3_000);
   assert.deepEqual(c.bindings[0]?.match, { vmName: "web-1" });
   assert.throws(
-    () => validateServiceConfig({ ...base, machineAuth: { azure: { tenant: "contoso" } } }, dir.path),
+    () => validateServiceConfig({ ...base, machineAuth: { azure: { tenant: "contoso" } } }, login.dir),
     (err: unknown) => err instanceof BootsealError && /machineAuth\.azure\.tenant/.test(err.message),
   );
 });

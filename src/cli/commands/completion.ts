@@ -136,19 +136,22 @@ function fish(specs: readonly CommandSpec[]): string {
   return `${lines.join("\n")}\n`;
 }
 
-export const completionCommand: Command = {
-  spec,
-  async run(args, io) {
-    const { positionals } = parseFlags(spec, args, io.env);
-    const shell = positionals[0];
-    if (positionals.length !== 1 || !SHELLS.includes(shell as (typeof SHELLS)[number])) {
-      throw new BootsealError("USAGE", "completion needs one of bash, zsh, fish");
-    }
-    // Imported here, not at the top: a static import of the entry module would make the
-    // bundler move main.ts into a shared chunk, and the entry point would no longer run.
-    const { COMMANDS } = await import("../main.ts");
-    const specs = (await Promise.all(COMMANDS.map((c) => c.load()))).map((c) => c.spec);
-    io.stdout.write(shell === "bash" ? bash(specs) : shell === "zsh" ? zsh(specs) : fish(specs));
-    return 0;
-  },
-};
+/**
+ * The command, given the whole command table: the table (../command-registry.ts) lists this
+ * command too, so it hands itself in rather than being imported here (no import circle).
+ */
+export function completionCommand(allCommands: () => Promise<readonly Command[]>): Command {
+  return {
+    spec,
+    async run(args, io) {
+      const { positionals } = parseFlags(spec, args, io.env);
+      const shell = positionals[0];
+      if (positionals.length !== 1 || !SHELLS.includes(shell as (typeof SHELLS)[number])) {
+        throw new BootsealError("USAGE", "completion needs one of bash, zsh, fish");
+      }
+      const specs = (await allCommands()).map((c) => c.spec);
+      io.stdout.write(shell === "bash" ? bash(specs) : shell === "zsh" ? zsh(specs) : fish(specs));
+      return 0;
+    },
+  };
+}

@@ -8,8 +8,9 @@ import { BootsealError } from "../../errors.ts";
 import type { Command } from "../command.ts";
 import { extractPath, parseExtractPath, renderExtracted } from "../extract.ts";
 import { checkTarget, readInput, requireExisting, writeOutput } from "../file-io.ts";
-import { DECRYPTION_ORDER_FLAG, FORMAT_FLAGS, KEYSERVICE_FLAGS, OUTPUT_FLAGS } from "../flag-groups.ts";
+import { FORMAT_FLAGS, KEYSERVICE_FLAGS, OUTPUT_FLAGS } from "../flag-groups.ts";
 import { type CommandSpec, parseFlags } from "../flags.ts";
+import { DECRYPTION_ORDER_FLAG } from "../key-flags.ts";
 import { keyResolver } from "../key-setup.ts";
 import { emitOptions, parseDecryptionOrder, pickFormats, providerDeps } from "../sops-file.ts";
 

@@ -20,14 +20,13 @@ import {
   metadataFromTree,
   metadataToTree,
 } from "../../envelope/sops/metadata.ts";
-import { BootsealError, isBootsealError } from "../../errors.ts";
+import { BootsealError, hasCode, isBootsealError } from "../../errors.ts";
 import { replaceFile } from "../../files/atomic-write.ts";
 import { readFileBounded } from "../../files/read-bounded.ts";
 import type { CliIo, Command } from "../command.ts";
 import { editUntilValid } from "../edit-session.ts";
 import { exists } from "../file-io.ts";
 import {
-  DECRYPTION_ORDER_FLAG,
   IGNORE_MAC_FLAG,
   INPUT_TYPE_FLAG,
   KEYSERVICE_FLAGS,
@@ -36,7 +35,7 @@ import {
   THRESHOLD_FLAG,
 } from "../flag-groups.ts";
 import { type CommandSpec, parseFlags } from "../flags.ts";
-import { KMS_FLAGS, keyFlags, ruleFlags } from "../key-flags.ts";
+import { DECRYPTION_ORDER_FLAG, KMS_FLAGS, keyFlags, ruleFlags } from "../key-flags.ts";
 import { keyResolver, keySetup } from "../key-setup.ts";
 import { closeDocument, openDocument, reseal } from "../reseal.ts";
 import { parseDecryptionOrder, pickFormats, providerDeps } from "../sops-file.ts";
@@ -165,7 +164,7 @@ function acceptEdit(codec: Codec, showMasterKeys: boolean, metadata: Metadata) {
       try {
         branches = codec.parsePlain(bytes);
       } catch (err) {
-        if (isBootsealError(err) && err.code === "ALREADY_ENCRYPTED") {
+        if (hasCode(err, "ALREADY_ENCRYPTED")) {
           throw new BootsealError(
             "BAD_INPUT",
             "Tree not valid for encryption (the file has a top-level sops key).",

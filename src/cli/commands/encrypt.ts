@@ -5,7 +5,7 @@ import type { Format } from "../../envelope/sops/codecs/codec.ts";
 import { codecFor } from "../../envelope/sops/codecs/index.ts";
 import type { Branch } from "../../envelope/sops/document.ts";
 import { encryptDocument } from "../../envelope/sops/encrypt.ts";
-import { BootsealError, isBootsealError } from "../../errors.ts";
+import { BootsealError, hasCode } from "../../errors.ts";
 import type { Command } from "../command.ts";
 import { checkTarget, isStdin, readInput, requireExisting, writeOutput } from "../file-io.ts";
 import {
@@ -127,7 +127,7 @@ function parsePlaintext(format: Format, input: Uint8Array): Branch[] {
   try {
     branches = codecFor(format).parsePlain(input);
   } catch (err) {
-    if (!isBootsealError(err) || err.code !== "BAD_INPUT") throw err;
+    if (!hasCode(err, "BAD_INPUT")) throw err;
     throw new BootsealError("READ_FAILED", `Error unmarshalling file: ${err.message}`, { cause: err });
   }
   if (branches.length === 0) {

@@ -8,8 +8,8 @@ import { BootsealError } from "../../errors.ts";
 import type { Command } from "../command.ts";
 import { childEnv, execShell, lookupUser, runShell, switchUser } from "../exec-child.ts";
 import { decryptForExec, EXEC_FLAGS, fileAndCommand, splitOperands } from "../exec-source.ts";
-import { DECRYPTION_ORDER_FLAG } from "../flag-groups.ts";
 import { type CommandSpec, parseFlags } from "../flags.ts";
+import { DECRYPTION_ORDER_FLAG } from "../key-flags.ts";
 
 const spec = {
   name: "exec-env",

@@ -8,8 +8,9 @@ import type { Command } from "../command.ts";
 import { childEnv, lookupUser, runShell, switchUser } from "../exec-child.ts";
 import { decryptForExec, EXEC_FLAGS, fileAndCommand, splitOperands } from "../exec-source.ts";
 import { FALLBACK_FILENAME, placePlaintext } from "../exec-tempfile.ts";
-import { DECRYPTION_ORDER_FLAG, FORMAT_FLAGS } from "../flag-groups.ts";
+import { FORMAT_FLAGS } from "../flag-groups.ts";
 import { type CommandSpec, parseFlags } from "../flags.ts";
+import { DECRYPTION_ORDER_FLAG } from "../key-flags.ts";
 
 const spec = {
   name: "exec-file",

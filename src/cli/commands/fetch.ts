@@ -10,8 +10,9 @@ import { PAYLOAD_CHOICES, type PayloadChoice } from "../../fetcher/payloads/kind
 import { defaultLabeler } from "../../fetcher/selinux.ts";
 import { CLOUD_AUTH_METHODS, isCloudAuthMethod } from "../../machine/identity-login.ts";
 import type { Command } from "../command.ts";
-import { CA_FILE_FLAG, DECRYPTION_ORDER_FLAG, INPUT_TYPE_FLAG, JSON_FLAG } from "../flag-groups.ts";
+import { CA_FILE_FLAG, INPUT_TYPE_FLAG, JSON_FLAG } from "../flag-groups.ts";
 import { type CommandSpec, parseFlags } from "../flags.ts";
+import { DECRYPTION_ORDER_FLAG } from "../key-flags.ts";
 import { parseDecryptionOrder } from "../sops-file.ts";
 
 const spec = {

@@ -5,7 +5,7 @@
  */
 import { KEY_KINDS } from "../../../providers/keys/index.ts";
 import { loadEncrypted } from "../../envelope/document.ts";
-import { BootsealError, isBootsealError } from "../../errors.ts";
+import { BootsealError, hasCode } from "../../errors.ts";
 import type { Command } from "../command.ts";
 import { readInput } from "../file-io.ts";
 import { INPUT_TYPE_FLAG } from "../flag-groups.ts";
@@ -32,7 +32,7 @@ export const filestatusCommand: Command = {
       const { metadata } = loadEncrypted(bytes, formats.input, KEY_KINDS);
       encrypted = metadata.version !== "" && metadata.mac !== "";
     } catch (err) {
-      if (!isBootsealError(err) || err.code !== "NOT_ENCRYPTED") throw err;
+      if (!hasCode(err, "NOT_ENCRYPTED")) throw err;
       encrypted = false;
     }
     io.stdout.write(`${JSON.stringify({ encrypted })}\n`);

@@ -16,15 +16,9 @@ import { CONFIGS_PREFIX, configKeyMachineText } from "../../machine/store-layout
 import type { CliIo, Command } from "../command.ts";
 import { EXIT_CODES, EXIT_OK } from "../exit-codes.ts";
 import { checkTarget, exists, readInput, writeOutput } from "../file-io.ts";
-import {
-  DECRYPTION_ORDER_FLAG,
-  FORMAT_FLAGS,
-  JSON_FLAG,
-  KEYSERVICE_FLAGS,
-  OUTPUT_FLAGS,
-} from "../flag-groups.ts";
+import { FORMAT_FLAGS, JSON_FLAG, KEYSERVICE_FLAGS, OUTPUT_FLAGS } from "../flag-groups.ts";
 import { type CommandSpec, type Flag, parseFlags } from "../flags.ts";
-import { KMS_FLAGS, keyFlags, parseEncryptionContext } from "../key-flags.ts";
+import { DECRYPTION_ORDER_FLAG, KMS_FLAGS, keyFlags, parseEncryptionContext } from "../key-flags.ts";
 import { keyServicesOf, keysFromFlags } from "../key-setup.ts";
 import { Progress } from "../progress.ts";
 import { type KeyChanges, rotateDocument } from "../rotate-document.ts";

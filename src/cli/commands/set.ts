@@ -7,8 +7,8 @@
 import { BootsealError } from "../../errors.ts";
 import { readFileBounded, readStreamBounded } from "../../files/read-bounded.ts";
 import type { Command } from "../command.ts";
-import { TREE_EDIT_FLAGS } from "../flag-groups.ts";
 import { type CommandSpec, parseFlags } from "../flags.ts";
+import { TREE_EDIT_FLAGS } from "../key-flags.ts";
 import { changeFirstDocument } from "../reseal.ts";
 import { type PathStep, parseSetValue, parseTreePath, setPath } from "../tree-path.ts";
 

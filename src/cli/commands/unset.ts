@@ -3,10 +3,10 @@
  * document and write the file back under the same data key (../reseal.ts). A missing key or
  * index fails unless --idempotent, which then leaves the file untouched.
  */
-import { BootsealError, isBootsealError } from "../../errors.ts";
+import { BootsealError, hasCode } from "../../errors.ts";
 import type { Command } from "../command.ts";
-import { TREE_EDIT_FLAGS } from "../flag-groups.ts";
 import { type CommandSpec, parseFlags } from "../flags.ts";
+import { TREE_EDIT_FLAGS } from "../key-flags.ts";
 import { changeFirstDocument } from "../reseal.ts";
 import { type PathStep, parseTreePath, unsetPath } from "../tree-path.ts";
 
@@ -41,7 +41,7 @@ export const unsetCommand: Command = {
         try {
           return { branch: unsetPath(branch, path), changed: true };
         } catch (err) {
-          if (!isBootsealError(err) || err.code !== "NOT_FOUND") throw err;
+          if (!hasCode(err, "NOT_FOUND")) throw err;
           // sops: a missing key is its generic error (exit 1), which --idempotent forgives.
           if (!values.idempotent) throw new BootsealError("BAD_INPUT", err.message);
           return { branch, changed: false };

@@ -12,14 +12,9 @@ import { BootsealError } from "../../errors.ts";
 import { replaceFile } from "../../files/atomic-write.ts";
 import type { Command } from "../command.ts";
 import { readInput } from "../file-io.ts";
-import {
-  DECRYPTION_ORDER_FLAG,
-  INPUT_TYPE_FLAG,
-  KEYSERVICE_FLAGS,
-  SOPS_CONFIG_FLAG,
-  THRESHOLD_FLAG,
-} from "../flag-groups.ts";
+import { INPUT_TYPE_FLAG, KEYSERVICE_FLAGS, SOPS_CONFIG_FLAG, THRESHOLD_FLAG } from "../flag-groups.ts";
 import { type CommandSpec, parseFlags } from "../flags.ts";
+import { DECRYPTION_ORDER_FLAG } from "../key-flags.ts";
 import { keyResolver, keysThrough, masterKeyFromEntry, setupFromConfig } from "../key-setup.ts";
 import { parseDecryptionOrder, pickFormats, providerDeps } from "../sops-file.ts";
 

@@ -3,7 +3,7 @@
  * selected leaf while recomputing the MAC from the parsed-back plaintexts, then verify it.
  * All or nothing: any failure throws, so no partial plaintext ever leaves this module.
  */
-import { BootsealError } from "../../errors.ts";
+import { BootsealError, hasCode } from "../../errors.ts";
 import { plaintextBytes, scalarFromPlaintext } from "./canonical.ts";
 import type { Branch, Comment, Scalar } from "./document.ts";
 import { unwrapDataKey } from "./key-groups.ts";
@@ -28,7 +28,7 @@ function decryptOrRefuse(text: string, dataKey: DataKey, aad: string): { type: s
   try {
     return decryptValue(text, dataKey, aad);
   } catch (err) {
-    if (!(err instanceof BootsealError) || err.code !== "MAC_MISMATCH") throw err;
+    if (!hasCode(err, "MAC_MISMATCH")) throw err;
     throw new BootsealError("DECRYPTION_FAILED", "Error decrypting tree: Could not decrypt value", {
       cause: err,
     });

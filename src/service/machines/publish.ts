@@ -1,6 +1,6 @@
 /**
  * Publishing a machine's config: the document is prepared (encrypted, or an upload checked:
- * ../publish.ts), stored under the caller's write condition, a fresh bootstrap token is
+ * ../prepare-document.ts), stored under the caller's write condition, a fresh bootstrap token is
  * minted (the previous one stops working), and the publish is recorded in the status.
  *
  * With a derivation key the token is DERIVED from the machine, the new version and a random
@@ -12,11 +12,11 @@
 import type { ObjectInfo, WriteCondition } from "../../../providers/stores/object-store.ts";
 import { checkBootstrapCommand } from "../../config/service-config.ts";
 import { contentTypeOf } from "../../envelope/document.ts";
-import { BootsealError } from "../../errors.ts";
+import { BootsealError, hasCode } from "../../errors.ts";
 import { formatMachineId, type MachineId } from "../../machine/machine-id.ts";
 import { quoteEtag, type ServiceContext } from "../context.ts";
 import { errorLabel } from "../plugins/metrics.ts";
-import { type PreparedDocument, prepareDocument } from "../publish.ts";
+import { type PreparedDocument, prepareDocument } from "../prepare-document.ts";
 import { mintDerivedToken, mintToken, newSalt, sha256Hex, type TokenRecord } from "../tokens.ts";
 
 export interface PublishRequest {
@@ -61,7 +61,7 @@ async function storeConfig(
   try {
     return { created: true, info: await put({ ifNoneMatch: "*" }) };
   } catch (err) {
-    if (!(err instanceof BootsealError && err.code === "PRECONDITION_FAILED")) throw err;
+    if (!hasCode(err, "PRECONDITION_FAILED")) throw err;
     return { created: false, info: await put(condition) };
   }
 }

@@ -30,8 +30,9 @@
 import type { TLSSocket } from "node:tls";
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from "fastify";
 import type { ControllerConfig } from "../../config/service-config.ts";
-import { BootsealError } from "../../errors.ts";
+import { BootsealError, type ErrorCode, hasCode } from "../../errors.ts";
 import { type MachineId, sameMachine } from "../../machine/machine-id.ts";
+import { SizeBoundedLru } from "../../size-bounded-lru.ts";
 import { ControllerCredentials, type ControllerIdentity } from "../controllers/credentials.ts";
 import type { MachineStore } from "../machine-store.ts";
 import { type Principal, type RouteAuth, stateOf } from "../request-state.ts";
@@ -65,25 +66,25 @@ export const FAILURE_WINDOW_MS = 60_000;
 export const FAILURE_BUCKETS_MAX = 100_000;
 
 /**
- * Fixed-window failure counters by key, in memory (per replica), bounded: the map is kept in
- * least-recently-failed order, and past `maxKeys` the front goes (expired or not), O(1) per
- * failure. A flood of distinct credentials cannot grow it, and the bucket of an address that
- * keeps failing stays at the back.
+ * Fixed-window failure counters by key, in memory (per replica), bounded: the counters are
+ * kept in least-recently-failed order, and past `maxKeys` the front goes (expired or not),
+ * O(1) per failure. A flood of distinct credentials cannot grow it, and the bucket of an
+ * address that keeps failing stays at the back.
  */
 export class FailureCounter {
-  readonly #windows = new Map<string, { count: number; resetAt: number }>();
+  readonly #windows: SizeBoundedLru<string, { count: number; resetAt: number }>;
   readonly #limit: number;
-  readonly #maxKeys: number;
   readonly #now: () => number;
 
   constructor(limit: number, maxKeys: number, now: () => number) {
     this.#limit = limit;
-    this.#maxKeys = Math.max(1, maxKeys);
+    this.#windows = new SizeBoundedLru(Math.max(1, maxKeys), () => 1);
     this.#now = now;
   }
 
+  /** The key's window while it lasts (an expired one is dropped); its recency unchanged. */
   #current(key: string, at: number) {
-    const w = this.#windows.get(key);
+    const w = this.#windows.peek(key);
     if (w && w.resetAt <= at) {
       this.#windows.delete(key);
       return undefined;
@@ -94,14 +95,8 @@ export class FailureCounter {
   /** Counts one failure; the seconds to wait when the key is now past its limit, else 0. */
   fail(key: string): number {
     const at = this.#now();
-    let w = this.#current(key, at);
-    if (w) {
-      this.#windows.delete(key); // to the back: most recently failed
-    } else {
-      w = { count: 0, resetAt: at + FAILURE_WINDOW_MS };
-      this.#evict();
-    }
-    this.#windows.set(key, w);
+    const w = this.#current(key, at) ?? { count: 0, resetAt: at + FAILURE_WINDOW_MS };
+    this.#windows.set(key, w); // to the back: most recently failed
     w.count++;
     return w.count > this.#limit ? Math.max(1, Math.ceil((w.resetAt - at) / 1000)) : 0;
   }
@@ -114,15 +109,7 @@ export class FailureCounter {
   }
 
   get size(): number {
-    return this.#windows.size;
-  }
-
-  /** Makes room for one more: the least recently failed go first (Map insertion order). */
-  #evict(): void {
-    for (const key of this.#windows.keys()) {
-      if (this.#windows.size < this.#maxKeys) break;
-      this.#windows.delete(key);
-    }
+    return this.#windows.size.entries;
   }
 }
 
@@ -134,7 +121,7 @@ interface Presented {
   readonly machine?: MachineId;
 }
 
-const AUTH_FAILURE_CODES = new Set(["UNAUTHORIZED", "TOKEN_EXPIRED", "TOKEN_EXHAUSTED"]);
+const AUTH_FAILURE_CODES: readonly ErrorCode[] = ["UNAUTHORIZED", "TOKEN_EXPIRED", "TOKEN_EXHAUSTED"];
 
 function certificateController(request: FastifyRequest, controllers: ControllerCredentials) {
   const socket = request.raw.socket as Partial<TLSSocket>;
@@ -163,7 +150,7 @@ function routeMachine(request: FastifyRequest): MachineId | null {
 }
 
 function isAuthFailure(err: unknown): err is BootsealError {
-  return err instanceof BootsealError && AUTH_FAILURE_CODES.has(err.code);
+  return hasCode(err, ...AUTH_FAILURE_CODES);
 }
 
 type Hook = (request: FastifyRequest, reply: FastifyReply) => Promise<void>;

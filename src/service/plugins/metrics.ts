@@ -54,9 +54,6 @@ export function labelValue(text: string): string {
 export function errorLabel(err: unknown): string {
   return labelValue(err instanceof BootsealError ? err.code : "INTERNAL");
 }
-
-/** The reason codes `bootseal_machine_failures_total` knows (the fetcher reports an ErrorCode), plus `other`. */
-export const FAILURE_REASONS: readonly string[] = [...ERROR_CODES.map(labelValue), "other"];
 const KNOWN_CODES: ReadonlySet<string> = new Set(ERROR_CODES);
 
 /** A failed report's reason: the fetcher leads its message with the code (`MAC_MISMATCH: …`). */

@@ -9,7 +9,7 @@
  */
 import type { FastifyInstance } from "fastify";
 import type { MachineAuthConfig } from "../../config/machine-auth.ts";
-import { BootsealError } from "../../errors.ts";
+import { BootsealError, type ErrorCode, hasCode } from "../../errors.ts";
 import type { ServiceContext } from "../context.ts";
 import { identityVerifiers, type VerifierOptions } from "../identity/index.ts";
 import { loginMachine } from "../machines/login.ts";
@@ -25,7 +25,7 @@ export interface LoginRouteOptions {
   readonly verifiers?: VerifierOptions;
 }
 
-const COUNTED = new Set(["UNAUTHORIZED", "FORBIDDEN"]);
+const COUNTED: readonly ErrorCode[] = ["UNAUTHORIZED", "FORBIDDEN"];
 
 export function loginRoutes(parent: FastifyInstance, ctx: ServiceContext, options: LoginRouteOptions): void {
   const app = parent.withTypeProvider<RequestTypeProvider>();
@@ -52,7 +52,7 @@ export function loginRoutes(parent: FastifyInstance, ctx: ServiceContext, option
         });
         return reply.code(200).header("cache-control", "no-store").send(answer);
       } catch (err) {
-        if (!(err instanceof BootsealError && COUNTED.has(err.code))) throw err;
+        if (!hasCode(err, ...COUNTED)) throw err;
         const keys = [
           `address:${request.ip}`,
           `machine:${m.namespace}/${m.name}`,

@@ -73,8 +73,3 @@ export function errorResponses<const S extends readonly ErrorStatus[]>(...status
 
 /** The errors every route that takes a controller or machine token can answer. */
 export const AUTH_ERRORS = [400, 401, 403, 429, 503] as const;
-
-export const bearerSecurity = [{ bearer: [] }] as const;
-
-/** Plain text, as the OpenAPI document declares a text body. */
-export const textBody = (description: string) => ({ description, schema: { type: "string" } }) as const;

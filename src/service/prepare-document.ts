@@ -1,5 +1,5 @@
 /**
- * Turning a publish request body into the document to store.
+ * Turning a publish request body into the document to store (machines/publish.ts stores it).
  *
  * - Plaintext (any content type): encrypted as a SOPS v3 document under a fresh data key
  *   wrapped by every master key of the creation rule matching `<ns>/<name>`. The `binary`
@@ -31,7 +31,7 @@ import { codecFor } from "../envelope/sops/codecs/index.ts";
 import { encryptDocument } from "../envelope/sops/encrypt.ts";
 import type { KeyEntry, MasterKey } from "../envelope/sops/master-key.ts";
 import { type Metadata, metadataToTree } from "../envelope/sops/metadata.ts";
-import { BootsealError } from "../errors.ts";
+import { BootsealError, hasCode } from "../errors.ts";
 import { bindKeyGroups } from "../machine/kms-binding.ts";
 import { formatMachineId, type MachineId } from "../machine/machine-id.ts";
 import type { DocumentFormat } from "./status-record.ts";
@@ -60,7 +60,7 @@ export function ruleFor(rules: SopsConfig, m: MachineId): CreationRule {
   try {
     rule = matchCreationRule(rules, RULE_ROOT, `${RULE_ROOT}/${m.namespace}/${m.name}`);
   } catch (err) {
-    if (err instanceof BootsealError && err.code === "USAGE") rule = null;
+    if (hasCode(err, "USAGE")) rule = null;
     else throw err;
   }
   if (!rule) throw new BootsealError("BAD_INPUT", `no creation rule matches ${formatMachineId(m)}`);
