@@ -13,10 +13,12 @@ import { createHash } from "node:crypto";
 import { isBootsealError } from "../errors.ts";
 import { isDnsLabel, type MachineId } from "../machine/machine-id.ts";
 import { isTerminalPhase } from "../machine/status-protocol.ts";
+import type { Condition } from "./conditions.ts";
 import { type KObject, type Kube, KubeError } from "./kube.ts";
 import { phaseView } from "./phase-conditions.ts";
 import { type ServiceApi, serviceFailure } from "./service-api.ts";
 import {
+  ANNOTATION_CLUSTER_STATE,
   ANNOTATION_CONFIG_DELETED,
   ANNOTATION_MACHINE,
   ANNOTATION_PUBLISHED_SHA256,
@@ -24,15 +26,19 @@ import {
   API_VERSION,
   type BootsealConfigSpec,
   CAPI_GROUP,
+  CAPI_VERSION,
   CLUSTER_NAME_LABEL,
   CLUSTER_SECRET_TYPE,
   dataSecretName,
   FINALIZER,
   innerName,
   KIND,
+  LABEL_STUB_SECRET,
+  PAUSED_ANNOTATION,
   payloadMismatch,
   SECRET_FORMAT,
   validateSpec,
+  WATCH_FILTER_LABEL,
 } from "./spec.ts";
 import { cond, StatusDraft } from "./status-draft.ts";
 
@@ -89,6 +95,8 @@ interface Owned {
   readonly obj: Obj;
   readonly draft: StatusDraft;
   readonly machine: Obj;
+  /** The Cluster its cluster-name label names, when there is one. */
+  readonly cluster: Obj | null;
   /** The machine's id at the service: the Machine's namespace and name. */
   readonly id: MachineId;
   /** `<ns>/<Machine name>`: the id as the annotation, the logs and `machines` spell it. */
@@ -100,6 +108,13 @@ interface Configured extends Owned {
   readonly spec: BootsealConfigSpec;
   readonly clusterName: string;
 }
+
+/**
+ * The inner data to publish, or `kept`: the inner config's status names a secret its provider
+ * did not write (after a clusterctl move or a restore the kubeadm provider points it at what the
+ * Machine names, bootseal's own stub secret), so what the service holds stays as it is.
+ */
+type InnerData = Uint8Array | "kept";
 
 /** What the service holds for the config. */
 interface Publication {
@@ -137,10 +152,15 @@ export class Reconciler {
     const obj = await this.#d.kube.get<Obj>({ apiVersion: API_VERSION, kind: KIND, namespace, name });
     if (!obj) return this.#forget(`${namespace}/${name}`);
     const draft = new StatusDraft(obj, this.#now());
+    // Paused first, deletion included: clusterctl move pauses, then deletes the source's objects
+    // (finalizers removed), and that must not delete the machine's config at the service.
+    const cluster = await this.#clusterOf(obj);
+    const paused = await this.#paused(obj, draft, cluster);
+    if (paused) return paused.outcome;
     if (obj.metadata.deletionTimestamp)
       return this.#finalize(obj, draft, "the BootsealConfig is being deleted");
 
-    const owned = await this.#ownerOf(obj, draft);
+    const owned = await this.#ownerOf(obj, draft, cluster);
     if (owned instanceof Stop) return owned.outcome;
     await this.#claim(owned);
     const configured = await this.#spec(owned);
@@ -156,8 +176,45 @@ export class Reconciler {
     const cleanup = await this.#nodeRef(configured, publication);
     if (cleanup instanceof Stop) return cleanup.outcome;
 
-    draft.set(cond("Ready", "True", "DataSecretAvailable", "the data secret holds the stub"));
+    if (phase === "failed") {
+      // Cluster API mirrors Ready as the Machine's BootstrapConfigReady: a MachineHealthCheck on
+      // it replaces the machine, and clusterctl describe shows why.
+      const failure = (draft.value.conditions as Condition[] | undefined)?.find(
+        (x) => x.type === "MachineBootstrapped",
+      );
+      draft.set(cond("Ready", "False", "BootstrapFailed", failure?.message ?? "the machine reported failed"));
+    } else {
+      draft.set(cond("Ready", "True", "DataSecretAvailable", "the data secret holds the stub"));
+    }
     return this.#write(obj, draft, isTerminalPhase(phase) ? {} : { requeueAfterMs: this.#d.pollMs });
+  }
+
+  /** The Cluster the config's cluster-name label names (Cluster API sets it), or null. */
+  async #clusterOf(obj: Obj): Promise<Obj | null> {
+    const name = obj.metadata.labels?.[CLUSTER_NAME_LABEL];
+    if (!name) return null;
+    return this.#d.kube.get<Obj>({
+      apiVersion: `${CAPI_GROUP}/${CAPI_VERSION}`,
+      kind: "Cluster",
+      namespace: obj.metadata.namespace,
+      name,
+    });
+  }
+
+  /** Cluster API's pause (the annotation, or the Cluster's spec.paused): condition Paused, nothing else. */
+  async #paused(obj: Obj, draft: StatusDraft, cluster: Obj | null): Promise<Stop | undefined> {
+    const why =
+      obj.metadata.annotations?.[PAUSED_ANNOTATION] !== undefined
+        ? `the BootsealConfig has the ${PAUSED_ANNOTATION} annotation`
+        : (cluster?.spec as { paused?: unknown } | undefined)?.paused === true
+          ? `Cluster ${cluster?.metadata.name} is paused`
+          : undefined;
+    if (why === undefined) {
+      draft.set(cond("Paused", "False", "NotPaused", ""));
+      return undefined;
+    }
+    draft.set(cond("Paused", "True", "Paused", why));
+    return new Stop(await this.#write(obj, draft, {}));
   }
 
   /** The BootsealConfig is gone: its machine no longer maps to it. */
@@ -167,7 +224,7 @@ export class Reconciler {
   }
 
   /** The Machine that owns the config, alive, with a name bootseal can use as a machine id. */
-  async #ownerOf(obj: Obj, draft: StatusDraft): Promise<Owned | Stop> {
+  async #ownerOf(obj: Obj, draft: StatusDraft, cluster: Obj | null): Promise<Owned | Stop> {
     const { namespace, name } = obj.metadata;
     const ref = ownerMachine(obj);
     if (!ref) {
@@ -191,7 +248,7 @@ export class Reconciler {
     }
     const machineKey = `${namespace}/${ref.name}`;
     this.machines.set(machineKey, `${namespace}/${name}`);
-    return { obj, draft, machine, id: { namespace, name: ref.name }, machineKey };
+    return { obj, draft, machine, cluster, id: { namespace, name: ref.name }, machineKey };
   }
 
   /** The finalizer and the machine id first: from here on the service may hold a config. */
@@ -241,7 +298,7 @@ export class Reconciler {
    * The inner config (created once, reconciled by its own provider) and the bytes of its data
    * secret, once there and of the payload kind the spec names.
    */
-  async #innerData(c: Configured): Promise<Uint8Array | Stop> {
+  async #innerData(c: Configured): Promise<InnerData | Stop> {
     const { obj, draft, spec } = c;
     const { namespace, name } = obj.metadata;
     const inner = await this.#ensureInner(obj, c.machine, spec, c.clusterName, draft);
@@ -258,14 +315,26 @@ export class Reconciler {
     };
     const innerSecret = innerStatus.dataSecretName;
     const innerCreated = innerStatus.initialization?.dataSecretCreated === true || innerStatus.ready === true;
-    if (!innerSecret || !innerCreated)
+    if (!innerSecret || !innerCreated) {
+      await this.#nudge(inner, c.cluster);
       return this.#waitForInner(obj, draft, `${spec.inner.kind} ${innerName(name)} has no data secret yet`);
+    }
     const secret = await this.#d.kube.get<Obj & { data?: Record<string, string> }>({
       apiVersion: "v1",
       kind: "Secret",
       namespace,
       name: innerSecret,
     });
+    if (secret && !writtenBy(inner, secret)) {
+      // Never publish what bootseal wrote (the stub) as the machine's bootstrap data.
+      const what = `${spec.inner.kind} ${innerName(name)} names Secret ${innerSecret}, which its provider did not write`;
+      if (obj.metadata.annotations?.[ANNOTATION_PUBLISHED_VERSION] === undefined)
+        return this.#waitForInner(obj, draft, `${what}: waiting for its own data secret`);
+      draft.set(
+        cond("InnerConfigReady", "True", "DataSecretRestored", `${what} (restored): published config kept`),
+      );
+      return "kept";
+    }
     const b64 = secret?.data?.value;
     if (!b64)
       return this.#waitForInner(
@@ -299,13 +368,17 @@ export class Reconciler {
   }
 
   /** Publish only what the service does not hold yet (and nothing once the config is deleted). */
-  async #publish(c: Configured, data: Uint8Array): Promise<Publication | Stop> {
+  async #publish(c: Configured, data: InnerData): Promise<Publication | Stop> {
     const { obj, draft } = c;
     const { namespace, name } = obj.metadata;
-    const digest = sha256(data);
     const configDeleted = obj.metadata.annotations?.[ANNOTATION_CONFIG_DELETED] === "true";
     let version = obj.metadata.annotations?.[ANNOTATION_PUBLISHED_VERSION];
-    if (obj.metadata.annotations?.[ANNOTATION_PUBLISHED_SHA256] !== digest && !configDeleted) {
+    const digest = data === "kept" ? undefined : sha256(data);
+    if (
+      data !== "kept" &&
+      obj.metadata.annotations?.[ANNOTATION_PUBLISHED_SHA256] !== digest &&
+      !configDeleted
+    ) {
       let published: { version: number };
       try {
         published = await this.#d.service.publish(c.id, data, c.spec.bootstrapCommand);
@@ -317,7 +390,10 @@ export class Reconciler {
         { apiVersion: API_VERSION, kind: KIND, namespace, name },
         {
           metadata: {
-            annotations: { [ANNOTATION_PUBLISHED_SHA256]: digest, [ANNOTATION_PUBLISHED_VERSION]: version },
+            annotations: {
+              [ANNOTATION_PUBLISHED_SHA256]: digest as string,
+              [ANNOTATION_PUBLISHED_VERSION]: version,
+            },
           },
         },
       );
@@ -418,6 +494,27 @@ export class Reconciler {
     return undefined;
   }
 
+  /**
+   * Tells the inner config's provider that its Cluster changed: the kubeadm provider maps Cluster
+   * events only to configs a Machine names, so a wrapped config would wait for its resync (ten
+   * minutes) after the infrastructure or the control plane becomes ready. Any change of the
+   * config is an event for it; this one is written once per Cluster state.
+   */
+  async #nudge(inner: Obj, cluster: Obj | null): Promise<void> {
+    if (!cluster) return;
+    const state = clusterState(cluster);
+    if (inner.metadata.annotations?.[ANNOTATION_CLUSTER_STATE] === state) return;
+    await this.#d.kube.mergePatch(
+      {
+        apiVersion: inner.apiVersion as string,
+        kind: inner.kind as string,
+        namespace: inner.metadata.namespace,
+        name: inner.metadata.name,
+      },
+      { metadata: { annotations: { [ANNOTATION_CLUSTER_STATE]: state } } },
+    );
+  }
+
   async #ensureInner(
     obj: Obj,
     machine: Obj,
@@ -459,7 +556,7 @@ export class Reconciler {
         metadata: {
           name: ref.name,
           namespace,
-          labels: clusterLabels(clusterName),
+          labels: { ...clusterLabels(clusterName), ...watchFilterOf(obj) },
           ownerReferences: [
             {
               apiVersion: API_VERSION,
@@ -513,7 +610,7 @@ export class Reconciler {
       metadata: {
         name: ownName,
         namespace,
-        labels: clusterLabels(clusterName),
+        labels: { ...clusterLabels(clusterName), [LABEL_STUB_SECRET]: "true" },
         annotations: { [ANNOTATION_PUBLISHED_VERSION]: version },
         ownerReferences: [
           { apiVersion: API_VERSION, kind: KIND, name, uid, controller: true, blockOwnerDeletion: true },
@@ -582,6 +679,41 @@ export class Reconciler {
 
 function retryAfter(ms: number | undefined): { retryAfterMs?: number } {
   return ms === undefined ? {} : { retryAfterMs: ms };
+}
+
+/** The Cluster API watch-filter label, when the config has one: the inner config's provider may only watch labelled objects. */
+function watchFilterOf(obj: Obj): Record<string, string> {
+  const value = obj.metadata.labels?.[WATCH_FILTER_LABEL];
+  return value === undefined ? {} : { [WATCH_FILTER_LABEL]: value };
+}
+
+/**
+ * A secret the inner config's provider wrote: never bootseal's own stub; owned by the inner
+ * config, or named as it (the kubeadm provider's data secret is named after its config).
+ */
+function writtenBy(inner: Obj, secret: Obj): boolean {
+  if (secret.metadata.labels?.[LABEL_STUB_SECRET] !== undefined) return false;
+  if (
+    secret.metadata.ownerReferences?.some(
+      (r) => r.kind === KIND && r.apiVersion.startsWith(`${API_VERSION.split("/")[0]}/`),
+    )
+  )
+    return false;
+  if (secret.metadata.name === inner.metadata.name) return true;
+  return secret.metadata.ownerReferences?.some((r) => r.uid === inner.metadata.uid) ?? false;
+}
+
+/** What the inner provider waits on in a Cluster, as one string. */
+function clusterState(cluster: Obj): string {
+  const status = (cluster.status ?? {}) as {
+    initialization?: { infrastructureProvisioned?: boolean; controlPlaneInitialized?: boolean };
+    conditions?: { type?: string; status?: string }[];
+  };
+  const cpInitialized =
+    status.initialization?.controlPlaneInitialized === true ||
+    (status.conditions ?? []).some((x) => x.type === "ControlPlaneInitialized" && x.status === "True");
+  const paused = (cluster.spec as { paused?: unknown } | undefined)?.paused === true;
+  return `infrastructureProvisioned=${status.initialization?.infrastructureProvisioned === true},controlPlaneInitialized=${cpInitialized},paused=${paused}`;
 }
 
 function clusterLabels(clusterName: string): Record<string, string> {

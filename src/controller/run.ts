@@ -1,7 +1,7 @@
 /**
- * `bootseal controller` wired together: informers on BootsealConfigs, Machines and Cluster API
- * data secrets feed the work queue (a Machine or a secret maps to the BootsealConfig it
- * concerns), the service's event stream wakes machines early, a periodic resync requeues
+ * `bootseal controller` wired together: informers on BootsealConfigs, Machines, Clusters and
+ * Cluster API data secrets feed the work queue (a Machine, a Cluster or a secret maps to the
+ * BootsealConfigs it concerns), the service's event stream wakes machines early, a periodic resync requeues
  * everything, `concurrency` workers run the reconciler, and the health server reports. With
  * leader election only the lease holder reconciles. Resolves when `signal` aborts (clean
  * stop) or rejects when the lease is lost.
@@ -155,6 +155,37 @@ export async function runController(opts: ControllerOptions, signal: AbortSignal
     machines.on("update", onMachine);
     machines.on("delete", onMachine);
 
+    // A Cluster that becomes ready or is (un)paused: its configs look again (the inner provider
+    // may need a nudge, a paused config waits for no poll).
+    const clusters = kube.informer<Watched>(
+      listPath(`${CAPI_GROUP}/${CAPI_VERSION}`, "clusters", ns),
+      async () =>
+        ns
+          ? ((await kube.custom.listNamespacedCustomObject({
+              group: CAPI_GROUP,
+              version: CAPI_VERSION,
+              namespace: ns,
+              plural: "clusters",
+            })) as never)
+          : ((await kube.custom.listClusterCustomObject({
+              group: CAPI_GROUP,
+              version: CAPI_VERSION,
+              plural: "clusters",
+            })) as never),
+    );
+    const onCluster = (c: Watched) => {
+      for (const o of bsc.list()) {
+        const labels = (o.metadata as { labels?: Record<string, string> } | undefined)?.labels;
+        if (
+          o.metadata?.namespace === c.metadata?.namespace &&
+          labels?.[CLUSTER_NAME_LABEL] === c.metadata?.name
+        )
+          queue.add(keyOf(o));
+      }
+    };
+    clusters.on("add", onCluster);
+    clusters.on("update", onCluster);
+
     // The inner providers' data secrets carry the cluster-name label (the contract).
     const secrets = kube.informer<Watched>(
       listPath("v1", "secrets", ns),
@@ -179,6 +210,7 @@ export async function runController(opts: ControllerOptions, signal: AbortSignal
     for (const [what, inf] of [
       ["bootsealconfigs", bsc],
       ["machines", machines],
+      ["clusters", clusters],
       ["secrets", secrets],
     ] as const) {
       inf.on("error", (err: unknown) => {

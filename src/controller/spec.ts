@@ -24,11 +24,25 @@ export const ANNOTATION_MACHINE = "bootstrap.bootseal.dev/machine";
 /** Set once the config was deleted at the service because the Machine has its nodeRef. */
 export const ANNOTATION_CONFIG_DELETED = "bootstrap.bootseal.dev/config-deleted";
 
-/** Cluster API's names (sigs.k8s.io/cluster-api v1.11.3, api/core/v1beta2). */
+/**
+ * On the inner config: the owning Cluster's state the inner provider last saw from bootseal
+ * (infrastructure provisioned, control plane initialised, paused). The kubeadm provider maps a
+ * Cluster's events only to configs a Machine names, never to a wrapped one: changing this
+ * annotation is what wakes it when the Cluster becomes ready.
+ */
+export const ANNOTATION_CLUSTER_STATE = "bootstrap.bootseal.dev/cluster-state";
+/** On bootseal's own data secret (the stub): never taken for inner bootstrap data. */
+export const LABEL_STUB_SECRET = "bootstrap.bootseal.dev/stub";
+
+/** Cluster API's names (sigs.k8s.io/cluster-api v1.14.2, api/core/v1beta2). */
 export const CAPI_GROUP = "cluster.x-k8s.io";
 export const CAPI_VERSION = "v1beta2";
 export const CLUSTER_NAME_LABEL = "cluster.x-k8s.io/cluster-name";
 export const CLUSTER_SECRET_TYPE = "cluster.x-k8s.io/secret";
+/** Cluster API's pause: on any object, or `spec.paused` on its Cluster (clusterctl move sets both). */
+export const PAUSED_ANNOTATION = "cluster.x-k8s.io/paused";
+/** Cluster API's --watch-filter label: the inner config carries the BootsealConfig's, so its provider sees it. */
+export const WATCH_FILTER_LABEL = "cluster.x-k8s.io/watch-filter";
 
 export const USER_DATA_FORMATS = ["cloud-init", "ignition", "powershell"] as const;
 export type UserDataFormat = (typeof USER_DATA_FORMATS)[number];

@@ -160,7 +160,12 @@ export async function createCluster(ns: string, name: string): Promise<Any> {
       apiVersion: `${CAPI.group}/${CAPI.version}`,
       kind: "Cluster",
       metadata: { name, namespace: ns },
-      spec: { controlPlaneEndpoint: { host: "10.0.0.10", port: 6443 } },
+      // Cluster API's webhook wants an infrastructure (or control-plane, or topology) reference;
+      // no Cluster API controller reconciles this Cluster (no watch-filter label): its status is set below.
+      spec: {
+        controlPlaneEndpoint: { host: "10.0.0.10", port: 6443 },
+        infrastructureRef: { apiGroup: "infrastructure.bootseal.test", kind: "TestCluster", name },
+      },
     },
   });
   const now = new Date().toISOString().replace(/\.\d+Z$/, "Z");

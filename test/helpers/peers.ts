@@ -43,7 +43,9 @@ export type PeerName =
   | "KUBE_ISSUER" // the ServiceAccount token issuer
   | "PROMTOOL" // path of promtool 2.42 (Debian 12 prometheus package, binary only): check metrics, check/test rules
   | "HELM_BIN" // path of helm v3.22.0 (helm.sh/helm/v3/cmd/helm): lint and template the chart
-  | "CAPI_CRDS_DIR" // Cluster API v1.11.3's Cluster, Machine, MachineDeployment, MachineSet, KubeadmConfig(Template) CRDs
+  | "CAPI_CRDS_DIR" // Cluster API v1.14.2's CRDs (core and the kubeadm bootstrap provider's)
+  | "CAPI_VERSION" // the Cluster API release the capi peer built and runs (v1.14.2)
+  | "CAPI_WATCH_FILTER" // the capi peer's managers reconcile only objects labelled cluster.x-k8s.io/watch-filter=<this>
   | "OPENAPI_SPEC_VALIDATOR" // path of openapi-spec-validator 0.9.0 (PyPI): checks the service's OpenAPI document
   | "CHROMIUM_BIN"; // path of chromium (Debian 12 package), headless through puppeteer-core (the fleet page, Swagger UI)
 

@@ -1,0 +1,319 @@
+/**
+ * `bootseal controller` with the real Cluster API (v1.14, the capi peer): Cluster API's core
+ * manager and its kubeadm bootstrap provider (CABPK) reconcile every object here, with their
+ * admission webhooks registered, against the kube peer's kube-apiserver; a real `bootseal serve`
+ * holds the configs. The test plays only the infrastructure provider and the kubelet
+ * (test/controller/capi-world.ts). Each test has its own namespace and Cluster.
+ */
+import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
+import { mkdir, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { after, before, test } from "node:test";
+import { PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
+import { DIST, type E2EService, ensureBundle, startE2EService } from "../e2e/service.ts";
+import { type AgeKey, ageKey, run, tempDir } from "../fetcher/helpers.ts";
+import { until } from "../helpers/until.ts";
+import {
+  bootMachine,
+  createRealCluster,
+  createRealMachine,
+  deleteNodes,
+  getKubeadmConfig,
+  getMachine,
+  installTestInfrastructure,
+  nodeName,
+  provisionCluster,
+} from "./capi-world.ts";
+import {
+  type Any,
+  CAPI,
+  condition,
+  custom,
+  getConfig,
+  installCrds,
+  KUBEADM,
+  kubeconfigFile,
+  namespace,
+  secret,
+  startController,
+  waitConfig,
+} from "./harness.ts";
+
+const MERGE = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);
+
+let dir: { path: string; remove: () => Promise<void> };
+let key: AgeKey;
+let service: E2EService;
+let kubeconfig: string;
+
+before(async () => {
+  await ensureBundle();
+  dir = await tempDir("capi-real");
+  key = await ageKey(dir.path, "machine");
+  const artifacts = join(dir.path, "artifacts");
+  await mkdir(artifacts);
+  await writeFile(
+    join(artifacts, "bootseal-linux-x64"),
+    `#!/bin/sh\nexec '${process.execPath}' '${DIST}' "$@"\n`,
+    {
+      mode: 0o755,
+    },
+  );
+  service = await startE2EService({
+    dir: dir.path,
+    ageRecipient: key.recipient,
+    artifactsDir: artifacts,
+    bootstrapCommands: [],
+  });
+  await installCrds();
+  await installTestInfrastructure();
+  kubeconfig = await kubeconfigFile(dir.path);
+});
+after(async () => {
+  await service?.stop();
+  await dir?.remove();
+});
+
+const controller = (ns: string) =>
+  startController([
+    "--server",
+    service.url,
+    "--token-file",
+    service.controllerTokenFile,
+    "--kubeconfig",
+    kubeconfig,
+    "--namespace",
+    ns,
+  ]);
+
+const kubeadm = (spec: Record<string, unknown>) => ({
+  inner: { apiVersion: `${KUBEADM.group}/${KUBEADM.version}`, kind: "KubeadmConfig", spec },
+});
+const initSpec = (node: string) => kubeadm({ initConfiguration: { nodeRegistration: { name: node } } });
+const joinSpec = (node: string) => kubeadm({ joinConfiguration: { nodeRegistration: { name: node } } });
+
+const sha256 = (b: Uint8Array) => createHash("sha256").update(b).digest("hex");
+
+/** The plaintext the service holds for a machine: its document, decrypted with the machine's key. */
+async function heldBy(ns: string, name: string): Promise<Buffer> {
+  const res = await service.get(`/v1/machines/${ns}/${name}/config`);
+  assert.equal(res.status, 200, `the service holds ${ns}/${name}'s config`);
+  const file = join(dir.path, `${ns}-${name}.sops.json`);
+  await writeFile(file, Buffer.from(await res.arrayBuffer()));
+  const r = await run(["decrypt", "--input-type", "binary", file], {
+    PATH: process.env.PATH,
+    SOPS_AGE_KEY_FILE: key.file,
+  });
+  assert.equal(r.code, 0, r.stderr);
+  return Buffer.from(r.stdout, "latin1");
+}
+
+/** The kubeadm provider's own data secret for an inner config: its bytes, checked to be its own. */
+async function innerData(ns: string, inner: string): Promise<Buffer> {
+  const s = await secret(ns, inner);
+  assert.deepEqual(
+    s.metadata.ownerReferences.filter((r: Any) => r.controller).map((r: Any) => [r.kind, r.name]),
+    [["KubeadmConfig", inner]],
+    "the data secret is the kubeadm provider's",
+  );
+  return Buffer.from(s.data.value, "base64");
+}
+
+test("Cluster API v1.14's core manager and kubeadm provider behind BootsealConfig: control-plane init and worker join published as the provider wrote them, the stub as the Machines' data secret, init data within seconds of the infrastructure becoming ready (no 10-minute resync) and the worker's join within seconds of the control plane's node, nodeRef cleans up", {
+  timeout: 600_000,
+}, async () => {
+  const ns = await namespace("capi-real");
+  // The infrastructure is provisioned only after the Machines exist (as a cloud load balancer is).
+  await createRealCluster(ns, "c1", { provisioned: false });
+  const ctl = controller(ns);
+  try {
+    await createRealMachine(ns, "c1", { name: "cp-0", controlPlane: true, bootseal: initSpec("cp-0") });
+    await createRealMachine(ns, "c1", { name: "worker-0", bootseal: joinSpec("worker-0") });
+    await waitConfig(
+      ns,
+      "cp-0",
+      "cp-0 waits for its inner config",
+      (o) => condition(o, "InnerConfigReady")?.reason === "WaitingForDataSecret",
+    );
+    await new Promise((r) => setTimeout(r, 3_000));
+    assert.equal(
+      condition(await getConfig(ns, "cp-0"), "Published"),
+      undefined,
+      "nothing before the infrastructure",
+    );
+
+    // The kubeadm provider does not requeue a config whose Cluster has no infrastructure, and maps
+    // Cluster events only to configs a Machine names: without bootseal's nudge a wrapped config
+    // would wait for its 10-minute resync.
+    const provisioned = Date.now();
+    await provisionCluster(ns, "c1");
+    // Cluster API's Machine controller owns the BootsealConfig; the kubeadm provider writes the init data.
+    const cp = await waitConfig(
+      ns,
+      "cp-0",
+      "cp-0 published",
+      (o) => condition(o, "Published")?.status === "True",
+    );
+    const initAfter = Date.now() - provisioned;
+    assert.ok(initAfter < 60_000, `init data ${initAfter} ms after the infrastructure was provisioned`);
+    assert.deepEqual(
+      cp.metadata.ownerReferences.map((r: Any) => [r.kind, r.name]),
+      [["Machine", "cp-0"]],
+      "Cluster API set the owner",
+    );
+    const init = await innerData(ns, "cp-0-inner");
+    assert.match(init.toString(), /^## template: jinja\n#cloud-config\n|^#cloud-config\n/);
+    assert.match(init.toString(), /kubeadm init/);
+    assert.deepEqual(await heldBy(ns, "cp-0"), init, "the service holds exactly the provider's init data");
+    assert.equal(cp.metadata.annotations["bootstrap.bootseal.dev/published-sha256"], sha256(init));
+    await until(
+      "Cluster API names bootseal's data secret on the Machine",
+      async () => (await getMachine(ns, "cp-0")).spec.bootstrap.dataSecretName === "cp-0-bootseal",
+      { tries: 600 },
+    );
+
+    // The worker waits for the control plane: no join data yet.
+    const waiting = await getConfig(ns, "worker-0");
+    assert.notEqual(condition(waiting, "Published")?.status, "True");
+
+    // The control-plane machine boots and its node registers: Cluster API sets the nodeRef and
+    // the Cluster's ControlPlaneInitialized; the wrapped worker config gets its join data at once.
+    await bootMachine(ns, "cp-0");
+    await until(
+      "Cluster API set cp-0's nodeRef",
+      async () => (await getMachine(ns, "cp-0")).status?.nodeRef?.name === nodeName(ns, "cp-0"),
+      { tries: 1200 },
+    );
+    const t0 = Date.now();
+    const w = await waitConfig(
+      ns,
+      "worker-0",
+      "worker-0 published",
+      (o) => condition(o, "Published")?.status === "True",
+    );
+    const waited = Date.now() - t0;
+    assert.ok(
+      waited < 60_000,
+      // (the kubeadm provider also looks again at a waiting join every 30 s; the nudge is sooner)
+      `join data ${waited} ms after the control plane initialised`,
+    );
+    const join = await innerData(ns, "worker-0-inner");
+    assert.match(join.toString(), /kubeadm join/);
+    assert.deepEqual(
+      await heldBy(ns, "worker-0"),
+      join,
+      "the service holds exactly the provider's join data",
+    );
+    assert.equal(w.metadata.annotations["bootstrap.bootseal.dev/published-version"], "1");
+
+    // cp-0 has its nodeRef: its config is deleted from bootseal (deleteConfigOnNodeRef).
+    await waitConfig(
+      ns,
+      "cp-0",
+      "cp-0 config deleted",
+      (o) => condition(o, "Published")?.reason === "ConfigDeleted",
+    );
+    assert.equal((await service.get(`/v1/machines/${ns}/cp-0/config`)).status, 404);
+    assert.equal(ctl.process.exitCode, null);
+  } finally {
+    assert.equal(await ctl.stop(), 0, `controller exits 0 on SIGTERM: ${ctl.log().slice(-2000)}`);
+    await deleteNodes(ns, ["cp-0"]);
+  }
+});
+
+test("a clusterctl move or backup restore (the inner config's status lost): the kubeadm provider points it at bootseal's own data secret; nothing is republished, the service keeps the provider's data", {
+  timeout: 600_000,
+}, async () => {
+  const ns = await namespace("capi-restore");
+  await createRealCluster(ns, "c1");
+  const ctl = controller(ns);
+  try {
+    await createRealMachine(ns, "c1", { name: "cp-0", controlPlane: true, bootseal: initSpec("cp-0") });
+    await waitConfig(ns, "cp-0", "cp-0 published", (o) => condition(o, "Published")?.status === "True");
+    const init = await innerData(ns, "cp-0-inner");
+    await until(
+      "Cluster API names bootseal's data secret on the Machine",
+      async () => (await getMachine(ns, "cp-0")).spec.bootstrap.dataSecretName === "cp-0-bootseal",
+      { tries: 600 },
+    );
+    const before = (await (await service.get(`/v1/machines/${ns}/cp-0/status`)).json()) as Any;
+
+    // What a restore leaves: the inner config without its status.
+    await custom().patchNamespacedCustomObjectStatus(
+      {
+        ...KUBEADM,
+        namespace: ns,
+        name: "cp-0-inner",
+        body: { status: { dataSecretName: null, initialization: null } },
+      },
+      MERGE,
+    );
+    await until(
+      "the kubeadm provider's restore branch named the Machine's data secret",
+      async () => (await getKubeadmConfig(ns, "cp-0-inner")).status?.dataSecretName === "cp-0-bootseal",
+      { tries: 600 },
+    );
+    const kept = await waitConfig(
+      ns,
+      "cp-0",
+      "InnerConfigReady DataSecretRestored",
+      (o) => condition(o, "InnerConfigReady")?.reason === "DataSecretRestored",
+    );
+    // Several reconciles later: still version 1, the provider's bytes, no stub published.
+    await new Promise((r) => setTimeout(r, 8_000));
+    const after = await getConfig(ns, "cp-0");
+    assert.equal(after.metadata.annotations["bootstrap.bootseal.dev/published-version"], "1");
+    assert.equal(kept.metadata.annotations["bootstrap.bootseal.dev/published-sha256"], sha256(init));
+    const now = (await (await service.get(`/v1/machines/${ns}/cp-0/status`)).json()) as Any;
+    assert.equal(now.version, before.version, "no publish after the restore");
+    assert.deepEqual(await heldBy(ns, "cp-0"), init);
+    const stub = Buffer.from((await secret(ns, "cp-0-bootseal")).data.value, "base64").toString();
+    assert.ok(!stub.includes("kubeadm init"), "the data secret still holds the stub");
+  } finally {
+    assert.equal(await ctl.stop(), 0, `controller exits 0 on SIGTERM: ${ctl.log().slice(-2000)}`);
+  }
+});
+
+test("a paused Cluster: condition Paused, no finalizer and no inner config until it is unpaused; then published", {
+  timeout: 600_000,
+}, async () => {
+  const ns = await namespace("capi-paused");
+  await createRealCluster(ns, "c1", { paused: true });
+  const ctl = controller(ns);
+  try {
+    await createRealMachine(ns, "c1", { name: "cp-0", controlPlane: true, bootseal: initSpec("cp-0") });
+    const paused = await waitConfig(
+      ns,
+      "cp-0",
+      "Paused=True",
+      (o) => condition(o, "Paused")?.status === "True",
+    );
+    assert.equal(condition(paused, "Paused").reason, "Paused");
+    await new Promise((r) => setTimeout(r, 5_000));
+    const still = await getConfig(ns, "cp-0");
+    assert.deepEqual(still.metadata.finalizers ?? [], []);
+    assert.equal(
+      await getKubeadmConfig(ns, "cp-0-inner").then(
+        () => "exists",
+        () => "absent",
+      ),
+      "absent",
+    );
+
+    await custom().patchNamespacedCustomObject(
+      { ...CAPI, namespace: ns, plural: "clusters", name: "c1", body: { spec: { paused: false } } },
+      MERGE,
+    );
+    const live = await waitConfig(
+      ns,
+      "cp-0",
+      "published after unpause",
+      (o) => condition(o, "Published")?.status === "True",
+    );
+    assert.equal(condition(live, "Paused").status, "False");
+    assert.ok(live.metadata.finalizers.includes("bootstrap.bootseal.dev/config"));
+  } finally {
+    assert.equal(await ctl.stop(), 0, `controller exits 0 on SIGTERM: ${ctl.log().slice(-2000)}`);
+  }
+});

@@ -1,0 +1,222 @@
+/**
+ * The real Cluster API path's world: Cluster API v1.14's own core manager and kubeadm bootstrap
+ * provider (the capi peer, scripts/peers/capi-run.ts) reconcile every object a test creates
+ * here, because each carries the peer's watch-filter label. The test plays only the parts no
+ * Cluster API controller plays: the infrastructure provider (a TestMachine's providerID and
+ * `provisioned`, test/fixtures/capi/infrastructure-crds.yaml) and the workload cluster's kubelet
+ * (a Node with that providerID, in the kube peer, which is also the workload cluster: its
+ * `<cluster>-kubeconfig` secret points back at it).
+ */
+import assert from "node:assert/strict";
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
+import { parseAllDocuments } from "yaml";
+import { REPO } from "../fetcher/helpers.ts";
+import { peer } from "../helpers/peers.ts";
+import { until } from "../helpers/until.ts";
+import { type Any, BSC, CAPI, core, custom, rawRequest } from "./harness.ts";
+
+const MERGE = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);
+export const INFRA = { group: "infrastructure.bootseal.test", version: "v1alpha1" };
+/** The Kubernetes version on every Machine: the kubeadm provider refuses a Machine without one. */
+export const K8S_VERSION = "v1.34.4";
+
+/** Labels that hand an object to the capi peer's controllers (their --watch-filter) and name its Cluster. */
+export const realLabels = (cluster: string, extra: Record<string, string> = {}) => ({
+  "cluster.x-k8s.io/watch-filter": peer("CAPI_WATCH_FILTER"),
+  "cluster.x-k8s.io/cluster-name": cluster,
+  ...extra,
+});
+
+/** The test infrastructure provider's CRDs, created or updated, then established. */
+export async function installTestInfrastructure(): Promise<void> {
+  const base = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+  const text = await readFile(join(REPO, "test/fixtures/capi/infrastructure-crds.yaml"), "utf8");
+  for (const doc of parseAllDocuments(text)) {
+    const crd = doc.toJS() as Any;
+    let r = await rawRequest("POST", base, crd);
+    if (r.status === 409) {
+      const old = await rawRequest("GET", `${base}/${crd.metadata.name}`);
+      crd.metadata.resourceVersion = old.body.metadata.resourceVersion;
+      r = await rawRequest("PUT", `${base}/${crd.metadata.name}`, crd);
+    }
+    assert.ok(r.status === 200 || r.status === 201, `CRD ${crd.metadata.name}: ${JSON.stringify(r.body)}`);
+    await until(`CRD ${crd.metadata.name} established`, async () => {
+      const c = await rawRequest("GET", `${base}/${crd.metadata.name}`);
+      return (c.body.status?.conditions ?? []).some(
+        (x: Any) => x.type === "Established" && x.status === "True",
+      );
+    });
+  }
+}
+
+/**
+ * A Cluster whose infrastructure is a TestCluster (provisioned now, or later with
+ * `provisionCluster`) and with no control-plane object (Cluster API then marks its control plane
+ * initialised once a control-plane Machine has a nodeRef); its endpoint and `<name>-kubeconfig`
+ * secret name the kube peer.
+ */
+export async function createRealCluster(
+  ns: string,
+  name: string,
+  opts: { paused?: boolean; provisioned?: boolean } = {},
+): Promise<Any> {
+  const server = new URL(peer("KUBE_SERVER"));
+  const ca = Buffer.from(await readFile(peer("KUBE_CA_FILE"))).toString("base64");
+  const kubeconfig = [
+    "apiVersion: v1",
+    "kind: Config",
+    `clusters:\n- name: ${name}\n  cluster:\n    server: ${server.origin}\n    certificate-authority-data: ${ca}`,
+    `users:\n- name: admin\n  user:\n    token: ${peer("KUBE_ADMIN_TOKEN")}`,
+    `contexts:\n- name: admin\n  context:\n    cluster: ${name}\n    user: admin`,
+    "current-context: admin",
+    "",
+  ].join("\n");
+  await core().createNamespacedSecret({
+    namespace: ns,
+    body: {
+      metadata: { name: `${name}-kubeconfig`, labels: realLabels(name) },
+      type: "cluster.x-k8s.io/secret",
+      data: { value: Buffer.from(kubeconfig).toString("base64") },
+    },
+  });
+  await custom().createNamespacedCustomObject({
+    ...INFRA,
+    namespace: ns,
+    plural: "testclusters",
+    body: {
+      apiVersion: `${INFRA.group}/${INFRA.version}`,
+      kind: "TestCluster",
+      metadata: { name, namespace: ns, labels: realLabels(name) },
+      spec: {},
+    },
+  });
+  const cluster = await custom().createNamespacedCustomObject({
+    ...CAPI,
+    namespace: ns,
+    plural: "clusters",
+    body: {
+      apiVersion: `${CAPI.group}/${CAPI.version}`,
+      kind: "Cluster",
+      metadata: { name, namespace: ns, labels: realLabels(name) },
+      spec: {
+        controlPlaneEndpoint: { host: server.hostname, port: Number(server.port) },
+        infrastructureRef: { apiGroup: INFRA.group, kind: "TestCluster", name },
+        ...(opts.paused ? { paused: true } : {}),
+      },
+    },
+  });
+  if (opts.provisioned !== false) await provisionCluster(ns, name);
+  return cluster;
+}
+
+/** The infrastructure provider's part: the TestCluster is provisioned. */
+export async function provisionCluster(ns: string, name: string): Promise<void> {
+  await custom().patchNamespacedCustomObjectStatus(
+    {
+      ...INFRA,
+      namespace: ns,
+      plural: "testclusters",
+      name,
+      body: { status: { initialization: { provisioned: true }, ready: true } },
+    },
+    MERGE,
+  );
+}
+
+export interface RealMachine {
+  readonly name: string;
+  readonly controlPlane?: boolean;
+  /** The BootsealConfig's spec (created without owner: Cluster API's Machine controller adds it). */
+  readonly bootseal: Record<string, unknown>;
+}
+
+/** A TestMachine, a BootsealConfig and the Machine naming both, as a user or a MachineSet creates them. */
+export async function createRealMachine(ns: string, cluster: string, m: RealMachine): Promise<Any> {
+  const c = custom();
+  const labels = realLabels(cluster, m.controlPlane ? { "cluster.x-k8s.io/control-plane": "" } : {});
+  await c.createNamespacedCustomObject({
+    ...INFRA,
+    namespace: ns,
+    plural: "testmachines",
+    body: {
+      apiVersion: `${INFRA.group}/${INFRA.version}`,
+      kind: "TestMachine",
+      metadata: { name: m.name, namespace: ns, labels },
+      spec: {},
+    },
+  });
+  await c.createNamespacedCustomObject({
+    ...BSC,
+    namespace: ns,
+    body: {
+      apiVersion: `${BSC.group}/${BSC.version}`,
+      kind: "BootsealConfig",
+      metadata: { name: m.name, namespace: ns, labels },
+      spec: m.bootseal,
+    },
+  });
+  return c.createNamespacedCustomObject({
+    ...CAPI,
+    namespace: ns,
+    plural: "machines",
+    body: {
+      apiVersion: `${CAPI.group}/${CAPI.version}`,
+      kind: "Machine",
+      metadata: { name: m.name, namespace: ns, labels },
+      spec: {
+        clusterName: cluster,
+        version: K8S_VERSION,
+        bootstrap: { configRef: { apiGroup: BSC.group, kind: "BootsealConfig", name: m.name } },
+        infrastructureRef: { apiGroup: INFRA.group, kind: "TestMachine", name: m.name },
+      },
+    },
+  });
+}
+
+export const providerId = (ns: string, name: string) => `bootseal-test://${ns}/${name}`;
+
+/**
+ * The machine booted: its infrastructure provider reports it provisioned with its providerID,
+ * and its kubelet registered a Node with that providerID (in the workload cluster, the kube peer).
+ */
+export async function bootMachine(ns: string, name: string): Promise<void> {
+  const id = providerId(ns, name);
+  await custom().patchNamespacedCustomObject(
+    { ...INFRA, namespace: ns, plural: "testmachines", name, body: { spec: { providerID: id } } },
+    MERGE,
+  );
+  await custom().patchNamespacedCustomObjectStatus(
+    {
+      ...INFRA,
+      namespace: ns,
+      plural: "testmachines",
+      name,
+      body: { status: { initialization: { provisioned: true }, ready: true } },
+    },
+    MERGE,
+  );
+  await core().createNode({ body: { metadata: { name: nodeName(ns, name) }, spec: { providerID: id } } });
+}
+
+export const nodeName = (ns: string, name: string) => `${ns}-${name}`.slice(0, 63);
+
+export async function deleteNodes(ns: string, names: readonly string[]): Promise<void> {
+  for (const n of names)
+    await core()
+      .deleteNode({ name: nodeName(ns, n) })
+      .catch(() => {});
+}
+
+export const getMachine = (ns: string, name: string): Promise<Any> =>
+  custom().getNamespacedCustomObject({ ...CAPI, namespace: ns, plural: "machines", name }) as Promise<Any>;
+
+export const getKubeadmConfig = (ns: string, name: string): Promise<Any> =>
+  custom().getNamespacedCustomObject({
+    group: "bootstrap.cluster.x-k8s.io",
+    version: "v1beta2",
+    namespace: ns,
+    plural: "kubeadmconfigs",
+    name,
+  }) as Promise<Any>;
