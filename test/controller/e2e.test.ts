@@ -1,9 +1,9 @@
 /**
  * `bootseal controller` end to end, against the kube peer's real kube-apiserver with Cluster
- * API v1.11.3's CRDs (capi peer), a real `bootseal serve`, and the kubeadm-provider double
- * (test/fakes/kubeadm-provider.ts: the real kubeadm bootstrap controller cannot be built and
- * run here) as the inner provider. Each test has its own namespace (the controller watches
- * only it), so the tests share the peer.
+ * API's CRDs and webhooks (capi peer), a real `bootseal serve`, and the kubeadm-provider double
+ * (test/fakes/kubeadm-provider.ts) as the inner provider: these cases predate the real provider
+ * (test/controller/capi-real.test.ts) and are moving to it (issue #29). Each test has its own
+ * namespace (the controller watches only it), so the tests share the peer.
  */
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";

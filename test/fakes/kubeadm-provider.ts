@@ -1,9 +1,9 @@
 /**
  * The kubeadm-provider double: a stand-in for Cluster API's kubeadm bootstrap controller
- * (sigs.k8s.io/cluster-api v1.11.3, bootstrap/kubeadm), which cannot be built and run here
- * (a controller-runtime manager: on this 2-core machine under load its build did not get past
- * a tenth of its packages in 20 minutes). It talks to the real kube-apiserver and writes what
- * the real one writes, from internal/controllers/kubeadmconfig_controller.go:
+ * (sigs.k8s.io/cluster-api bootstrap/kubeadm), used by test/controller/e2e.test.ts. The real
+ * provider (v1.14.2) now runs in the suite (the capi peer; test/controller/capi-real.test.ts);
+ * these tests predate it and are moving to it (issue #29). It talks to the real kube-apiserver
+ * and writes what the real one writes, from its kubeadmconfig_controller.go:
  *
  * - it reconciles a KubeadmConfig only once its owner reference of kind Machine resolves, the
  *   Machine's spec.clusterName names a Cluster, the Cluster has
