@@ -23,7 +23,8 @@ import { errno, fsError } from "./file-errors.ts";
 import { KeyLocks } from "./file-lock.ts";
 import { HOST_TAG, pruneEmptyDirs, type SweepResult, sweepStale, TEMP_PREFIX } from "./file-sweep.ts";
 import type { GetOptions, ObjectInfo, ObjectStore, StoredObject, WriteCondition } from "./object-store.ts";
-import type { ObjectLocation, StoreSchemeType } from "./store-scheme.ts";
+import type { StoreSchemeType } from "./store-scheme.ts";
+import type { ObjectLocation } from "./store-url.ts";
 import {
   compareKeys,
   etagValue,

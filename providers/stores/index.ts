@@ -11,7 +11,8 @@ import { fileScheme } from "./file.ts";
 import { gcsScheme } from "./gcs.ts";
 import type { ObjectStore } from "./object-store.ts";
 import { s3Scheme } from "./s3.ts";
-import type { AnyStoreScheme, ObjectLocation, StoreSchemeType } from "./store-scheme.ts";
+import type { AnyStoreScheme, StoreSchemeType } from "./store-scheme.ts";
+import type { ObjectLocation } from "./store-url.ts";
 import { type Env, schemeOf, splitStoreUrl, usage } from "./store-url.ts";
 
 // The global, not `node:process`: importing that module as ESM evaluates its lazy getters
@@ -21,7 +22,8 @@ const processEnv = process.env;
 export type { FileStoreOptions } from "./file.ts";
 export { type GcsStoreOptions, gcsSettings } from "./gcs.ts";
 export { type S3Credentials, type S3Settings, type S3StoreOptions, s3Settings } from "./s3.ts";
-export type { AnyStoreScheme, ObjectLocation, StoreSchemeType } from "./store-scheme.ts";
+export type { AnyStoreScheme, StoreSchemeType } from "./store-scheme.ts";
+export type { ObjectLocation } from "./store-url.ts";
 
 /** The schemes of this package, in the order usage messages list them. */
 const BUILT_IN_SCHEMES = [fileScheme, s3Scheme, gcsScheme] as const;

@@ -5,21 +5,7 @@
  * and the CLI's help texts ask the registry, never a scheme by name.
  */
 import type { ObjectStore } from "./object-store.ts";
-import type { Env } from "./store-url.ts";
-
-/** One object an object URL names (`bootseal fetch --from s3://BUCKET/KEY`). */
-export interface ObjectLocation {
-  /** The store holding it: a URL openStore takes. */
-  readonly storeUrl: string;
-  /** Its key in that store. */
-  readonly key: string;
-  /** Its URL as messages and log lines show it. */
-  readonly display: string;
-  /** Where a store layout (`…/configs/<ns>/<name>`) would show: a file's path, a bucket key. */
-  readonly path: string;
-  /** What `path` is called in messages: "path", "key". */
-  readonly pathName: string;
-}
+import type { Env, ObjectLocation } from "./store-url.ts";
 
 /**
  * One setting of a scheme's section in the service configuration: JSON Schema (Ajv checks

@@ -7,9 +7,22 @@
  * Messages never repeat a URL, which might hold a credential.
  */
 import { BootsealError } from "../../src/errors.ts";
-import type { ObjectLocation } from "./store-scheme.ts";
 
 export type Env = Readonly<Record<string, string | undefined>>;
+
+/** One object an object URL names (`bootseal fetch --from s3://BUCKET/KEY`). */
+export interface ObjectLocation {
+  /** The store holding it: a URL openStore takes. */
+  readonly storeUrl: string;
+  /** Its key in that store. */
+  readonly key: string;
+  /** Its URL as messages and log lines show it. */
+  readonly display: string;
+  /** Where a store layout (`…/configs/<ns>/<name>`) would show: a file's path, a bucket key. */
+  readonly path: string;
+  /** What `path` is called in messages: "path", "key". */
+  readonly pathName: string;
+}
 
 /** `dir` is absolute. */
 export interface FileLocation {
