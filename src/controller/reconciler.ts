@@ -13,8 +13,17 @@ import { createHash } from "node:crypto";
 import { isBootsealError } from "../errors.ts";
 import { isDnsLabel, type MachineId } from "../machine/machine-id.ts";
 import { isTerminalPhase } from "../machine/status-protocol.ts";
+import {
+  clusterState,
+  innerConfigBody,
+  type Obj,
+  ownerMachine,
+  pausedBecause,
+  stubSecretBody,
+  writtenBy,
+} from "./capi-objects.ts";
 import type { Condition } from "./conditions.ts";
-import { type KObject, type Kube, KubeError } from "./kube.ts";
+import { type Kube, KubeError } from "./kube.ts";
 import { phaseView } from "./phase-conditions.ts";
 import { type ServiceApi, serviceFailure } from "./service-api.ts";
 import {
@@ -28,17 +37,13 @@ import {
   CAPI_GROUP,
   CAPI_VERSION,
   CLUSTER_NAME_LABEL,
-  CLUSTER_SECRET_TYPE,
   dataSecretName,
   FINALIZER,
   innerName,
   KIND,
-  LABEL_STUB_SECRET,
-  PAUSED_ANNOTATION,
   payloadMismatch,
   SECRET_FORMAT,
   validateSpec,
-  WATCH_FILTER_LABEL,
 } from "./spec.ts";
 import { cond, StatusDraft } from "./status-draft.ts";
 
@@ -67,20 +72,6 @@ export interface Outcome {
   /** A failure: back off (at least `retryAfterMs`). */
   readonly failed?: { readonly retryAfterMs?: number; readonly reason: string };
 }
-
-interface Meta {
-  name: string;
-  namespace: string;
-  uid: string;
-  generation?: number;
-  resourceVersion?: string;
-  deletionTimestamp?: string;
-  finalizers?: string[];
-  labels?: Record<string, string>;
-  annotations?: Record<string, string>;
-  ownerReferences?: { apiVersion: string; kind: string; name: string; uid: string; controller?: boolean }[];
-}
-type Obj = KObject & { metadata: Meta; spec?: Record<string, unknown>; status?: Record<string, unknown> };
 
 /** A step ends the reconcile here (its status already written) with this outcome. */
 class Stop {
@@ -125,15 +116,6 @@ interface Publication {
 }
 
 const sha256 = (b: Uint8Array) => createHash("sha256").update(b).digest("hex");
-
-/** The Machine that owns a bootstrap config (Cluster API sets the owner reference). */
-export function ownerMachine(obj: {
-  metadata: Meta;
-}): { apiVersion: string; name: string; uid: string } | undefined {
-  return obj.metadata.ownerReferences?.find(
-    (r) => r.kind === "Machine" && r.apiVersion.startsWith(`${CAPI_GROUP}/`),
-  );
-}
 
 export class Reconciler {
   readonly #d: ReconcilerDeps;
@@ -203,12 +185,7 @@ export class Reconciler {
 
   /** Cluster API's pause (the annotation, or the Cluster's spec.paused): condition Paused, nothing else. */
   async #paused(obj: Obj, draft: StatusDraft, cluster: Obj | null): Promise<Stop | undefined> {
-    const why =
-      obj.metadata.annotations?.[PAUSED_ANNOTATION] !== undefined
-        ? `the BootsealConfig has the ${PAUSED_ANNOTATION} annotation`
-        : (cluster?.spec as { paused?: unknown } | undefined)?.paused === true
-          ? `Cluster ${cluster?.metadata.name} is paused`
-          : undefined;
+    const why = pausedBecause(obj, cluster);
     if (why === undefined) {
       draft.set(cond("Paused", "False", "NotPaused", ""));
       return undefined;
@@ -550,33 +527,9 @@ export class Reconciler {
       innerSpec = t ?? {};
     }
     try {
-      const created = await kube.create<Obj>({
-        apiVersion: ref.apiVersion,
-        kind: ref.kind,
-        metadata: {
-          name: ref.name,
-          namespace,
-          labels: { ...clusterLabels(clusterName), ...watchFilterOf(obj) },
-          ownerReferences: [
-            {
-              apiVersion: API_VERSION,
-              kind: KIND,
-              name,
-              uid: obj.metadata.uid,
-              controller: true,
-              blockOwnerDeletion: true,
-            },
-            // The inner provider finds its Machine through this (kubeadm: the owner of kind Machine).
-            {
-              apiVersion: machine.apiVersion as string,
-              kind: "Machine",
-              name: machine.metadata.name,
-              uid: machine.metadata.uid,
-            },
-          ],
-        },
-        spec: innerSpec ?? {},
-      });
+      const created = await kube.create<Obj>(
+        innerConfigBody(obj, machine, ref, clusterName, innerSpec ?? {}),
+      );
       this.#d.log.info(
         { machine: `${namespace}/${machine.metadata.name}`, inner: `${ref.kind}/${ref.name}` },
         "created the inner config",
@@ -602,26 +555,8 @@ export class Reconciler {
     stub: Uint8Array,
     version: string,
   ): Promise<void> {
-    const { namespace, name, uid } = obj.metadata;
-    const body = {
-      apiVersion: "v1",
-      kind: "Secret",
-      type: CLUSTER_SECRET_TYPE,
-      metadata: {
-        name: ownName,
-        namespace,
-        labels: { ...clusterLabels(clusterName), [LABEL_STUB_SECRET]: "true" },
-        annotations: { [ANNOTATION_PUBLISHED_VERSION]: version },
-        ownerReferences: [
-          { apiVersion: API_VERSION, kind: KIND, name, uid, controller: true, blockOwnerDeletion: true },
-        ],
-        ...(own ? { resourceVersion: own.metadata.resourceVersion } : {}),
-      },
-      data: {
-        value: Buffer.from(stub).toString("base64"),
-        format: Buffer.from(SECRET_FORMAT[spec.userDataFormat]).toString("base64"),
-      },
-    };
+    const format = SECRET_FORMAT[spec.userDataFormat];
+    const body = stubSecretBody(obj, ownName, clusterName, format, stub, version, own);
     if (own) await this.#d.kube.replace(body);
     else await this.#d.kube.create(body);
   }
@@ -679,45 +614,4 @@ export class Reconciler {
 
 function retryAfter(ms: number | undefined): { retryAfterMs?: number } {
   return ms === undefined ? {} : { retryAfterMs: ms };
-}
-
-/** The Cluster API watch-filter label, when the config has one: the inner config's provider may only watch labelled objects. */
-function watchFilterOf(obj: Obj): Record<string, string> {
-  const value = obj.metadata.labels?.[WATCH_FILTER_LABEL];
-  return value === undefined ? {} : { [WATCH_FILTER_LABEL]: value };
-}
-
-/**
- * A secret the inner config's provider wrote: never bootseal's own stub; owned by the inner
- * config, or named as it (the kubeadm provider's data secret is named after its config).
- */
-function writtenBy(inner: Obj, secret: Obj): boolean {
-  if (secret.metadata.labels?.[LABEL_STUB_SECRET] !== undefined) return false;
-  if (
-    secret.metadata.ownerReferences?.some(
-      (r) => r.kind === KIND && r.apiVersion.startsWith(`${API_VERSION.split("/")[0]}/`),
-    )
-  )
-    return false;
-  if (secret.metadata.name === inner.metadata.name) return true;
-  return secret.metadata.ownerReferences?.some((r) => r.uid === inner.metadata.uid) ?? false;
-}
-
-/** What the inner provider waits on in a Cluster, as one string. */
-function clusterState(cluster: Obj): string {
-  const status = (cluster.status ?? {}) as {
-    initialization?: { infrastructureProvisioned?: boolean; controlPlaneInitialized?: boolean };
-    conditions?: { type?: string; status?: string }[];
-  };
-  const cpInitialized =
-    status.initialization?.controlPlaneInitialized === true ||
-    (status.conditions ?? []).some((x) => x.type === "ControlPlaneInitialized" && x.status === "True");
-  const paused = (cluster.spec as { paused?: unknown } | undefined)?.paused === true;
-  return `infrastructureProvisioned=${status.initialization?.infrastructureProvisioned === true},controlPlaneInitialized=${cpInitialized},paused=${paused}`;
-}
-
-function clusterLabels(clusterName: string): Record<string, string> {
-  const labels: Record<string, string> = {};
-  if (clusterName) labels[CLUSTER_NAME_LABEL] = clusterName;
-  return labels;
 }
