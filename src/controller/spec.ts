@@ -146,11 +146,12 @@ export function payloadMismatch(payload: Payload | undefined, data: Uint8Array):
   if (payload === "ignition") {
     try {
       const doc = JSON.parse(new TextDecoder().decode(data)) as { ignition?: { version?: unknown } };
-      if (typeof doc?.ignition?.version === "string" && doc.ignition.version.startsWith("3.")) return null;
+      // Spec 2.x too: the kubeadm provider emits 2.3.0 for Flatcar; the fetcher translates it.
+      if (typeof doc?.ignition?.version === "string" && /^[23]\./.test(doc.ignition.version)) return null;
     } catch {
       // falls through
     }
-    return "the inner data is not an Ignition v3 config";
+    return "the inner data is not an Ignition config (spec 2.x or 3.x)";
   }
   return null;
 }

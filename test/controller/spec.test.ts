@@ -74,8 +74,11 @@ test("payloadMismatch: the kind named in the spec against the inner data", () =>
     /#cloud-config/,
   );
   assert.equal(payloadMismatch("ignition", enc('{"ignition":{"version":"3.4.0"}}')), null);
-  assert.match(payloadMismatch("ignition", enc('{"ignition":{"version":"2.2.0"}}')) ?? "", /Ignition v3/);
-  assert.match(payloadMismatch("ignition", enc("#cloud-config\n")) ?? "", /Ignition v3/);
+  // The kubeadm provider's Flatcar output (spec 2.3.0) is Ignition too.
+  assert.equal(payloadMismatch("ignition", enc('{"ignition":{"version":"2.3.0"}}')), null);
+  assert.equal(payloadMismatch("ignition", enc('{"ignition":{"version":"2.2.0"}}')), null);
+  assert.match(payloadMismatch("ignition", enc('{"ignition":{"version":"1.0.0"}}')) ?? "", /Ignition config/);
+  assert.match(payloadMismatch("ignition", enc("#cloud-config\n")) ?? "", /Ignition config/);
   assert.equal(payloadMismatch("raw", enc("\u0000")), null);
 });
 

@@ -202,7 +202,8 @@ describe("Ignition payload: policy", () => {
 
 describe("Ignition payload: reading the config", () => {
   const cases: [string, unknown, string, RegExp][] = [
-    ["Ignition v2", { ignition: { version: "2.3.0" } }, "UNSUPPORTED", /Ignition v2/],
+    ["Ignition v1", { ignition: { version: "1.0.0" } }, "UNSUPPORTED", /Ignition v1/],
+    ["a spec after 2.4", { ignition: { version: "2.5.0" } }, "UNSUPPORTED", /not supported/],
     ["a short version", { ignition: { version: "3.4" } }, "BAD_INPUT", /not a spec version/],
     ["no version", { ignition: {} }, "BAD_INPUT", /version is missing/],
     [

@@ -27,7 +27,8 @@ test("detection: cloud-config (as cloud-init tells it), Ignition 3.x, otherwise 
   ]) {
     assert.equal(payloadKind("auto", bytes(text)), "cloud-config", JSON.stringify(text));
   }
-  // Every Ignition version is the Ignition kind: the applier names the ones it refuses (2.x).
+  // Every Ignition version is the Ignition kind (2.3.0: the kubeadm provider for Flatcar); the
+  // applier translates 2.x and names the versions it refuses.
   for (const version of ["3.0.0", "3.4.0", "3.5.0-experimental", "2.3.0"]) {
     const text = JSON.stringify({ ignition: { version }, storage: {} });
     assert.equal(payloadKind("auto", bytes(text)), "ignition", version);

@@ -1,6 +1,7 @@
 /**
- * Reading an Ignition v3 config: JSON, the spec version (3.0.0 to 3.4.0), the shape of that
- * version (ignition-schema.ts), Ignition's own validation rules (config/v3_N/types: clean
+ * Reading an Ignition config: JSON, the spec version (3.0.0 to 3.4.0; 2.0.0 to 2.4.0 are
+ * translated to 3.1.0 first, ignition-v2.ts), the shape of that version (ignition-schema.ts),
+ * Ignition's own validation rules (config/v3_N/types: clean
  * absolute paths, modes, overwrite without a source, compression, hashes, unit and drop-in
  * names, one entry per path, nothing under a link, no storage entry on a unit's path), and the
  * sections a fetcher running after boot cannot apply (passwd, disks, raid, filesystems, luks,
@@ -10,7 +11,8 @@
 import { posix } from "node:path";
 import { BootsealError } from "../../errors.ts";
 import { checkHashForm, checkSource, type Resource } from "./ignition-content.ts";
-import { checkShape } from "./ignition-schema.ts";
+import { checkShape, V2_SPECS } from "./ignition-schema.ts";
+import { translateV2, type V2Config } from "./ignition-v2.ts";
 
 export interface Owner {
   readonly id?: number;
@@ -120,25 +122,31 @@ export function parseJsonObject(payload: Uint8Array): Record<string, unknown> | 
   }
 }
 
-/** The minor version of a supported spec version; throws naming the version otherwise. */
-export function specMinor(version: unknown): number {
-  if (typeof version !== "string") throw bad("ignition.version is missing (it must be 3.0.0 to 3.4.0)");
-  const m = /^3\.([0-4])\.0$/.exec(version);
-  if (m) return Number(m[1]);
+/** The spec versions applied, for messages. */
+const APPLIED = "2.0.0 to 2.4.0 and 3.0.0 to 3.4.0";
+
+export interface SpecVersion {
+  readonly major: 2 | 3;
+  readonly minor: number;
+}
+
+/** A supported spec version; throws naming the version otherwise. */
+export function specVersion(version: unknown): SpecVersion {
+  if (typeof version !== "string") throw bad(`ignition.version is missing (it must be ${APPLIED})`);
+  const m = /^([23])\.([0-4])\.0$/.exec(version);
+  if (m) return { major: m[1] === "2" ? 2 : 3, minor: Number(m[2]) };
   const shown = JSON.stringify(version.slice(0, 40));
-  if (/^[12]\./.test(version)) {
-    throw unsupported(
-      `spec ${shown} is Ignition v${version[0]}, which bootseal does not apply (3.0.0 to 3.4.0)`,
-    );
+  if (/^1\./.test(version)) {
+    throw unsupported(`spec ${shown} is Ignition v1, which bootseal does not apply (${APPLIED})`);
   }
   if (version.endsWith("-experimental")) {
-    // Ignition accepts only its newest experimental spec, never an older one.
-    throw bad(`spec ${shown} is an experimental spec (3.0.0 to 3.4.0 are applied)`);
+    // Ignition accepts only its newest experimental spec, ign-converter none.
+    throw bad(`spec ${shown} is an experimental spec (${APPLIED} are applied)`);
   }
-  if (/^3\.\d+\.\d+$/.test(version)) {
-    throw unsupported(`spec ${shown} is not supported (3.0.0 to 3.4.0)`);
+  if (/^[23]\.\d+\.\d+$/.test(version)) {
+    throw unsupported(`spec ${shown} is not supported (${APPLIED})`);
   }
-  throw bad(`ignition.version ${shown} is not a spec version (3.0.0 to 3.4.0)`);
+  throw bad(`ignition.version ${shown} is not a spec version (${APPLIED})`);
 }
 
 function checkPath(p: string, where: string): void {
@@ -316,9 +324,10 @@ export function parseIgnitionConfig(payload: Uint8Array): IgnitionConfig {
     ignition !== null && typeof ignition === "object"
       ? (ignition as Record<string, unknown>).version
       : undefined;
-  const minor = specMinor(version);
-  checkShape(raw, minor);
-  const cfg = clean(raw) as RawConfig;
+  const spec = specVersion(version);
+  checkShape(raw, spec.minor, spec.major === 2 ? V2_SPECS : undefined);
+  // A 2.x config is checked against its own spec, then as the 3.1.0 config it translates to.
+  const cfg = (spec.major === 2 ? translateV2(clean(raw) as V2Config, spec.minor) : clean(raw)) as RawConfig;
   checkSpecRules(cfg);
   refuseUnsupported(cfg);
   return {

@@ -1,7 +1,8 @@
 /**
- * The shape of an Ignition v3 config, per spec minor version (3.0.0 to 3.4.0), from the
- * generated types of coreos/ignition (config/v3_N/types/schema.go): which keys each object
- * has and what type each value is. `checkShape` walks a parsed config against it.
+ * The shape of an Ignition config, per spec version (3.0.0 to 3.4.0 from the generated types
+ * of coreos/ignition's config/v3_N/types/schema.go; 2.0.0 to 2.4.0 from config/v2_N/types):
+ * which keys each object has and what type each value is. `checkShape` walks a parsed config
+ * against it.
  *
  * Ignition itself only warns about a key its version does not know ("unused key") and ignores
  * it; the fetcher refuses it instead, naming the key and, when a later spec has it, the version
@@ -13,14 +14,16 @@ export type Shape =
   | "string"
   | "integer"
   | "boolean"
+  /** Any value: a section refused as a whole when it is not empty. */
+  | "any"
   | { readonly list: Shape }
   | { readonly object: Readonly<Record<string, Shape>> };
 
-const str: Shape = "string";
-const int: Shape = "integer";
-const bool: Shape = "boolean";
-const list = (of: Shape): Shape => ({ list: of });
-const obj = (fields: Record<string, Shape | undefined>): Shape => {
+export const str: Shape = "string";
+export const int: Shape = "integer";
+export const bool: Shape = "boolean";
+export const list = (of: Shape): Shape => ({ list: of });
+export const obj = (fields: Record<string, Shape | undefined>): Shape => {
   const out: Record<string, Shape> = {};
   for (const [k, v] of Object.entries(fields)) if (v !== undefined) out[k] = v;
   return { object: out };
@@ -142,8 +145,68 @@ export function configShape(minor: number): Shape {
   });
 }
 
-/** The newest supported minor version: where a key unknown to an older spec may come from. */
-export const NEWEST_MINOR = 4;
+/** One major spec version: its minor versions' shapes, for the checks and their messages. */
+export interface SpecFamily {
+  readonly major: number;
+  /** The newest supported minor version: where a key unknown to an older spec may come from. */
+  readonly newestMinor: number;
+  readonly shape: (minor: number) => Shape;
+}
+
+/** Spec 3.0.0 to 3.4.0. */
+export const V3_SPECS: SpecFamily = { major: 3, newestMinor: 4, shape: configShape };
+
+/**
+ * A spec 2.`minor`.0 config's shape, from coreos/ignition's config/v2_N/types (the types
+ * ign-converter reads). Sections the fetcher refuses whole when they are not empty (disks,
+ * raid, passwd, a filesystem's mount) are "any": they are refused, not applied, so their
+ * inner keys are not checked.
+ */
+export function v2ConfigShape(minor: number): Shape {
+  const since = (m: number, s: Shape): Shape | undefined => (minor >= m ? s : undefined);
+  const verification = obj({ hash: str });
+  const headers = since(4, list(obj({ name: str, value: str })));
+  const reference = obj({ source: str, verification, httpHeaders: headers });
+  const contents = obj({ compression: str, source: str, verification, httpHeaders: headers });
+  // 2.0 owners are ids only; 2.1 brought names, 2.2 overwrite.
+  const owner = minor === 0 ? obj({ id: int }) : obj({ id: int, name: str });
+  const node = { filesystem: str, path: str, user: owner, group: owner, overwrite: since(2, bool) };
+  const dropins = list(obj({ contents: str, name: str }));
+  return obj({
+    ignition: obj({
+      version: str,
+      config: obj({ append: list(reference), replace: reference }),
+      timeouts: since(1, obj({ httpResponseHeaders: int, httpTotal: int })),
+      security: since(2, obj({ tls: obj({ certificateAuthorities: list(reference) }) })),
+      proxy: since(4, obj({ httpProxy: str, httpsProxy: str, noProxy: list(str) })),
+    }),
+    storage: obj({
+      disks: list("any"),
+      raid: list("any"),
+      filesystems: list(obj({ name: str, mount: "any", path: str })),
+      files: list(obj({ ...node, contents, mode: int, append: since(2, bool) })),
+      directories: since(1, list(obj({ ...node, mode: int }))),
+      links: since(1, list(obj({ ...node, hard: bool, target: str }))),
+    }),
+    systemd: obj({
+      units: list(
+        obj({
+          name: str,
+          enable: bool,
+          enabled: since(1, bool),
+          mask: bool,
+          contents: str,
+          dropins,
+        }),
+      ),
+    }),
+    networkd: obj({ units: list(obj({ name: str, contents: str, dropins: since(2, dropins) })) }),
+    passwd: obj({ users: list("any"), groups: list("any") }),
+  });
+}
+
+/** Spec 2.0.0 to 2.4.0 (translated to 3.1.0 by ignition-v2.ts). */
+export const V2_SPECS: SpecFamily = { major: 2, newestMinor: 4, shape: v2ConfigShape };
 
 function bad(where: string, message: string): BootsealError {
   return new BootsealError("BAD_INPUT", `ignition config: ${where || "the config"} ${message}`);
@@ -159,11 +222,16 @@ function typeName(shape: Shape): string {
 }
 
 /** The minor version that first has this key at this place, if any (for the message). */
-function introducedIn(path: readonly string[], key: string, minor: number): number | undefined {
+function introducedIn(
+  path: readonly string[],
+  key: string,
+  minor: number,
+  family: SpecFamily,
+): number | undefined {
   const unwrap = (s: Shape | undefined): Shape | undefined =>
     s !== undefined && typeof s !== "string" && "list" in s ? unwrap(s.list) : s;
-  for (let m = minor + 1; m <= NEWEST_MINOR; m++) {
-    let shape: Shape | undefined = configShape(m);
+  for (let m = minor + 1; m <= family.newestMinor; m++) {
+    let shape: Shape | undefined = family.shape(m);
     for (const seg of path) {
       shape = unwrap(shape);
       shape =
@@ -180,12 +248,19 @@ function introducedIn(path: readonly string[], key: string, minor: number): numb
  * Checks `value` against `shape`: unknown keys and wrong types are BAD_INPUT naming the place
  * (`storage.files[2].mode`). A null value counts as absent, as Go's decoder takes it.
  */
-export function checkShape(value: unknown, minor: number): void {
-  walk(value, configShape(minor), "", [], minor);
+export function checkShape(value: unknown, minor: number, family: SpecFamily = V3_SPECS): void {
+  walk(value, family.shape(minor), "", [], minor, family);
 }
 
-function walk(value: unknown, shape: Shape, where: string, names: string[], minor: number): void {
-  if (value === null) return;
+function walk(
+  value: unknown,
+  shape: Shape,
+  where: string,
+  names: string[],
+  minor: number,
+  family: SpecFamily,
+): void {
+  if (value === null || shape === "any") return;
   if (shape === "string" || shape === "integer" || shape === "boolean") {
     const ok =
       shape === "string"
@@ -199,7 +274,7 @@ function walk(value: unknown, shape: Shape, where: string, names: string[], mino
   if ("list" in shape) {
     if (!Array.isArray(value)) throw bad(where, "must be a list");
     value.forEach((item, i) => {
-      walk(item, shape.list, `${where}[${i}]`, names, minor);
+      walk(item, shape.list, `${where}[${i}]`, names, minor, family);
     });
     return;
   }
@@ -208,14 +283,14 @@ function walk(value: unknown, shape: Shape, where: string, names: string[], mino
     const sub = shape.object[key];
     const at = where === "" ? key : `${where}.${key}`;
     if (sub === undefined) {
-      const later = introducedIn(names, key, minor);
-      const hint = later !== undefined ? ` (it came in spec 3.${later}.0)` : "";
+      const later = introducedIn(names, key, minor, family);
+      const hint = later !== undefined ? ` (it came in spec ${family.major}.${later}.0)` : "";
       const keys = Object.keys(shape.object).join(", ");
       throw bad(
         where,
-        `has the unknown key ${shown(key)} for spec 3.${minor}.0${hint}; the keys are ${keys}`,
+        `has the unknown key ${shown(key)} for spec ${family.major}.${minor}.0${hint}; the keys are ${keys}`,
       );
     }
-    walk(child, sub, at, [...names, key], minor);
+    walk(child, sub, at, [...names, key], minor, family);
   }
 }

@@ -1,6 +1,6 @@
 /**
- * Ignition v3 configs (spec 3.0.0 to 3.4.0) as a `bootseal fetch` payload, applied after boot
- * under --root: storage.files, directories, links, systemd units and drop-ins, then systemctl
+ * Ignition configs (spec 3.0.0 to 3.4.0; 2.x translated first, ignition-v2.ts) as a
+ * `bootseal fetch` payload, applied after boot under --root: storage.files, directories, links, systemd units and drop-ins, then systemctl
  * (ignition-systemd.ts). The config is read and checked whole (ignition-config.ts), every write
  * planned and checked against the path policy (ignition-plan.ts, write-plan.ts's planFiles)
  * before the first one; a failure undoes what the run did (write-plan.ts's rollback for the

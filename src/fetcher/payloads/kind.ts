@@ -4,7 +4,7 @@
  *   cloud-config  first line `#cloud-config` (cloud-init's own test: case-insensitive, after
  *                 leading white space), or `## template: jinja` followed by it (Cluster API's
  *                 kubeadm provider emits that header)
- *   ignition      a JSON object whose `ignition.version` is 3.x
+ *   ignition      a JSON object with a string `ignition.version` (3.x, or 2.x: translated)
  *   manifest      bootseal's file manifest (anything else that is to be applied)
  *   raw           the bytes themselves, to --out
  *
@@ -74,7 +74,7 @@ export function payloadKind(choice: PayloadChoice, payload: Uint8Array): Payload
     throw new BootsealError(
       "BAD_INPUT",
       `the payload is ${other[1]} (cloud-init user data bootseal does not apply); ` +
-        "supported: #cloud-config, Ignition v3, the bootseal manifest",
+        "supported: #cloud-config, Ignition (spec 2.x and 3.x), the bootseal manifest",
     );
   }
   return "manifest";
