@@ -73,6 +73,8 @@ export interface FetchApplyOptions {
   readonly allowUnsafeModes?: boolean;
   /** A cloud-config's unsupported modules are a warning instead of BAD_INPUT. */
   readonly allowUnknownModules?: boolean;
+  /** --skip-module: cloud-config modules left out with a warning. */
+  readonly skipModules?: readonly string[];
   /** The systemctl an Ignition config's units are enabled with (default `systemctl`). */
   readonly systemctl?: string;
 }
@@ -290,6 +292,7 @@ async function written(run: Run, kind: PayloadKind, payload: Uint8Array): Promis
     ...(options.out !== undefined ? { out: options.out } : {}),
     allowUnsafeModes: options.allowUnsafeModes === true,
     allowUnknownModules: options.allowUnknownModules === true,
+    skipModules: options.skipModules ?? [],
     labeler: deps.labeler,
     log,
     ...(deps.write ? { write: deps.write } : {}),

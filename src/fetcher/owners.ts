@@ -18,6 +18,10 @@ export interface Account {
   readonly id: number;
   /** Primary group, for users. */
   readonly gid?: number;
+  /** The home directory, for users. */
+  readonly home?: string;
+  /** The member list, for groups. */
+  readonly members?: readonly string[];
 }
 
 export type AccountTable = ReadonlyMap<string, Account>;
@@ -27,9 +31,13 @@ export function parsePasswd(text: string): Map<string, Account> {
   for (const line of text.split("\n")) {
     if (line.startsWith("#")) continue;
     const f = line.split(":");
-    const [name, , uid, gid] = f;
+    const [name, , uid, gid, , home] = f;
     if (!name || uid === undefined || !/^\d+$/.test(uid)) continue;
-    out.set(name, { id: Number(uid), ...(gid && /^\d+$/.test(gid) ? { gid: Number(gid) } : {}) });
+    out.set(name, {
+      id: Number(uid),
+      ...(gid && /^\d+$/.test(gid) ? { gid: Number(gid) } : {}),
+      ...(home !== undefined ? { home } : {}),
+    });
   }
   return out;
 }
@@ -38,9 +46,9 @@ export function parseGroup(text: string): Map<string, Account> {
   const out = new Map<string, Account>();
   for (const line of text.split("\n")) {
     if (line.startsWith("#")) continue;
-    const [name, , gid] = line.split(":");
+    const [name, , gid, members] = line.split(":");
     if (!name || gid === undefined || !/^\d+$/.test(gid)) continue;
-    out.set(name, { id: Number(gid) });
+    out.set(name, { id: Number(gid), members: members ? members.split(",") : [] });
   }
   return out;
 }

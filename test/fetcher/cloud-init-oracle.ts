@@ -68,20 +68,21 @@ export async function snapshot(root: string): Promise<Entry[]> {
   return out;
 }
 
-export type Outcome = { ok: true; files: Entry[] } | { ok: false; error: string };
-
-export async function runOracle(python: string, configs: readonly string[], dir: string): Promise<Outcome[]> {
-  const cases = [];
-  for (const [i, text] of configs.entries()) {
-    const root = join(dir, `ci-${i}`);
-    await seedRoot(root);
-    await writeFile(join(dir, `case-${i}.yaml`), text);
-    cases.push({ root, config: join(dir, `case-${i}.yaml`) });
-  }
-  await writeFile(join(dir, "cases.json"), JSON.stringify(cases));
+/**
+ * Runs an oracle script on a list of cases (written to CASES.json next to the first case's
+ * root) under cloud-init's umask 022; its JSON lines, one per case.
+ */
+export async function runOracleScript(
+  python: string,
+  script: string,
+  cases: readonly object[],
+  dir?: string,
+): Promise<unknown[]> {
+  const file = join(dir ?? ".", "cases.json");
+  await writeFile(file, JSON.stringify(cases));
   // cloud-init runs under umask 022 (systemd's default for its units): the oracle does too.
   const umask = process.umask(0o022);
-  const child = spawn(python, [ORACLE, join(dir, "cases.json")], { stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(python, [script, file], { stdio: ["ignore", "pipe", "pipe"] });
   process.umask(umask);
   let stdout = "";
   let stderr = "";
@@ -93,10 +94,23 @@ export async function runOracle(python: string, configs: readonly string[], dir:
   });
   const code = await new Promise<number | null>((resolve) => child.on("close", resolve));
   assert.equal(code, 0, `the oracle ran: ${stderr.slice(-2000)}`);
-  const lines = stdout
+  return stdout
     .trim()
     .split("\n")
-    .map((l) => JSON.parse(l) as { ok: boolean; error?: string });
+    .map((l) => JSON.parse(l) as unknown);
+}
+
+export type Outcome = { ok: true; files: Entry[] } | { ok: false; error: string };
+
+export async function runOracle(python: string, configs: readonly string[], dir: string): Promise<Outcome[]> {
+  const cases = [];
+  for (const [i, text] of configs.entries()) {
+    const root = join(dir, `ci-${i}`);
+    await seedRoot(root);
+    await writeFile(join(dir, `case-${i}.yaml`), text);
+    cases.push({ root, config: join(dir, `case-${i}.yaml`) });
+  }
+  const lines = (await runOracleScript(python, ORACLE, cases, dir)) as { ok: boolean; error?: string }[];
   assert.equal(lines.length, configs.length);
   const out: Outcome[] = [];
   for (const [i, line] of lines.entries()) {

@@ -101,6 +101,13 @@ const spec = {
       help: "a cloud-config module bootseal does not apply is a warning, not an error (never silently)",
     },
     {
+      name: "skip-module",
+      type: "string",
+      multiple: true,
+      value: "NAME",
+      help: "leave out a cloud-config module (a top-level key, or users_groups) with one warning line",
+    },
+    {
       name: "systemctl",
       type: "string",
       value: "PATH",
@@ -233,6 +240,7 @@ export const fetchCommand: Command = {
         from: values.from as string,
         payload: payload as PayloadChoice,
         allowUnknownModules: values["allow-unknown-modules"] === true,
+        skipModules: values["skip-module"] ?? [],
         systemctl: values.systemctl,
         root: values.root,
         // An empty list (flag or variable) means the default, as it always has.

@@ -30,6 +30,8 @@ export interface PayloadContext {
   readonly out?: string;
   readonly allowUnsafeModes: boolean;
   readonly allowUnknownModules: boolean;
+  /** --skip-module: cloud-config modules left out with a warning. */
+  readonly skipModules?: readonly string[];
   readonly labeler: SelinuxLabeler | null;
   readonly log: (line: string) => void;
   readonly write?: FileWriter;

@@ -6,7 +6,10 @@
  *   write_files  path, content, encoding, permissions, owner, append, defer
  *   runcmd       the bootstrap command, after every file is written
  *
- * Any other top-level key is a module bootseal does not run: BAD_INPUT naming it, or with
+ *   users, groups  users_groups (cloud-init-users.ts), after the files that are not deferred
+ *   ntp            (cloud-init-ntp.ts), after users_groups
+ *
+ * --skip-module leaves a named module out with a warning. Any other top-level key is a module bootseal does not run: BAD_INPUT naming it, or with
  * --allow-unknown-modules one warning line per key. A `## template: jinja` header is accepted
  * when the text has nothing for Jinja to render (no `{{`, `{%`, `{#`): bootseal has no
  * instance data to render it with. Messages never quote content or commands.
@@ -14,6 +17,8 @@
 import { LineCounter, parseDocument, type Tags } from "yaml";
 import { boundedTokens, tooDeep, tooDeepAt } from "../../envelope/sops/codecs/yaml-limits.ts";
 import { BootsealError } from "../../errors.ts";
+import { type NtpPlan, parseNtp } from "./cloud-init-ntp.ts";
+import { parseUsersGroups, type UsersGroups } from "./cloud-init-users.ts";
 import {
   decodePerms,
   extractContents,
@@ -32,7 +37,7 @@ export const CLOUD_INIT_DEFAULT_MODE = 0o644;
 /** cloud.distro.default_owner. */
 const DEFAULT_OWNER = "root:root";
 
-export const CLOUD_CONFIG_MODULES = ["bootcmd", "write_files", "runcmd"] as const;
+export const CLOUD_CONFIG_MODULES = ["bootcmd", "write_files", "runcmd", "users", "groups", "ntp"] as const;
 
 export interface WriteFileEntry {
   /** 1-based position in write_files, for messages. */
@@ -56,10 +61,15 @@ export interface CloudConfig {
   readonly writeFiles: readonly WriteFileEntry[];
   readonly bootcmd: readonly CloudCommand[];
   readonly runcmd: readonly CloudCommand[];
+  /** users_groups (the `users` and `groups` keys) and ntp: null when absent or skipped. */
+  readonly usersGroups: UsersGroups | null;
+  readonly ntp: NtpPlan | null;
 }
 
 export interface CloudConfigParseOptions {
   readonly allowUnknownModules: boolean;
+  /** --skip-module: keys (or `users_groups`) left out with one warning line each. */
+  readonly skipModules?: readonly string[];
   /** Warnings: unknown modules (when allowed), unknown encodings, undecodable permissions. */
   readonly warn: (line: string) => void;
 }
@@ -164,6 +174,24 @@ function writeFiles(value: PyValue, warn: (line: string) => void): WriteFileEntr
   return out;
 }
 
+/** The modules --skip-module names left out, each with one warning line. */
+function withoutSkipped(
+  root: ReadonlyMap<unknown, PyValue>,
+  options: CloudConfigParseOptions,
+): ReadonlyMap<unknown, PyValue> {
+  const skip = new Set(options.skipModules ?? []);
+  if (skip.size === 0) return root;
+  const kept = new Map(root);
+  for (const key of root.keys()) {
+    const named =
+      skip.has(String(key)) || (skip.has("users_groups") && (key === "users" || key === "groups"));
+    if (!named) continue;
+    kept.delete(key);
+    options.warn(`cloud-config: the module ${shown(key)} is skipped (--skip-module)`);
+  }
+  return kept;
+}
+
 /** Parses the payload; throws BAD_INPUT for anything bootseal would not apply as cloud-init does. */
 export function parseCloudConfig(bytes: Uint8Array, options: CloudConfigParseOptions): CloudConfig {
   let text: string;
@@ -193,9 +221,10 @@ export function parseCloudConfig(bytes: Uint8Array, options: CloudConfigParseOpt
   const first = doc.errors[0];
   // yaml's own messages quote the source, which is secret here: code and position only.
   if (first) throw bad(`YAML error ${first.code} at offset ${first.pos[0]}`);
-  const root = toPy(doc);
-  if (root === null) return { writeFiles: [], bootcmd: [], runcmd: [] };
-  if (!isPyMap(root)) throw bad("must be a mapping of modules");
+  const parsed = toPy(doc);
+  if (parsed === null) return { writeFiles: [], bootcmd: [], runcmd: [], usersGroups: null, ntp: null };
+  if (!isPyMap(parsed)) throw bad("must be a mapping of modules");
+  const root = withoutSkipped(parsed, options);
   for (const key of root.keys()) {
     if ((CLOUD_CONFIG_MODULES as readonly unknown[]).includes(key)) continue;
     if (!options.allowUnknownModules) {
@@ -212,5 +241,7 @@ export function parseCloudConfig(bytes: Uint8Array, options: CloudConfigParseOpt
     bootcmd: commands(root.get("bootcmd") ?? null, "bootcmd"),
     writeFiles: writeFiles(root.get("write_files") ?? null, options.warn),
     runcmd: commands(root.get("runcmd") ?? null, "runcmd"),
+    usersGroups: parseUsersGroups(root),
+    ntp: parseNtp(root),
   };
 }

@@ -1,8 +1,8 @@
 /**
- * Applying a cloud-config as cloud-init 22.4.2 would, in its order: bootcmd, then write_files
- * (entries without `defer` first, then the deferred ones: cloud-init writes those in its final
- * stage, which still comes before the runcmd script runs), then runcmd, which fetch-run runs
- * as the bootstrap command.
+ * Applying a cloud-config as cloud-init 22.4.2 would, in its order: bootcmd, write_files
+ * (entries without `defer`), users_groups, ntp, the deferred write_files (cloud-init's final
+ * stage, still before the runcmd script runs), then runcmd, which fetch-run runs as the
+ * bootstrap command.
  *
  * The files go through the write plan (paths, rollback, atomic writes, the root's own users),
  * with cloud-init's results: the mode from `permissions` (default 0644; 0 leaves the mode as
@@ -27,7 +27,14 @@ import {
   planFiles,
   type Reserved,
 } from "../write-plan.ts";
-import { type CloudCommand, parseCloudConfig, type WriteFileEntry } from "./cloud-config-parse.ts";
+import {
+  type CloudCommand,
+  type CloudConfig,
+  parseCloudConfig,
+  type WriteFileEntry,
+} from "./cloud-config-parse.ts";
+import { applyNtp } from "./cloud-init-ntp.ts";
+import { applyUsersGroups } from "./cloud-init-users.ts";
 import type { CommandRunner } from "./commands.ts";
 
 export interface CloudConfigContext {
@@ -43,6 +50,10 @@ export interface CloudConfigContext {
   readonly write?: FileWriter;
   /** Runs bootcmd (before the files are planned: it may create users or directories). */
   readonly run: CommandRunner;
+  /** --skip-module names. */
+  readonly skipModules?: readonly string[];
+  /** The clock cloud-init's file headers are stamped with (sudoers); a seam for tests. */
+  readonly now?: () => Date;
 }
 
 export interface CloudConfigApplied {
@@ -141,7 +152,11 @@ export async function applyCloudConfig(
   payload: Uint8Array,
   ctx: CloudConfigContext,
 ): Promise<CloudConfigApplied> {
-  const config = parseCloudConfig(payload, { allowUnknownModules: ctx.allowUnknownModules, warn: ctx.log });
+  const config = parseCloudConfig(payload, {
+    allowUnknownModules: ctx.allowUnknownModules,
+    skipModules: ctx.skipModules ?? [],
+    warn: ctx.log,
+  });
   const ordered = [...config.writeFiles.filter((f) => !f.defer), ...config.writeFiles.filter((f) => f.defer)];
   const sentinelPath = ctx.sentinel ? absolute(ctx.sentinel.path) : null;
   const writesSentinel =
@@ -149,7 +164,39 @@ export async function applyCloudConfig(
     (ordered.some((f) => absolute(f.path) === sentinelPath) ||
       config.runcmd.some((c) => mentions(c, sentinelPath)));
   if (config.bootcmd.length > 0) await ctx.run("bootcmd", config.bootcmd);
+  // cloud-init's order: write_files, then users_groups (init stage), ntp (config stage), then
+  // the deferred files (final stage); a run with users or ntp writes the files in two steps.
+  const modules = config.usersGroups !== null || config.ntp !== null;
+  const first = modules ? ordered.filter((f) => !f.defer) : ordered;
+  const planned = await writeEntries(first, ctx, reservedFor(ctx, writesSentinel), config);
+  if (modules) {
+    const machine = { root: ctx.policy.root, run: ctx.run, log: ctx.log, now: ctx.now ?? (() => new Date()) };
+    if (config.usersGroups !== null) await applyUsersGroups(config.usersGroups, machine);
+    if (config.ntp !== null) await applyNtp(config.ntp, machine);
+    const deferred = ordered.filter((f) => f.defer);
+    if (deferred.length > 0)
+      planned.push(...(await writeEntries(deferred, ctx, reservedFor(ctx, writesSentinel), config)));
+  }
+  const wipe = (): void => {
+    for (const f of planned) f.content.fill(0);
+    for (const f of config.writeFiles) f.content.fill(0);
+  };
+  return { written: planned.map((f) => f.target.requested), runcmd: config.runcmd, writesSentinel, wipe };
+}
 
+function reservedFor(ctx: CloudConfigContext, writesSentinel: boolean): Reserved[] {
+  const reserved = [ctx.marker];
+  if (ctx.sentinel && !writesSentinel) reserved.push(ctx.sentinel);
+  return reserved;
+}
+
+/** Plans and writes entries (folded per path), wiping every decrypted byte on a failure. */
+async function writeEntries(
+  ordered: readonly WriteFileEntry[],
+  ctx: CloudConfigContext,
+  reserved: Reserved[],
+  config: CloudConfig,
+): Promise<PlannedFile[]> {
   const byPath = new Map<string, WriteFileEntry[]>();
   for (const entry of ordered) {
     const path = absolute(entry.path);
@@ -165,8 +212,6 @@ export async function applyCloudConfig(
     content: new Uint8Array(),
     mode: entries.reduce((m, e) => (e.mode !== 0 ? e.mode : m), 0),
   }));
-  const reserved = [ctx.marker];
-  if (ctx.sentinel && !writesSentinel) reserved.push(ctx.sentinel);
   const accounts = await loadAccounts(ctx.policy.root);
   const targets = await planFiles(specs, ctx.policy, accounts, {
     allowUnsafeModes: ctx.allowUnsafeModes,
@@ -189,5 +234,5 @@ export async function applyCloudConfig(
     { labeler: ctx.labeler, log: ctx.log, ...(ctx.write ? { write: ctx.write } : {}) },
     wipe,
   );
-  return { written: planned.map((f) => f.target.requested), runcmd: config.runcmd, writesSentinel, wipe };
+  return planned;
 }

@@ -57,7 +57,7 @@ export function isPyMap(v: PyValue): v is ReadonlyMap<unknown, PyValue> {
 }
 
 /** Python's truthiness. */
-function truthy(v: PyValue): boolean {
+export function truthy(v: PyValue): boolean {
   if (v === null || v === false || v === "" || v === 0n || v === 0) return false;
   if (Array.isArray(v)) return v.length > 0;
   if (v instanceof Map || v instanceof Uint8Array) return (v instanceof Map ? v.size : v.length) > 0;
