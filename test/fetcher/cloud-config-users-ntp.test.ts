@@ -80,10 +80,16 @@ async function seed(root: string, m: Machine): Promise<void> {
 
 type Outcome = { ok: true; commands: string[][]; files: Entry[] } | { ok: false; error: string };
 
-/** authorized_keys: lines as a set (cloud-init's key order is a Python set's). */
+/**
+ * authorized_keys files (the default name, and the generated sshd_config's
+ * `AuthorizedKeysFile /etc/ssh/keys/%u`): lines as a set (cloud-init's key order is a Python set's).
+ */
+const isAuthorizedKeys = (path: string): boolean =>
+  path.endsWith("authorized_keys") || path.startsWith("etc/ssh/keys/");
+
 function normalized(files: Entry[]): Entry[] {
   return files.map((f) =>
-    f.path.endsWith("authorized_keys") && f.bytes !== undefined
+    isAuthorizedKeys(f.path) && f.bytes !== undefined
       ? {
           ...f,
           bytes: Buffer.from(Buffer.from(f.bytes, "hex").toString().split("\n").sort().join("\n")).toString(
