@@ -21,12 +21,16 @@ import {
   deleteNodes,
   getKubeadmConfig,
   getMachine,
+  INFRA,
   installTestInfrastructure,
+  K8S_VERSION,
   nodeName,
   provisionCluster,
+  realLabels,
 } from "./capi-world.ts";
 import {
   type Any,
+  BSC,
   CAPI,
   condition,
   custom,
@@ -35,6 +39,7 @@ import {
   KUBEADM,
   kubeconfigFile,
   namespace,
+  runCloudInitStub,
   secret,
   startController,
   waitConfig,
@@ -315,5 +320,176 @@ test("a paused Cluster: condition Paused, no finalizer and no inner config until
     assert.ok(live.metadata.finalizers.includes("bootstrap.bootseal.dev/config"));
   } finally {
     assert.equal(await ctl.stop(), 0, `controller exits 0 on SIGTERM: ${ctl.log().slice(-2000)}`);
+  }
+});
+
+test("a failed bootstrap seen and repaired by Cluster API: a MachineDeployment's machine reports failed, its BootsealConfig turns Ready=False BootstrapFailed, the Machine mirrors it as BootstrapConfigReady, a MachineHealthCheck remediates it, and the MachineSet's new Machine gets a fresh config and boots", {
+  timeout: 900_000,
+}, async () => {
+  const ns = await namespace("capi-mhc");
+  await createRealCluster(ns, "c1");
+  const ctl = controller(ns);
+  const c = custom();
+  try {
+    // The control plane first: workers join only an initialised cluster.
+    await createRealMachine(ns, "c1", { name: "cp-0", controlPlane: true, bootseal: initSpec("cp-0") });
+    await waitConfig(ns, "cp-0", "cp-0 published", (o) => condition(o, "Published")?.status === "True");
+    await bootMachine(ns, "cp-0");
+
+    const labels = realLabels("c1", { "cluster.x-k8s.io/deployment-name": "workers" });
+    await c.createNamespacedCustomObject({
+      group: BSC.group,
+      version: BSC.version,
+      namespace: ns,
+      plural: "bootsealconfigtemplates",
+      body: {
+        apiVersion: `${BSC.group}/${BSC.version}`,
+        kind: "BootsealConfigTemplate",
+        metadata: { name: "workers", namespace: ns, labels: realLabels("c1") },
+        spec: { template: { metadata: { labels }, spec: joinSpec("worker") } },
+      },
+    });
+    await c.createNamespacedCustomObject({
+      ...INFRA,
+      namespace: ns,
+      plural: "testmachinetemplates",
+      body: {
+        apiVersion: `${INFRA.group}/${INFRA.version}`,
+        kind: "TestMachineTemplate",
+        metadata: { name: "workers", namespace: ns, labels: realLabels("c1") },
+        spec: { template: { metadata: { labels }, spec: {} } },
+      },
+    });
+    await c.createNamespacedCustomObject({
+      ...CAPI,
+      namespace: ns,
+      plural: "machinehealthchecks",
+      body: {
+        apiVersion: `${CAPI.group}/${CAPI.version}`,
+        kind: "MachineHealthCheck",
+        metadata: { name: "workers-bootstrap", namespace: ns, labels: realLabels("c1") },
+        spec: {
+          clusterName: "c1",
+          selector: { matchLabels: { "cluster.x-k8s.io/deployment-name": "workers" } },
+          checks: {
+            unhealthyMachineConditions: [
+              { type: "BootstrapConfigReady", status: "False", timeoutSeconds: 1 },
+            ],
+          },
+        },
+      },
+    });
+    await c.createNamespacedCustomObject({
+      ...CAPI,
+      namespace: ns,
+      plural: "machinedeployments",
+      body: {
+        apiVersion: `${CAPI.group}/${CAPI.version}`,
+        kind: "MachineDeployment",
+        metadata: { name: "workers", namespace: ns, labels: realLabels("c1") },
+        spec: {
+          clusterName: "c1",
+          replicas: 1,
+          selector: { matchLabels: { "cluster.x-k8s.io/deployment-name": "workers" } },
+          template: {
+            metadata: { labels },
+            spec: {
+              clusterName: "c1",
+              version: K8S_VERSION,
+              bootstrap: {
+                configRef: { apiGroup: BSC.group, kind: "BootsealConfigTemplate", name: "workers" },
+              },
+              infrastructureRef: { apiGroup: INFRA.group, kind: "TestMachineTemplate", name: "workers" },
+            },
+          },
+        },
+      },
+    });
+
+    /** The deployment's one live Machine and its BootsealConfig, once published. */
+    const worker = async (not?: string): Promise<{ machine: string; config: string; stub: string }> => {
+      let found: { machine: string; config: string } | undefined;
+      await until(
+        "a worker Machine from the MachineSet with its BootsealConfig",
+        async () => {
+          const list = (await c.listNamespacedCustomObject({
+            ...CAPI,
+            namespace: ns,
+            plural: "machines",
+            labelSelector: "cluster.x-k8s.io/deployment-name=workers",
+          })) as Any;
+          const m = list.items.find(
+            (x: Any) =>
+              !x.metadata.deletionTimestamp && x.metadata.name !== not && x.spec.bootstrap.configRef?.name,
+          );
+          found = m && { machine: m.metadata.name, config: m.spec.bootstrap.configRef.name };
+          return found !== undefined;
+        },
+        { tries: 1200 },
+      );
+      const { machine, config } = found as { machine: string; config: string };
+      const bsc = await waitConfig(
+        ns,
+        config,
+        `${config} published`,
+        (o) => o.status?.dataSecretName !== undefined,
+      );
+      const stub = Buffer.from((await secret(ns, bsc.status.dataSecretName)).data.value, "base64").toString();
+      return { machine, config, stub };
+    };
+
+    // The first worker boots and kubeadm join fails.
+    const first = await worker();
+    const failedRun = await runCloudInitStub(first.stub, join(dir.path, `${ns}-first`), {
+      ageKeyFile: key.file,
+      kubeadmExit: 1,
+      privateRun: true,
+    });
+    assert.notEqual(failedRun.code, 0, "the fetch fails with kubeadm");
+    const failed = await waitConfig(
+      ns,
+      first.config,
+      "Ready=False BootstrapFailed",
+      (o) => condition(o, "Ready")?.reason === "BootstrapFailed",
+    );
+    assert.match(condition(failed, "Ready").message, /exit code 1/);
+    await until(
+      "Cluster API mirrors it as BootstrapConfigReady=False on the Machine",
+      async () => {
+        const m = await getMachine(ns, first.machine).catch(() => undefined);
+        // Remediation may already have begun: a deleting (or deleted) Machine also counts.
+        if (!m || m.metadata.deletionTimestamp) return true;
+        const ready = (m.status?.conditions ?? []).find((x: Any) => x.type === "BootstrapConfigReady");
+        return ready?.status === "False" && ready?.reason === "BootstrapFailed";
+      },
+      { tries: 1200 },
+    );
+
+    // The MachineHealthCheck remediates: the MachineSet replaces the Machine; the old config goes.
+    const second = await worker(first.machine);
+    assert.notEqual(second.config, first.config);
+    await until(
+      "the failed Machine is gone",
+      async () =>
+        await getMachine(ns, first.machine).then(
+          () => false,
+          () => true,
+        ),
+      { tries: 1200 },
+    );
+    assert.equal((await service.get(`/v1/machines/${ns}/${first.machine}/config`)).status, 404);
+
+    // The new Machine boots with its own fresh config.
+    const ok = await runCloudInitStub(second.stub, join(dir.path, `${ns}-second`), {
+      ageKeyFile: key.file,
+      kubeadmExit: 0,
+      privateRun: true,
+    });
+    assert.equal(ok.code, 0, ok.stderr);
+    const done = await waitConfig(ns, second.config, "succeeded", (o) => o.status?.phase === "succeeded");
+    assert.equal(condition(done, "Ready").status, "True");
+  } finally {
+    assert.equal(await ctl.stop(), 0, `controller exits 0 on SIGTERM: ${ctl.log().slice(-2000)}`);
+    await deleteNodes(ns, ["cp-0"]);
   }
 });

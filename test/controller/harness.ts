@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
-import { readdir, readFile, writeFile } from "node:fs/promises";
+import { mkdir, readdir, readFile, writeFile } from "node:fs/promises";
 import { request as httpsRequest } from "node:https";
 import { connect, createServer, type Server, type Socket } from "node:net";
 import { join } from "node:path";
@@ -356,11 +356,14 @@ export async function relay(
 /**
  * What cloud-init and systemd do with a cloud-init stub, under `root`: write_files, the install
  * script (ExecStartPre), then the fetch line (ExecStart) with a stand-in kubeadm on PATH.
+ * `privateRun`: the fetch runs in a mount namespace of its own with `<root>/run` over `/run`, so
+ * the commands of a real provider's payload (its sentinel `echo success >
+ * /run/cluster-api/bootstrap-success.complete`) land in the machine's directory, not the host's.
  */
 export async function runCloudInitStub(
   stub: string,
   root: string,
-  env: { ageKeyFile: string; kubeadmExit: number },
+  env: { ageKeyFile: string; kubeadmExit: number; privateRun?: boolean },
 ): Promise<RunResult> {
   const doc = parse(stub, { version: "1.1" }) as {
     write_files: { path: string; permissions: string; content: string }[];
@@ -392,17 +395,16 @@ export async function runCloudInitStub(
   const [line] = effective("ExecStart", unit, []);
   const argv = underRoot(systemdArgv(line as string, fetchEnv), root);
   assert.deepEqual(argv.slice(1, 3), ["fetch", "--from"]);
-  return run(
-    argv.slice(1),
-    {
-      ...fetchEnv,
-      PATH: `${join(root, "usr/local/sbin")}:${process.env.PATH}`,
-      HOME: "/nonexistent",
-      SOPS_AGE_KEY_FILE: env.ageKeyFile,
-      KUBEADM_ARGS: join(root, "kubeadm.args"),
-      KUBEADM_EXIT: String(env.kubeadmExit),
-    },
-    argv[0],
-    180_000,
-  );
+  const machineEnv = {
+    ...fetchEnv,
+    PATH: `${join(root, "usr/local/sbin")}:${process.env.PATH}`,
+    HOME: "/nonexistent",
+    SOPS_AGE_KEY_FILE: env.ageKeyFile,
+    KUBEADM_ARGS: join(root, "kubeadm.args"),
+    KUBEADM_EXIT: String(env.kubeadmExit),
+  };
+  if (!env.privateRun) return run(argv.slice(1), machineEnv, argv[0], 180_000);
+  await mkdir(join(root, "run"), { recursive: true });
+  const mountRun = 'mount --bind "$0/run" /run && exec "$@"';
+  return run(["-m", "sh", "-c", mountRun, root, ...argv], machineEnv, "unshare", 180_000);
 }
