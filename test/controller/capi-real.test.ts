@@ -13,6 +13,7 @@ import { after, before, test } from "node:test";
 import { PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
 import { DIST, type E2EService, ensureBundle, startE2EService } from "../e2e/service.ts";
 import { type AgeKey, ageKey, run, tempDir } from "../fetcher/helpers.ts";
+import { assertAppliedAsIgnition } from "../fetcher/ignition-v2-oracle.ts";
 import { until } from "../helpers/until.ts";
 import {
   bootMachine,
@@ -491,5 +492,42 @@ test("a failed bootstrap seen and repaired by Cluster API: a MachineDeployment's
   } finally {
     assert.equal(await ctl.stop(), 0, `controller exits 0 on SIGTERM: ${ctl.log().slice(-2000)}`);
     await deleteNodes(ns, ["cp-0"]);
+  }
+});
+
+test("format: ignition (Flatcar): the kubeadm provider's Ignition spec 2.3.0 is published as it wrote it, accepted as payload ignition, and bootseal applies it as Ignition applies its 3.1.0 translation (files, modes, units)", {
+  timeout: 600_000,
+}, async () => {
+  const ns = await namespace("capi-ign");
+  await createRealCluster(ns, "c1");
+  const ctl = controller(ns);
+  try {
+    await createRealMachine(ns, "c1", {
+      name: "cp-0",
+      controlPlane: true,
+      bootseal: {
+        ...kubeadm({ format: "ignition", initConfiguration: { nodeRegistration: { name: "cp-0" } } }),
+        payload: "ignition",
+      },
+    });
+    const cp = await waitConfig(
+      ns,
+      "cp-0",
+      "cp-0 published",
+      (o) => condition(o, "Published")?.status === "True",
+    );
+    assert.equal(condition(cp, "InnerConfigReady").status, "True", "payload ignition accepts spec 2.3.0");
+    const data = await innerData(ns, "cp-0-inner");
+    const ign = JSON.parse(data.toString());
+    assert.equal(ign.ignition.version, "2.3.0", "the kubeadm provider emits Ignition 2.3.0");
+    assert.deepEqual(
+      await heldBy(ns, "cp-0"),
+      data,
+      "the service holds the provider's Ignition as it wrote it",
+    );
+    assert.ok(ign.storage.files.length > 0 && ign.systemd.units.length > 0, "files and units to apply");
+    await assertAppliedAsIgnition(ign);
+  } finally {
+    assert.equal(await ctl.stop(), 0, `controller exits 0 on SIGTERM: ${ctl.log().slice(-2000)}`);
   }
 });

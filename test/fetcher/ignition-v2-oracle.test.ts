@@ -7,60 +7,17 @@
  * links as hard links, Ignition's "enable" presets against bootseal's systemctl enable calls.
  * (ign-converter itself is not run: the Go module proxy does not serve it; see docs/fetcher.md.)
  */
-import assert from "node:assert/strict";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
 import { describe, test } from "node:test";
-import { translateV2, type V2Config } from "../../src/fetcher/payloads/ignition-v2.ts";
-import { peer } from "../helpers/peers.ts";
-import { run } from "../peers/cli.ts";
-import { makeRoot, ours, snapshot, tempDir } from "./ignition-fixture.ts";
+import type { V2Config } from "../../src/fetcher/payloads/ignition-v2.ts";
 import { V2_CASES } from "./ignition-v2-cases.ts";
-
-const PRESET = "etc/systemd/system-preset";
+import { assertAppliedAsIgnition } from "./ignition-v2-oracle.ts";
 
 describe("Ignition 2.x payloads against ignition-apply on their 3.1.0 translation", {
   timeout: 300_000,
 }, () => {
   for (const [name, config] of V2_CASES.filter(([, , want]) => want === "ok")) {
     test(name, async () => {
-      const minor = Number((config as { ignition: { version: string } }).ignition.version[2]);
-      const translated = JSON.stringify(translateV2(config as V2Config, minor));
-      const a = tempDir("ign2-theirs");
-      const b = tempDir("ign2-ours");
-      try {
-        makeRoot(a.dir);
-        makeRoot(b.dir);
-        const cfgFile = `${a.dir}.ign`;
-        writeFileSync(cfgFile, translated);
-        const theirs = run(peer("IGNITION_APPLY_BIN"), ["--root", a.dir, "--offline", cfgFile], {
-          env: { container: "bootseal-test" },
-        });
-        run("rm", ["-f", cfgFile]);
-        const mine = await ours(b.dir, JSON.stringify(config));
-        const why = `${translated.slice(0, 1500)}\nignition-apply: ${(theirs.stdout + theirs.stderr).slice(-1500)}\nours: ${JSON.stringify(mine)}`;
-        assert.equal(theirs.status, 0, why);
-        assert.ok(mine.ok, why);
-        assert.deepEqual(
-          snapshot(b.dir),
-          snapshot(a.dir, (p) => p === PRESET || p.startsWith(`${PRESET}/`)),
-          why,
-        );
-        const preset = join(a.dir, PRESET, "20-ignition.preset");
-        const theirEnables = existsSync(preset)
-          ? readFileSync(preset, "utf8")
-              .split("\n")
-              .filter((l) => l.startsWith("enable "))
-              .map((l) => l.slice(7))
-          : [];
-        const myEnables = mine.ok
-          ? mine.calls.filter((c) => c[2] === "enable").flatMap((c) => c.slice(3))
-          : [];
-        assert.deepEqual(myEnables.sort(), theirEnables.sort(), why);
-      } finally {
-        a.remove();
-        b.remove();
-      }
+      await assertAppliedAsIgnition(config as V2Config);
     });
   }
 });
