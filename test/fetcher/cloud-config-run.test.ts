@@ -271,11 +271,30 @@ test("bootcmd failing: EXEC_FAILED before any file is written", async () => {
   assert.equal(await exists(join(r.root, "etc/app")), false);
 });
 
-test("a Jinja template with expressions is refused (no instance data to render it with)", async () => {
+test("a Jinja template with variables and no cloud-init instance data under the root is refused", async () => {
   const r = await setup(
     `## template: jinja\n#cloud-config\nwrite_files:\n  - path: /etc/app/a\n    content: "{{ ds.meta_data.local_hostname }}"\n`,
   );
   const err = await rejectsWith(r.fetch(), "BAD_INPUT");
-  assert.match(err.message, /Jinja/);
+  assert.match(err.message, /Jinja.*instance-data-sensitive\.json or .*instance-data\.json under --root/);
   assert.ok(!err.message.includes("local_hostname"), "no payload text in the message");
+  assert.equal(await exists(join(r.root, "etc/app")), false);
+});
+
+test("a Jinja template is rendered from the root's instance data before the modules run", async () => {
+  const r = await setup(
+    `## template: jinja\n#cloud-config\nwrite_files:\n  - path: /etc/app/a\n    content: "{{ ds.meta_data.local_hostname }} {{v1.instance_id}}"\nruncmd:\n  - [${recorder}, "{{ v1.local_hostname }}", "{{ nowhere }}"]\n`,
+  );
+  await mkdir(join(r.root, "run/cloud-init"), { recursive: true });
+  await writeFile(
+    join(r.root, "run/cloud-init/instance-data-sensitive.json"),
+    JSON.stringify({
+      ds: { meta_data: { "local-hostname": "ip-10-0-0-7.ec2.internal" } },
+      v1: { "instance-id": "i-0abc", local_hostname: "ip-10-0-0-7" },
+    }),
+  );
+  assert.equal(await r.fetch(), 0, r.stderr());
+  assert.equal(await readFile(join(r.root, "etc/app/a"), "utf8"), "ip-10-0-0-7.ec2.internal i-0abc");
+  assert.equal(await readFile(r.log, "utf8"), "arg:ip-10-0-0-7\narg:CI_MISSING_JINJA_VAR/nowhere\n");
+  assert.match(r.stderr(), /Jinja variables not in the instance data.*: nowhere/);
 });

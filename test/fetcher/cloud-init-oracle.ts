@@ -108,3 +108,39 @@ export async function runOracle(python: string, configs: readonly string[], dir:
   }
   return out;
 }
+
+const RENDER_ORACLE = join(REPO, "test/fixtures/cloud-config/jinja_render_oracle.py");
+
+export type Rendered = { ok: true; text: string } | { ok: false; error: string };
+
+/**
+ * cloud-init 22.4.2's `devel render` (test/fixtures/cloud-config/jinja_render_oracle.py) on
+ * each user-data with its instance data (JSON text), in one process.
+ */
+export async function renderOracle(
+  python: string,
+  cases: readonly { readonly userData: string; readonly instanceData: string }[],
+  dir: string,
+): Promise<Rendered[]> {
+  const files = [];
+  for (const [i, c] of cases.entries()) {
+    const userData = join(dir, `user-data-${i}`);
+    const instanceData = join(dir, `instance-data-${i}.json`);
+    await writeFile(userData, c.userData);
+    await writeFile(instanceData, c.instanceData);
+    files.push({ user_data: userData, instance_data: instanceData });
+  }
+  await writeFile(join(dir, "render-cases.json"), JSON.stringify(files));
+  const child = spawn(python, [RENDER_ORACLE, join(dir, "render-cases.json")], {
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const out: Buffer[] = [];
+  const err: Buffer[] = [];
+  child.stdout.on("data", (c: Buffer) => out.push(c));
+  child.stderr.on("data", (c: Buffer) => err.push(c));
+  const code = await new Promise<number | null>((resolve) => child.on("close", resolve));
+  assert.equal(code, 0, `the render oracle ran: ${Buffer.concat(err).toString().slice(-2000)}`);
+  const lines = Buffer.concat(out).toString().trim().split("\n");
+  assert.equal(lines.length, cases.length);
+  return lines.map((l) => JSON.parse(l) as Rendered);
+}

@@ -7,9 +7,9 @@
  *   runcmd       the bootstrap command, after every file is written
  *
  * Any other top-level key is a module bootseal does not run: BAD_INPUT naming it, or with
- * --allow-unknown-modules one warning line per key. A `## template: jinja` header is accepted
- * when the text has nothing for Jinja to render (no `{{`, `{%`, `{#`): bootseal has no
- * instance data to render it with. Messages never quote content or commands.
+ * --allow-unknown-modules one warning line per key. The text is user-data as cloud-init hands it
+ * to its modules: a `## template: jinja` payload already rendered (cloud-init-jinja.ts).
+ * Messages never quote content or commands.
  */
 import { LineCounter, parseDocument, type Tags } from "yaml";
 import { boundedTokens, tooDeep, tooDeepAt } from "../../envelope/sops/codecs/yaml-limits.ts";
@@ -25,7 +25,6 @@ import {
   toPy,
   translateBool,
 } from "./cloud-init-values.ts";
-import { afterJinjaHeader } from "./kind.ts";
 
 /** cloud-init's default mode for write_files (cc_write_files.DEFAULT_PERMS). */
 export const CLOUD_INIT_DEFAULT_MODE = 0o644;
@@ -171,13 +170,6 @@ export function parseCloudConfig(bytes: Uint8Array, options: CloudConfigParseOpt
     text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
   } catch {
     throw bad("not UTF-8 text");
-  }
-  const body = afterJinjaHeader(text);
-  if (body !== null) {
-    if (/\{[{%#]/.test(body)) {
-      throw bad("a Jinja template with expressions ({{ }}, {% %}, {# #}): bootseal does not render them");
-    }
-    text = body;
   }
   const lines = new LineCounter();
   const deep = tooDeepAt(boundedTokens(text, lines));

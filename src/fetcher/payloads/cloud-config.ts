@@ -28,6 +28,7 @@ import {
   type Reserved,
 } from "../write-plan.ts";
 import { type CloudCommand, parseCloudConfig, type WriteFileEntry } from "./cloud-config-parse.ts";
+import { renderJinjaUserData } from "./cloud-init-jinja.ts";
 import type { CommandRunner } from "./commands.ts";
 
 export interface CloudConfigContext {
@@ -141,7 +142,8 @@ export async function applyCloudConfig(
   payload: Uint8Array,
   ctx: CloudConfigContext,
 ): Promise<CloudConfigApplied> {
-  const config = parseCloudConfig(payload, { allowUnknownModules: ctx.allowUnknownModules, warn: ctx.log });
+  const userData = await renderJinjaUserData(payload, ctx.policy.root, ctx.log);
+  const config = parseCloudConfig(userData, { allowUnknownModules: ctx.allowUnknownModules, warn: ctx.log });
   const ordered = [...config.writeFiles.filter((f) => !f.defer), ...config.writeFiles.filter((f) => f.defer)];
   const sentinelPath = ctx.sentinel ? absolute(ctx.sentinel.path) : null;
   const writesSentinel =
