@@ -6,6 +6,9 @@
  *   write_files  path, content, encoding, permissions, owner, append, defer
  *   runcmd       the bootstrap command, after every file is written
  *
+ * and the keys of the modules handed to the machine's cloud-init (cloud-init-single.ts:
+ * disk_setup, fs_setup, device_aliases, mounts, mount_default_fields, swap), kept as read.
+ *
  * Any other top-level key is a module bootseal does not run: BAD_INPUT naming it, or with
  * --allow-unknown-modules one warning line per key. The text is user-data as cloud-init hands it
  * to its modules: a `## template: jinja` payload already rendered (cloud-init-jinja.ts).
@@ -14,6 +17,7 @@
 import { LineCounter, parseDocument, type Tags } from "yaml";
 import { boundedTokens, tooDeep, tooDeepAt } from "../../envelope/sops/codecs/yaml-limits.ts";
 import { BootsealError } from "../../errors.ts";
+import { HANDED_KEYS, handedKeys } from "./cloud-init-single.ts";
 import {
   decodePerms,
   extractContents,
@@ -31,7 +35,7 @@ export const CLOUD_INIT_DEFAULT_MODE = 0o644;
 /** cloud.distro.default_owner. */
 const DEFAULT_OWNER = "root:root";
 
-export const CLOUD_CONFIG_MODULES = ["bootcmd", "write_files", "runcmd"] as const;
+export const CLOUD_CONFIG_MODULES = ["bootcmd", "write_files", "runcmd", ...HANDED_KEYS] as const;
 
 export interface WriteFileEntry {
   /** 1-based position in write_files, for messages. */
@@ -55,6 +59,8 @@ export interface CloudConfig {
   readonly writeFiles: readonly WriteFileEntry[];
   readonly bootcmd: readonly CloudCommand[];
   readonly runcmd: readonly CloudCommand[];
+  /** The keys handed to the machine's cloud-init (cloud-init-single.ts), as read. */
+  readonly handed: ReadonlyMap<string, PyValue>;
 }
 
 export interface CloudConfigParseOptions {
@@ -186,7 +192,7 @@ export function parseCloudConfig(bytes: Uint8Array, options: CloudConfigParseOpt
   // yaml's own messages quote the source, which is secret here: code and position only.
   if (first) throw bad(`YAML error ${first.code} at offset ${first.pos[0]}`);
   const root = toPy(doc);
-  if (root === null) return { writeFiles: [], bootcmd: [], runcmd: [] };
+  if (root === null) return { writeFiles: [], bootcmd: [], runcmd: [], handed: new Map() };
   if (!isPyMap(root)) throw bad("must be a mapping of modules");
   for (const key of root.keys()) {
     if ((CLOUD_CONFIG_MODULES as readonly unknown[]).includes(key)) continue;
@@ -204,5 +210,6 @@ export function parseCloudConfig(bytes: Uint8Array, options: CloudConfigParseOpt
     bootcmd: commands(root.get("bootcmd") ?? null, "bootcmd"),
     writeFiles: writeFiles(root.get("write_files") ?? null, options.warn),
     runcmd: commands(root.get("runcmd") ?? null, "runcmd"),
+    handed: handedKeys(root),
   };
 }

@@ -1,8 +1,9 @@
 /**
  * Applying a cloud-config as cloud-init 22.4.2 would, in its order: bootcmd, then write_files
- * (entries without `defer` first, then the deferred ones: cloud-init writes those in its final
- * stage, which still comes before the runcmd script runs), then runcmd, which fetch-run runs
- * as the bootstrap command.
+ * (entries without `defer` first), disk_setup and mounts (handed to the machine's cloud-init,
+ * cloud-init-single.ts), the deferred files (cloud-init writes those in its final stage, which
+ * still comes before the runcmd script runs), then runcmd, which fetch-run runs as the
+ * bootstrap command.
  *
  * The files go through the write plan (paths, rollback, atomic writes, the root's own users),
  * with cloud-init's results: the mode from `permissions` (default 0644; 0 leaves the mode as
@@ -29,6 +30,7 @@ import {
 } from "../write-plan.ts";
 import { type CloudCommand, parseCloudConfig, type WriteFileEntry } from "./cloud-config-parse.ts";
 import { renderJinjaUserData } from "./cloud-init-jinja.ts";
+import { runHandedModules } from "./cloud-init-single.ts";
 import type { CommandRunner } from "./commands.ts";
 
 export interface CloudConfigContext {
@@ -138,22 +140,17 @@ async function fold(
   };
 }
 
-export async function applyCloudConfig(
-  payload: Uint8Array,
+/** Plans and writes one batch of write_files entries (entries for one path folded in order). */
+async function writeEntries(
+  entries: readonly WriteFileEntry[],
   ctx: CloudConfigContext,
-): Promise<CloudConfigApplied> {
-  const userData = await renderJinjaUserData(payload, ctx.policy.root, ctx.log);
-  const config = parseCloudConfig(userData, { allowUnknownModules: ctx.allowUnknownModules, warn: ctx.log });
-  const ordered = [...config.writeFiles.filter((f) => !f.defer), ...config.writeFiles.filter((f) => f.defer)];
-  const sentinelPath = ctx.sentinel ? absolute(ctx.sentinel.path) : null;
-  const writesSentinel =
-    sentinelPath !== null &&
-    (ordered.some((f) => absolute(f.path) === sentinelPath) ||
-      config.runcmd.some((c) => mentions(c, sentinelPath)));
-  if (config.bootcmd.length > 0) await ctx.run("bootcmd", config.bootcmd);
-
+  reserved: readonly Reserved[],
+  accounts: Accounts,
+  planned: PlannedFile[],
+  wipe: () => void,
+): Promise<void> {
   const byPath = new Map<string, WriteFileEntry[]>();
-  for (const entry of ordered) {
+  for (const entry of entries) {
     const path = absolute(entry.path);
     const list = byPath.get(path);
     if (list) list.push(entry);
@@ -161,35 +158,64 @@ export async function applyCloudConfig(
   }
   // planFiles checks paths, the entries against each other and the final mode; owners are
   // resolved here, since cloud-init's `user` alone keeps the group (not the primary group).
-  const specs: FileSpec[] = [...byPath].map(([path, entries]) => ({
-    document: (entries[0] as WriteFileEntry).index,
+  const specs: FileSpec[] = [...byPath].map(([path, list]) => ({
+    document: (list[0] as WriteFileEntry).index,
     path,
     content: new Uint8Array(),
-    mode: entries.reduce((m, e) => (e.mode !== 0 ? e.mode : m), 0),
+    mode: list.reduce((m, e) => (e.mode !== 0 ? e.mode : m), 0),
   }));
-  const reserved = [ctx.marker];
-  if (ctx.sentinel && !writesSentinel) reserved.push(ctx.sentinel);
-  const accounts = await loadAccounts(ctx.policy.root);
   const targets = await planFiles(specs, ctx.policy, accounts, {
     allowUnsafeModes: ctx.allowUnsafeModes,
     reserved,
   });
-  const planned: PlannedFile[] = [];
+  const batch: PlannedFile[] = [];
   const entryLists = [...byPath.values()];
   for (const [i, file] of targets.entries()) {
-    planned.push({
+    batch.push({
       target: file.target,
       ...(await fold(entryLists[i] as WriteFileEntry[], file.target, accounts)),
     });
   }
+  planned.push(...batch);
+  await applyPlanOrWipe(
+    batch,
+    { labeler: ctx.labeler, log: ctx.log, ...(ctx.write ? { write: ctx.write } : {}) },
+    wipe,
+  );
+}
+
+export async function applyCloudConfig(
+  payload: Uint8Array,
+  ctx: CloudConfigContext,
+): Promise<CloudConfigApplied> {
+  const userData = await renderJinjaUserData(payload, ctx.policy.root, ctx.log);
+  const config = parseCloudConfig(userData, { allowUnknownModules: ctx.allowUnknownModules, warn: ctx.log });
+  const now = config.writeFiles.filter((f) => !f.defer);
+  const deferred = config.writeFiles.filter((f) => f.defer);
+  const sentinelPath = ctx.sentinel ? absolute(ctx.sentinel.path) : null;
+  const writesSentinel =
+    sentinelPath !== null &&
+    (config.writeFiles.some((f) => absolute(f.path) === sentinelPath) ||
+      config.runcmd.some((c) => mentions(c, sentinelPath)));
+  if (config.bootcmd.length > 0) await ctx.run("bootcmd", config.bootcmd);
+
+  const reserved = [ctx.marker];
+  if (ctx.sentinel && !writesSentinel) reserved.push(ctx.sentinel);
+  const accounts = await loadAccounts(ctx.policy.root);
+  const planned: PlannedFile[] = [];
   const wipe = (): void => {
     for (const f of planned) f.content.fill(0);
     for (const f of config.writeFiles) f.content.fill(0);
   };
-  await applyPlanOrWipe(
-    planned,
-    { labeler: ctx.labeler, log: ctx.log, ...(ctx.write ? { write: ctx.write } : {}) },
-    wipe,
-  );
+  if (config.handed.size === 0) {
+    // Nothing runs between the two batches: one plan, checked whole before anything is written.
+    await writeEntries([...now, ...deferred], ctx, reserved, accounts, planned, wipe);
+  } else {
+    // cloud-init's order: write_files, then disk_setup and mounts (init stage), then the
+    // deferred files (final stage), which may land on what mounts mounted.
+    await writeEntries(now, ctx, reserved, accounts, planned, wipe);
+    await runHandedModules(config.handed, ctx.run);
+    await writeEntries(deferred, ctx, reserved, accounts, planned, wipe);
+  }
   return { written: planned.map((f) => f.target.requested), runcmd: config.runcmd, writesSentinel, wipe };
 }
