@@ -70,6 +70,32 @@ export async function snapshot(root: string): Promise<Entry[]> {
 
 export type Outcome = { ok: true; files: Entry[] } | { ok: false; error: string };
 
+/**
+ * Runs a Python oracle script (test/fixtures/cloud-config/) on CASES (written to
+ * DIR/cases.json) under cloud-init's umask 022 (systemd's default for its units), and returns
+ * its answer for each case: one JSON line per case.
+ */
+export async function oracleAnswers(
+  python: string,
+  script: string,
+  cases: readonly unknown[],
+  dir: string,
+): Promise<unknown[]> {
+  await writeFile(join(dir, "cases.json"), JSON.stringify(cases));
+  const umask = process.umask(0o022);
+  const child = spawn(python, [script, join(dir, "cases.json")], { stdio: ["ignore", "pipe", "pipe"] });
+  process.umask(umask);
+  const out: Buffer[] = [];
+  const err: Buffer[] = [];
+  child.stdout.on("data", (c: Buffer) => out.push(c));
+  child.stderr.on("data", (c: Buffer) => err.push(c));
+  const code = await new Promise<number | null>((resolve) => child.on("close", resolve));
+  assert.equal(code, 0, `the oracle ${script} ran: ${Buffer.concat(err).toString().slice(-2000)}`);
+  const lines = Buffer.concat(out).toString().trim().split("\n");
+  assert.equal(lines.length, cases.length);
+  return lines.map((l) => JSON.parse(l) as unknown);
+}
+
 export async function runOracle(python: string, configs: readonly string[], dir: string): Promise<Outcome[]> {
   const cases = [];
   for (const [i, text] of configs.entries()) {
@@ -78,26 +104,7 @@ export async function runOracle(python: string, configs: readonly string[], dir:
     await writeFile(join(dir, `case-${i}.yaml`), text);
     cases.push({ root, config: join(dir, `case-${i}.yaml`) });
   }
-  await writeFile(join(dir, "cases.json"), JSON.stringify(cases));
-  // cloud-init runs under umask 022 (systemd's default for its units): the oracle does too.
-  const umask = process.umask(0o022);
-  const child = spawn(python, [ORACLE, join(dir, "cases.json")], { stdio: ["ignore", "pipe", "pipe"] });
-  process.umask(umask);
-  let stdout = "";
-  let stderr = "";
-  child.stdout.on("data", (c: Buffer) => {
-    stdout += c.toString();
-  });
-  child.stderr.on("data", (c: Buffer) => {
-    stderr += c.toString();
-  });
-  const code = await new Promise<number | null>((resolve) => child.on("close", resolve));
-  assert.equal(code, 0, `the oracle ran: ${stderr.slice(-2000)}`);
-  const lines = stdout
-    .trim()
-    .split("\n")
-    .map((l) => JSON.parse(l) as { ok: boolean; error?: string });
-  assert.equal(lines.length, configs.length);
+  const lines = (await oracleAnswers(python, ORACLE, cases, dir)) as { ok: boolean; error?: string }[];
   const out: Outcome[] = [];
   for (const [i, line] of lines.entries()) {
     out.push(
@@ -130,17 +137,5 @@ export async function renderOracle(
     await writeFile(instanceData, c.instanceData);
     files.push({ user_data: userData, instance_data: instanceData });
   }
-  await writeFile(join(dir, "render-cases.json"), JSON.stringify(files));
-  const child = spawn(python, [RENDER_ORACLE, join(dir, "render-cases.json")], {
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  const out: Buffer[] = [];
-  const err: Buffer[] = [];
-  child.stdout.on("data", (c: Buffer) => out.push(c));
-  child.stderr.on("data", (c: Buffer) => err.push(c));
-  const code = await new Promise<number | null>((resolve) => child.on("close", resolve));
-  assert.equal(code, 0, `the render oracle ran: ${Buffer.concat(err).toString().slice(-2000)}`);
-  const lines = Buffer.concat(out).toString().trim().split("\n");
-  assert.equal(lines.length, cases.length);
-  return lines.map((l) => JSON.parse(l) as Rendered);
+  return (await oracleAnswers(python, RENDER_ORACLE, files, dir)) as Rendered[];
 }

@@ -16,7 +16,6 @@
  * with escapes and non-ASCII, !!binary).
  */
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { test } from "node:test";
@@ -24,7 +23,7 @@ import fc from "fast-check";
 import { parseCloudConfig } from "../../src/fetcher/payloads/cloud-config-parse.ts";
 import { handedCommands, handedConfig } from "../../src/fetcher/payloads/cloud-init-single.ts";
 import { pyFloat } from "../../src/fetcher/payloads/cloud-init-values.ts";
-import { cloudInitPython } from "./cloud-init-oracle.ts";
+import { cloudInitPython, oracleAnswers } from "./cloud-init-oracle.ts";
 import { REPO, tempDir } from "./helpers.ts";
 
 const ORACLE = join(REPO, "test/fixtures/cloud-config/disk_mounts_oracle.py");
@@ -63,19 +62,7 @@ async function oracle(
     await writeFile(join(dir, `config-${i}.yaml`), c.text);
     files.push({ ...MACHINE, config: join(dir, `config-${i}.yaml`), root, modules: c.modules });
   }
-  await writeFile(join(dir, "cases.json"), JSON.stringify(files));
-  const child = spawn(await cloudInitPython(), [ORACLE, join(dir, "cases.json")], {
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  const out: Buffer[] = [];
-  const err: Buffer[] = [];
-  child.stdout.on("data", (c: Buffer) => out.push(c));
-  child.stderr.on("data", (c: Buffer) => err.push(c));
-  const code = await new Promise<number | null>((resolve) => child.on("close", resolve));
-  assert.equal(code, 0, `the oracle ran: ${Buffer.concat(err).toString().slice(-2000)}`);
-  const lines = Buffer.concat(out).toString().trim().split("\n");
-  assert.equal(lines.length, cases.length);
-  return lines.map((l) => JSON.parse(l) as Recorded);
+  return (await oracleAnswers(await cloudInitPython(), ORACLE, files, dir)) as Recorded[];
 }
 
 /**
