@@ -17,7 +17,6 @@
 import { LineCounter, parseDocument, type Tags } from "yaml";
 import { boundedTokens, tooDeep, tooDeepAt } from "../../envelope/sops/codecs/yaml-limits.ts";
 import { BootsealError } from "../../errors.ts";
-import { HANDED_KEYS, handedKeys } from "./cloud-init-single.ts";
 import {
   decodePerms,
   extractContents,
@@ -34,6 +33,16 @@ import {
 export const CLOUD_INIT_DEFAULT_MODE = 0o644;
 /** cloud.distro.default_owner. */
 const DEFAULT_OWNER = "root:root";
+
+/**
+ * The modules handed to the machine's cloud-init (cloud-init-single.ts), in cloud-init's
+ * init-stage order (/etc/cloud/cloud.cfg), with the top-level keys each reads.
+ */
+export const HANDED_MODULES = [
+  { name: "disk_setup", keys: ["disk_setup", "fs_setup", "device_aliases"] },
+  { name: "mounts", keys: ["mounts", "mount_default_fields", "swap"] },
+] as const;
+const HANDED_KEYS = HANDED_MODULES.flatMap((m) => m.keys);
 
 export const CLOUD_CONFIG_MODULES = ["bootcmd", "write_files", "runcmd", ...HANDED_KEYS] as const;
 
@@ -166,6 +175,13 @@ function writeFiles(value: PyValue, warn: (line: string) => void): WriteFileEntr
       defer: translateBool(get("defer")),
     });
   });
+  return out;
+}
+
+/** The handed modules' keys a config has, as read. */
+function handedKeys(root: ReadonlyMap<unknown, PyValue>): ReadonlyMap<string, PyValue> {
+  const out = new Map<string, PyValue>();
+  for (const key of HANDED_KEYS) if (root.has(key)) out.set(key, root.get(key) as PyValue);
   return out;
 }
 

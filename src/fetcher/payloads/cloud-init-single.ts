@@ -16,18 +16,9 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { BootsealError } from "../../errors.ts";
-import type { CloudCommand } from "./cloud-config-parse.ts";
+import { type CloudCommand, HANDED_MODULES } from "./cloud-config-parse.ts";
 import { type PyValue, pyFloat } from "./cloud-init-values.ts";
 import type { CommandRunner } from "./commands.ts";
-
-/** cloud-init's modules in its init-stage order (/etc/cloud/cloud.cfg), with the keys each reads. */
-export const HANDED_MODULES = [
-  { name: "disk_setup", keys: ["disk_setup", "fs_setup", "device_aliases"] },
-  { name: "mounts", keys: ["mounts", "mount_default_fields", "swap"] },
-] as const;
-
-/** The top-level keys of the handed modules. */
-export const HANDED_KEYS = HANDED_MODULES.flatMap((m) => m.keys);
 
 /** The command cloud-init is run as (found on the machine's PATH). */
 export const CLOUD_INIT = "cloud-init";
@@ -67,13 +58,6 @@ export function pyYaml(value: PyValue, where: string): string {
   if (Array.isArray(value)) return `[${value.map((v) => pyYaml(v, where)).join(", ")}]`;
   const map = value as ReadonlyMap<unknown, PyValue>;
   return `{${[...map].map(([k, v]) => `${pyYaml(k as PyValue, where)}: ${pyYaml(v, where)}`).join(", ")}}`;
-}
-
-/** The handed keys a config has, in HANDED_KEYS order. */
-export function handedKeys(root: ReadonlyMap<unknown, PyValue>): ReadonlyMap<string, PyValue> {
-  const out = new Map<string, PyValue>();
-  for (const key of HANDED_KEYS) if (root.has(key)) out.set(key, root.get(key) as PyValue);
-  return out;
 }
 
 /** The config file handed to cloud-init: one `key: value` line per handed key. */
