@@ -55,8 +55,8 @@ interface Run {
   readonly fetch: (extra?: Partial<FetchOptions>) => Promise<number>;
 }
 
-/** A root, a log file, and a fetch of TEXT (encrypted) into the root. */
-async function setup(text: string): Promise<Run> {
+/** A root, a log file, and a fetch of TEXT (encrypted) into the root; ENV added to the machine's. */
+async function setup(text: string, env: Record<string, string> = {}): Promise<Run> {
   const id = ++n;
   const root = join(dir.path, `root-${id}`);
   await mkdir(root);
@@ -89,7 +89,7 @@ async function setup(text: string): Promise<Run> {
         io: {
           stdout: new PassThrough().resume(),
           stderr,
-          env: machineEnv({ SOPS_AGE_KEY_FILE: key.file, LOG: log }),
+          env: machineEnv({ SOPS_AGE_KEY_FILE: key.file, LOG: log, ...env }),
         },
         labeler: null,
       },
@@ -271,11 +271,95 @@ test("bootcmd failing: EXEC_FAILED before any file is written", async () => {
   assert.equal(await exists(join(r.root, "etc/app")), false);
 });
 
-test("a Jinja template with expressions is refused (no instance data to render it with)", async () => {
+test("a Jinja template with variables and no cloud-init instance data under the root is refused", async () => {
   const r = await setup(
     `## template: jinja\n#cloud-config\nwrite_files:\n  - path: /etc/app/a\n    content: "{{ ds.meta_data.local_hostname }}"\n`,
   );
   const err = await rejectsWith(r.fetch(), "BAD_INPUT");
-  assert.match(err.message, /Jinja/);
+  assert.match(err.message, /Jinja.*instance-data-sensitive\.json or .*instance-data\.json under --root/);
   assert.ok(!err.message.includes("local_hostname"), "no payload text in the message");
+  assert.equal(await exists(join(r.root, "etc/app")), false);
+});
+
+test("a Jinja template is rendered from the root's instance data before the modules run", async () => {
+  const r = await setup(
+    `## template: jinja\n#cloud-config\nwrite_files:\n  - path: /etc/app/a\n    content: "{{ ds.meta_data.local_hostname }} {{v1.instance_id}}"\nruncmd:\n  - [${recorder}, "{{ v1.local_hostname }}", "{{ nowhere }}"]\n`,
+  );
+  await mkdir(join(r.root, "run/cloud-init"), { recursive: true });
+  await writeFile(
+    join(r.root, "run/cloud-init/instance-data-sensitive.json"),
+    JSON.stringify({
+      ds: { meta_data: { "local-hostname": "ip-10-0-0-7.ec2.internal" } },
+      v1: { "instance-id": "i-0abc", local_hostname: "ip-10-0-0-7" },
+    }),
+  );
+  assert.equal(await r.fetch(), 0, r.stderr());
+  assert.equal(await readFile(join(r.root, "etc/app/a"), "utf8"), "ip-10-0-0-7.ec2.internal i-0abc");
+  assert.equal(await readFile(r.log, "utf8"), "arg:ip-10-0-0-7\narg:CI_MISSING_JINJA_VAR/nowhere\n");
+  assert.match(r.stderr(), /Jinja variables not in the instance data.*: nowhere/);
+});
+
+/** A directory holding a stand-in `cloud-init` (a test double) that records what it is handed. */
+async function fakeCloudInit(exitCode: number): Promise<Record<string, string>> {
+  const bin = join(dir.path, `fake-cloud-init-${exitCode}`);
+  await mkdir(bin, { recursive: true });
+  await writeFile(
+    join(bin, "cloud-init"),
+    `#!/bin/sh
+printf 'cloud-init %s\\n' "$*" >> "$LOG"
+eval "file=\\\${$#}"
+cat "$file" >> "$LOG"
+for f in etc/app/now etc/app/later; do [ -e "$BOOTSEAL_ROOT/$f" ] && echo "exists $f" >> "$LOG"; done
+exit ${exitCode}
+`,
+    { mode: 0o755 },
+  );
+  return { PATH: `${bin}:${process.env.PATH}` };
+}
+
+const DISKS = `#cloud-config
+bootcmd:
+  - echo bootcmd >> "$LOG"
+write_files:
+  - {path: /etc/app/later, content: later, defer: true}
+  - {path: /etc/app/now, content: now}
+disk_setup:
+  /dev/sdb: {table_type: gpt, layout: [[50, 83], 50], overwrite: false}
+fs_setup:
+  - {label: etcd_disk, filesystem: ext4, device: /dev/sdb, partition: 1}
+mounts:
+  - [LABEL=etcd_disk, /var/lib/etcddisk]
+runcmd:
+  - echo runcmd >> "$LOG"
+`;
+
+test("disk_setup and mounts go to the machine's cloud-init (a stand-in double) after write_files, before deferred files and runcmd", async () => {
+  const r = await setup(DISKS, await fakeCloudInit(0));
+  assert.equal(await r.fetch(), 0, r.stderr());
+  const raw = await readFile(r.log, "utf8");
+  const file = /(\/\S*\/bootseal-cloud-init-[^/]+\/cloud-config\.yaml)/.exec(raw)?.[1];
+  assert.ok(file, raw);
+  assert.equal(await exists(file), false, "the handed file is removed after the runs");
+  const log = raw.replaceAll(file, "FILE");
+  const handed =
+    'disk_setup: {"/dev/sdb": {"table_type": "gpt", "layout": [[50, 83], 50], "overwrite": false}}\n' +
+    'fs_setup: [{"label": "etcd_disk", "filesystem": "ext4", "device": "/dev/sdb", "partition": 1}]\n' +
+    'mounts: [["LABEL=etcd_disk", "/var/lib/etcddisk"]]\n';
+  assert.equal(
+    log,
+    "bootcmd\n" +
+      `cloud-init single --name disk_setup --frequency always --file FILE\n${handed}exists etc/app/now\n` +
+      `cloud-init single --name mounts --frequency always --file FILE\n${handed}exists etc/app/now\n` +
+      "runcmd\n",
+  );
+  assert.equal(await readFile(join(r.root, "etc/app/later"), "utf8"), "later");
+});
+
+test("cloud-init failing on disk_setup: EXEC_FAILED, no deferred file, no runcmd, no marker", async () => {
+  const r = await setup(DISKS, await fakeCloudInit(1));
+  const err = await rejectsWith(r.fetch(), "EXEC_FAILED");
+  assert.match(err.message, /disk_setup 1 of 1 exited with code 1/);
+  assert.equal(await exists(join(r.root, "etc/app/later")), false);
+  assert.doesNotMatch(await readFile(r.log, "utf8"), /runcmd|--name mounts/);
+  assert.equal(await exists(join(r.root, MARKER)), false);
 });

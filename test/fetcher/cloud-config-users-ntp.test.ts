@@ -23,7 +23,7 @@ import fc from "fast-check";
 import { BootsealError, isBootsealError } from "../../src/errors.ts";
 import { resolveTarget } from "../../src/fetcher/paths.ts";
 import { applyCloudConfig } from "../../src/fetcher/payloads/cloud-config.ts";
-import { cloudInitPython, type Entry, runOracleScript, snapshot } from "./cloud-init-oracle.ts";
+import { cloudInitPython, type Entry, oracleAnswers, snapshot } from "./cloud-init-oracle.ts";
 import { REPO, tempDir } from "./helpers.ts";
 
 const FIXTURES = join(REPO, "test/fixtures/cloud-config");
@@ -108,7 +108,7 @@ async function oracle(cases: { text: string; machine: Machine }[], dir: string):
     await writeFile(join(dir, `case-${i}.yaml`), c.text);
     list.push({ root, config: join(dir, `case-${i}.yaml`), distro: c.machine.distro, epoch: EPOCH });
   }
-  const lines = (await runOracleScript(await cloudInitPython(), ORACLE, list, dir)) as {
+  const lines = (await oracleAnswers(await cloudInitPython(), ORACLE, list, dir)) as {
     ok: boolean;
     error?: string;
     commands: string[][];

@@ -68,39 +68,33 @@ export async function snapshot(root: string): Promise<Entry[]> {
   return out;
 }
 
+export type Outcome = { ok: true; files: Entry[] } | { ok: false; error: string };
+
 /**
- * Runs an oracle script on a list of cases (written to CASES.json next to the first case's
- * root) under cloud-init's umask 022; its JSON lines, one per case.
+ * Runs a Python oracle script (test/fixtures/cloud-config/) on CASES (written to
+ * DIR/cases.json) under cloud-init's umask 022 (systemd's default for its units), and returns
+ * its answer for each case: one JSON line per case.
  */
-export async function runOracleScript(
+export async function oracleAnswers(
   python: string,
   script: string,
-  cases: readonly object[],
-  dir?: string,
+  cases: readonly unknown[],
+  dir: string,
 ): Promise<unknown[]> {
-  const file = join(dir ?? ".", "cases.json");
-  await writeFile(file, JSON.stringify(cases));
-  // cloud-init runs under umask 022 (systemd's default for its units): the oracle does too.
+  await writeFile(join(dir, "cases.json"), JSON.stringify(cases));
   const umask = process.umask(0o022);
-  const child = spawn(python, [script, file], { stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(python, [script, join(dir, "cases.json")], { stdio: ["ignore", "pipe", "pipe"] });
   process.umask(umask);
-  let stdout = "";
-  let stderr = "";
-  child.stdout.on("data", (c: Buffer) => {
-    stdout += c.toString();
-  });
-  child.stderr.on("data", (c: Buffer) => {
-    stderr += c.toString();
-  });
+  const out: Buffer[] = [];
+  const err: Buffer[] = [];
+  child.stdout.on("data", (c: Buffer) => out.push(c));
+  child.stderr.on("data", (c: Buffer) => err.push(c));
   const code = await new Promise<number | null>((resolve) => child.on("close", resolve));
-  assert.equal(code, 0, `the oracle ran: ${stderr.slice(-2000)}`);
-  return stdout
-    .trim()
-    .split("\n")
-    .map((l) => JSON.parse(l) as unknown);
+  assert.equal(code, 0, `the oracle ${script} ran: ${Buffer.concat(err).toString().slice(-2000)}`);
+  const lines = Buffer.concat(out).toString().trim().split("\n");
+  assert.equal(lines.length, cases.length);
+  return lines.map((l) => JSON.parse(l) as unknown);
 }
-
-export type Outcome = { ok: true; files: Entry[] } | { ok: false; error: string };
 
 export async function runOracle(python: string, configs: readonly string[], dir: string): Promise<Outcome[]> {
   const cases = [];
@@ -110,8 +104,7 @@ export async function runOracle(python: string, configs: readonly string[], dir:
     await writeFile(join(dir, `case-${i}.yaml`), text);
     cases.push({ root, config: join(dir, `case-${i}.yaml`) });
   }
-  const lines = (await runOracleScript(python, ORACLE, cases, dir)) as { ok: boolean; error?: string }[];
-  assert.equal(lines.length, configs.length);
+  const lines = (await oracleAnswers(python, ORACLE, cases, dir)) as { ok: boolean; error?: string }[];
   const out: Outcome[] = [];
   for (const [i, line] of lines.entries()) {
     out.push(
@@ -121,4 +114,28 @@ export async function runOracle(python: string, configs: readonly string[], dir:
     );
   }
   return out;
+}
+
+const RENDER_ORACLE = join(REPO, "test/fixtures/cloud-config/jinja_render_oracle.py");
+
+export type Rendered = { ok: true; text: string } | { ok: false; error: string };
+
+/**
+ * cloud-init 22.4.2's `devel render` (test/fixtures/cloud-config/jinja_render_oracle.py) on
+ * each user-data with its instance data (JSON text), in one process.
+ */
+export async function renderOracle(
+  python: string,
+  cases: readonly { readonly userData: string; readonly instanceData: string }[],
+  dir: string,
+): Promise<Rendered[]> {
+  const files = [];
+  for (const [i, c] of cases.entries()) {
+    const userData = join(dir, `user-data-${i}`);
+    const instanceData = join(dir, `instance-data-${i}.json`);
+    await writeFile(userData, c.userData);
+    await writeFile(instanceData, c.instanceData);
+    files.push({ user_data: userData, instance_data: instanceData });
+  }
+  return (await oracleAnswers(python, RENDER_ORACLE, files, dir)) as Rendered[];
 }

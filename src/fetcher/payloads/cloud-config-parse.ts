@@ -9,10 +9,13 @@
  *   users, groups  users_groups (cloud-init-users.ts), after the files that are not deferred
  *   ntp            (cloud-init-ntp.ts), after users_groups
  *
- * --skip-module leaves a named module out with a warning. Any other top-level key is a module bootseal does not run: BAD_INPUT naming it, or with
- * --allow-unknown-modules one warning line per key. A `## template: jinja` header is accepted
- * when the text has nothing for Jinja to render (no `{{`, `{%`, `{#`): bootseal has no
- * instance data to render it with. Messages never quote content or commands.
+ * and the keys of the modules handed to the machine's cloud-init (cloud-init-single.ts:
+ * disk_setup, fs_setup, device_aliases, mounts, mount_default_fields, swap), kept as read.
+ *
+ * --skip-module leaves a named module out with a warning. Any other top-level key is a module
+ * bootseal does not run: BAD_INPUT naming it, or with --allow-unknown-modules one warning line
+ * per key. The text is user-data as cloud-init hands it to its modules: a `## template: jinja`
+ * payload already rendered (cloud-init-jinja.ts). Messages never quote content or commands.
  */
 import { LineCounter, parseDocument, type Tags } from "yaml";
 import { boundedTokens, tooDeep, tooDeepAt } from "../../envelope/sops/codecs/yaml-limits.ts";
@@ -30,14 +33,31 @@ import {
   toPy,
   translateBool,
 } from "./cloud-init-values.ts";
-import { afterJinjaHeader } from "./kind.ts";
 
 /** cloud-init's default mode for write_files (cc_write_files.DEFAULT_PERMS). */
 export const CLOUD_INIT_DEFAULT_MODE = 0o644;
 /** cloud.distro.default_owner. */
 const DEFAULT_OWNER = "root:root";
 
-export const CLOUD_CONFIG_MODULES = ["bootcmd", "write_files", "runcmd", "users", "groups", "ntp"] as const;
+/**
+ * The modules handed to the machine's cloud-init (cloud-init-single.ts), in cloud-init's
+ * init-stage order (/etc/cloud/cloud.cfg), with the top-level keys each reads.
+ */
+export const HANDED_MODULES = [
+  { name: "disk_setup", keys: ["disk_setup", "fs_setup", "device_aliases"] },
+  { name: "mounts", keys: ["mounts", "mount_default_fields", "swap"] },
+] as const;
+const HANDED_KEYS = HANDED_MODULES.flatMap((m) => m.keys);
+
+export const CLOUD_CONFIG_MODULES = [
+  "bootcmd",
+  "write_files",
+  "runcmd",
+  "users",
+  "groups",
+  "ntp",
+  ...HANDED_KEYS,
+] as const;
 
 export interface WriteFileEntry {
   /** 1-based position in write_files, for messages. */
@@ -64,6 +84,8 @@ export interface CloudConfig {
   /** users_groups (the `users` and `groups` keys) and ntp: null when absent or skipped. */
   readonly usersGroups: UsersGroups | null;
   readonly ntp: NtpPlan | null;
+  /** The keys handed to the machine's cloud-init (cloud-init-single.ts), as read. */
+  readonly handed: ReadonlyMap<string, PyValue>;
 }
 
 export interface CloudConfigParseOptions {
@@ -184,12 +206,21 @@ function withoutSkipped(
   const kept = new Map(root);
   for (const key of root.keys()) {
     const named =
-      skip.has(String(key)) || (skip.has("users_groups") && (key === "users" || key === "groups"));
+      skip.has(String(key)) ||
+      (skip.has("users_groups") && (key === "users" || key === "groups")) ||
+      HANDED_MODULES.some((m) => skip.has(m.name) && (m.keys as readonly unknown[]).includes(key));
     if (!named) continue;
     kept.delete(key);
     options.warn(`cloud-config: the module ${shown(key)} is skipped (--skip-module)`);
   }
   return kept;
+}
+
+/** The handed modules' keys a config has, as read. */
+function handedKeys(root: ReadonlyMap<unknown, PyValue>): ReadonlyMap<string, PyValue> {
+  const out = new Map<string, PyValue>();
+  for (const key of HANDED_KEYS) if (root.has(key)) out.set(key, root.get(key) as PyValue);
+  return out;
 }
 
 /** Parses the payload; throws BAD_INPUT for anything bootseal would not apply as cloud-init does. */
@@ -199,13 +230,6 @@ export function parseCloudConfig(bytes: Uint8Array, options: CloudConfigParseOpt
     text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
   } catch {
     throw bad("not UTF-8 text");
-  }
-  const body = afterJinjaHeader(text);
-  if (body !== null) {
-    if (/\{[{%#]/.test(body)) {
-      throw bad("a Jinja template with expressions ({{ }}, {% %}, {# #}): bootseal does not render them");
-    }
-    text = body;
   }
   const lines = new LineCounter();
   const deep = tooDeepAt(boundedTokens(text, lines));
@@ -222,7 +246,8 @@ export function parseCloudConfig(bytes: Uint8Array, options: CloudConfigParseOpt
   // yaml's own messages quote the source, which is secret here: code and position only.
   if (first) throw bad(`YAML error ${first.code} at offset ${first.pos[0]}`);
   const parsed = toPy(doc);
-  if (parsed === null) return { writeFiles: [], bootcmd: [], runcmd: [], usersGroups: null, ntp: null };
+  if (parsed === null)
+    return { writeFiles: [], bootcmd: [], runcmd: [], usersGroups: null, ntp: null, handed: new Map() };
   if (!isPyMap(parsed)) throw bad("must be a mapping of modules");
   const root = withoutSkipped(parsed, options);
   for (const key of root.keys()) {
@@ -243,5 +268,6 @@ export function parseCloudConfig(bytes: Uint8Array, options: CloudConfigParseOpt
     runcmd: commands(root.get("runcmd") ?? null, "runcmd"),
     usersGroups: parseUsersGroups(root),
     ntp: parseNtp(root),
+    handed: handedKeys(root),
   };
 }

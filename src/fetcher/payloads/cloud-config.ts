@@ -1,7 +1,8 @@
 /**
- * Applying a cloud-config as cloud-init 22.4.2 would, in its order: bootcmd, write_files
- * (entries without `defer`), users_groups, ntp, the deferred write_files (cloud-init's final
- * stage, still before the runcmd script runs), then runcmd, which fetch-run runs as the
+ * Applying a cloud-config as cloud-init 22.4.2 would, in its order (/etc/cloud/cloud.cfg):
+ * bootcmd, write_files (entries without `defer`), disk_setup and mounts (handed to the machine's
+ * cloud-init, cloud-init-single.ts), users_groups (init stage), ntp (config stage), the deferred
+ * files (final stage, still before the runcmd script runs), then runcmd, which fetch-run runs as the
  * bootstrap command.
  *
  * The files go through the write plan (paths, rollback, atomic writes, the root's own users),
@@ -27,13 +28,10 @@ import {
   planFiles,
   type Reserved,
 } from "../write-plan.ts";
-import {
-  type CloudCommand,
-  type CloudConfig,
-  parseCloudConfig,
-  type WriteFileEntry,
-} from "./cloud-config-parse.ts";
+import { type CloudCommand, parseCloudConfig, type WriteFileEntry } from "./cloud-config-parse.ts";
+import { renderJinjaUserData } from "./cloud-init-jinja.ts";
 import { applyNtp } from "./cloud-init-ntp.ts";
+import { runHandedModules } from "./cloud-init-single.ts";
 import { applyUsersGroups } from "./cloud-init-users.ts";
 import type { CommandRunner } from "./commands.ts";
 
@@ -148,57 +146,18 @@ async function fold(
   };
 }
 
-export async function applyCloudConfig(
-  payload: Uint8Array,
-  ctx: CloudConfigContext,
-): Promise<CloudConfigApplied> {
-  const config = parseCloudConfig(payload, {
-    allowUnknownModules: ctx.allowUnknownModules,
-    skipModules: ctx.skipModules ?? [],
-    warn: ctx.log,
-  });
-  const ordered = [...config.writeFiles.filter((f) => !f.defer), ...config.writeFiles.filter((f) => f.defer)];
-  const sentinelPath = ctx.sentinel ? absolute(ctx.sentinel.path) : null;
-  const writesSentinel =
-    sentinelPath !== null &&
-    (ordered.some((f) => absolute(f.path) === sentinelPath) ||
-      config.runcmd.some((c) => mentions(c, sentinelPath)));
-  if (config.bootcmd.length > 0) await ctx.run("bootcmd", config.bootcmd);
-  // cloud-init's order: write_files, then users_groups (init stage), ntp (config stage), then
-  // the deferred files (final stage); a run with users or ntp writes the files in two steps.
-  const modules = config.usersGroups !== null || config.ntp !== null;
-  const first = modules ? ordered.filter((f) => !f.defer) : ordered;
-  const planned = await writeEntries(first, ctx, reservedFor(ctx, writesSentinel), config);
-  if (modules) {
-    const machine = { root: ctx.policy.root, run: ctx.run, log: ctx.log, now: ctx.now ?? (() => new Date()) };
-    if (config.usersGroups !== null) await applyUsersGroups(config.usersGroups, machine);
-    if (config.ntp !== null) await applyNtp(config.ntp, machine);
-    const deferred = ordered.filter((f) => f.defer);
-    if (deferred.length > 0)
-      planned.push(...(await writeEntries(deferred, ctx, reservedFor(ctx, writesSentinel), config)));
-  }
-  const wipe = (): void => {
-    for (const f of planned) f.content.fill(0);
-    for (const f of config.writeFiles) f.content.fill(0);
-  };
-  return { written: planned.map((f) => f.target.requested), runcmd: config.runcmd, writesSentinel, wipe };
-}
-
-function reservedFor(ctx: CloudConfigContext, writesSentinel: boolean): Reserved[] {
-  const reserved = [ctx.marker];
-  if (ctx.sentinel && !writesSentinel) reserved.push(ctx.sentinel);
-  return reserved;
-}
-
-/** Plans and writes entries (folded per path), wiping every decrypted byte on a failure. */
+/** Plans and writes one batch of write_files entries (entries for one path folded in order). */
 async function writeEntries(
-  ordered: readonly WriteFileEntry[],
+  entries: readonly WriteFileEntry[],
   ctx: CloudConfigContext,
-  reserved: Reserved[],
-  config: CloudConfig,
-): Promise<PlannedFile[]> {
+  reserved: readonly Reserved[],
+  planned: PlannedFile[],
+  wipe: () => void,
+): Promise<void> {
+  // Read per batch: the deferred files may name users that users_groups has just created.
+  const accounts = await loadAccounts(ctx.policy.root);
   const byPath = new Map<string, WriteFileEntry[]>();
-  for (const entry of ordered) {
+  for (const entry of entries) {
     const path = absolute(entry.path);
     const list = byPath.get(path);
     if (list) list.push(entry);
@@ -206,33 +165,69 @@ async function writeEntries(
   }
   // planFiles checks paths, the entries against each other and the final mode; owners are
   // resolved here, since cloud-init's `user` alone keeps the group (not the primary group).
-  const specs: FileSpec[] = [...byPath].map(([path, entries]) => ({
-    document: (entries[0] as WriteFileEntry).index,
+  const specs: FileSpec[] = [...byPath].map(([path, list]) => ({
+    document: (list[0] as WriteFileEntry).index,
     path,
     content: new Uint8Array(),
-    mode: entries.reduce((m, e) => (e.mode !== 0 ? e.mode : m), 0),
+    mode: list.reduce((m, e) => (e.mode !== 0 ? e.mode : m), 0),
   }));
-  const accounts = await loadAccounts(ctx.policy.root);
   const targets = await planFiles(specs, ctx.policy, accounts, {
     allowUnsafeModes: ctx.allowUnsafeModes,
     reserved,
   });
-  const planned: PlannedFile[] = [];
+  const batch: PlannedFile[] = [];
   const entryLists = [...byPath.values()];
   for (const [i, file] of targets.entries()) {
-    planned.push({
+    batch.push({
       target: file.target,
       ...(await fold(entryLists[i] as WriteFileEntry[], file.target, accounts)),
     });
   }
+  planned.push(...batch);
+  await applyPlanOrWipe(
+    batch,
+    { labeler: ctx.labeler, log: ctx.log, ...(ctx.write ? { write: ctx.write } : {}) },
+    wipe,
+  );
+}
+
+export async function applyCloudConfig(
+  payload: Uint8Array,
+  ctx: CloudConfigContext,
+): Promise<CloudConfigApplied> {
+  const userData = await renderJinjaUserData(payload, ctx.policy.root, ctx.log);
+  const config = parseCloudConfig(userData, {
+    allowUnknownModules: ctx.allowUnknownModules,
+    skipModules: ctx.skipModules ?? [],
+    warn: ctx.log,
+  });
+  const now = config.writeFiles.filter((f) => !f.defer);
+  const deferred = config.writeFiles.filter((f) => f.defer);
+  const sentinelPath = ctx.sentinel ? absolute(ctx.sentinel.path) : null;
+  const writesSentinel =
+    sentinelPath !== null &&
+    (config.writeFiles.some((f) => absolute(f.path) === sentinelPath) ||
+      config.runcmd.some((c) => mentions(c, sentinelPath)));
+  if (config.bootcmd.length > 0) await ctx.run("bootcmd", config.bootcmd);
+
+  const reserved = [ctx.marker];
+  if (ctx.sentinel && !writesSentinel) reserved.push(ctx.sentinel);
+  const planned: PlannedFile[] = [];
   const wipe = (): void => {
     for (const f of planned) f.content.fill(0);
     for (const f of config.writeFiles) f.content.fill(0);
   };
-  await applyPlanOrWipe(
-    planned,
-    { labeler: ctx.labeler, log: ctx.log, ...(ctx.write ? { write: ctx.write } : {}) },
-    wipe,
-  );
-  return planned;
+  const modules = config.handed.size > 0 || config.usersGroups !== null || config.ntp !== null;
+  if (!modules) {
+    // Nothing runs between the two batches: one plan, checked whole before anything is written.
+    await writeEntries([...now, ...deferred], ctx, reserved, planned, wipe);
+  } else {
+    await writeEntries(now, ctx, reserved, planned, wipe);
+    await runHandedModules(config.handed, ctx.run);
+    const machine = { root: ctx.policy.root, run: ctx.run, log: ctx.log, now: ctx.now ?? (() => new Date()) };
+    if (config.usersGroups !== null) await applyUsersGroups(config.usersGroups, machine);
+    if (config.ntp !== null) await applyNtp(config.ntp, machine);
+    await writeEntries(deferred, ctx, reserved, planned, wipe);
+  }
+  return { written: planned.map((f) => f.target.requested), runcmd: config.runcmd, writesSentinel, wipe };
 }

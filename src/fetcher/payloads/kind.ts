@@ -54,12 +54,16 @@ export function afterJinjaHeader(text: string): string | null {
   return newline === -1 ? "" : trimmed.slice(newline + 1);
 }
 
+/** Whether text (no Jinja header) is a cloud-config by cloud-init's type_from_starts_with. */
+export function isCloudConfigStart(text: string): boolean {
+  const start = text.trimStart().toLowerCase();
+  return start.startsWith("#cloud-config") && !OTHER_USER_DATA.some(([p]) => start.startsWith(p));
+}
+
 export function isCloudConfig(payload: Uint8Array): boolean {
   const text = head(payload);
   if (text === null) return false;
-  const body = afterJinjaHeader(text) ?? text;
-  const start = body.trimStart();
-  return start.startsWith("#cloud-config") && !OTHER_USER_DATA.some(([p]) => start.startsWith(p));
+  return isCloudConfigStart(afterJinjaHeader(text) ?? text);
 }
 
 /** The kind to apply: the forced one, or the detected one for `auto`. */
