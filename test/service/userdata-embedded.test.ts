@@ -1,7 +1,7 @@
 /**
  * User data out of the box: the real `bootseal serve` with the embedded default (no config
  * file) and a stand-in artifact directory answers 200 for every format, twice the same bytes,
- * and generated its derivation and signing keys mode 0600.
+ * whatever Host header the caller sends, and generated its derivation and signing keys mode 0600.
  */
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
@@ -68,6 +68,22 @@ test("embedded default: every user-data format answers 200, stable, keys generat
       );
       assert.equal(await (await get()).text(), body, `${format}: the same bytes again`);
     }
+    // A hostile Host header changes nothing: the stub names the loopback listener itself.
+    const { request } = await import("node:http");
+    const hostile = await new Promise<string>((resolve, reject) => {
+      const u = new URL(`${url}/v1/machines/default/worker-0/userdata?format=cloud-init`);
+      const req = request(u, { headers: { ...auth, host: "evil.example.com" } }, (res) => {
+        let text = "";
+        res.on("data", (c: Buffer) => {
+          text += c.toString();
+        });
+        res.on("end", () => resolve(text));
+      });
+      req.on("error", reject);
+      req.end();
+    });
+    assert.ok(!hostile.includes("evil.example.com"), "the Host header never reaches the stub");
+    assert.ok(hostile.includes(`${url}/v1/artifacts/bootseal-`), "the stub names the listener's own address");
     for (const key of ["bootstrap-token-derivation.key", "artifact-signing.pem"]) {
       assert.equal(statSync(join(dataDir, "keys", key)).mode & 0o777, 0o600, key);
     }
