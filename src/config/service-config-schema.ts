@@ -108,11 +108,14 @@ export const SERVICE_CONFIG_SCHEMA: SchemaNode = {
       default: "127.0.0.1:7480",
       "x-flag": "--listen",
     }),
-    publicUrl: text("URL machines reach the service at (user-data stubs)", {
-      pattern: "^https?://[^\\s/]+(/\\S*)?$",
-      "x-message": "must be an http(s) URL",
-      "x-doc-default": "the request's scheme and Host",
-    }),
+    publicUrl: text(
+      "URL machines reach the service at: every user-data stub names it. Without it only a loopback listener makes stubs (with its own address); any other refuses (501 `UNSUPPORTED`), since a request's Host header is never trusted",
+      {
+        pattern: "^https?://[^\\s/]+(/\\S*)?$",
+        "x-message": "must be an http(s) URL",
+        "x-doc-default": "none (a loopback listener's own address)",
+      },
+    ),
     trustProxy: {
       // Items are checked as addresses after the schema, so that one message covers them.
       type: ["boolean", "string", "array"],

@@ -9,13 +9,13 @@
  */
 import { readFileSync } from "node:fs";
 import { isAbsolute, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
 import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
 import { type StoreSettings, storeSettingsOf } from "../../providers/stores/index.ts";
 import { parseDuration } from "../duration.ts";
 import { compileRegex, type GoRegexp } from "../envelope/sops/walk.ts";
 import { BootsealError } from "../errors.ts";
 import { type MachineAuthConfig, parseMachineAuth, type RawMachineAuth } from "./machine-auth.ts";
+import { packageRoot } from "./package-root.ts";
 import { schemaChecker } from "./schema-check.ts";
 import {
   configLeaves,
@@ -103,16 +103,19 @@ export function checkBootstrapCommand(value: unknown, where: string): string {
 }
 
 /**
- * The package's `sea/` directory, where `npm run build:sea` writes the executables: two levels
- * up from this file in the source tree (src/config/) and in the bundle (dist/cli/). The
- * CommonJS single-executable bundle has no import.meta.url: then `./sea` of the working directory.
+ * The package's `sea/` directory, where `npm run build:sea` writes the executables (beside the
+ * package.json above this module, wherever the bundle put it: package-root.ts). The CommonJS
+ * single-executable bundle has no import.meta.url: then `./sea` of the working directory.
  */
 function packageSeaDir(cwd: string): string {
+  let url: string | undefined;
   try {
-    return fileURLToPath(new URL("../../sea", import.meta.url));
+    url = import.meta.url;
   } catch {
-    return resolve(cwd, "sea");
+    url = undefined;
   }
+  const root = packageRoot(url);
+  return root === undefined ? resolve(cwd, "sea") : join(root, "sea");
 }
 
 /**
