@@ -11,6 +11,7 @@ import { createHash } from "node:crypto";
 import { readdir, rmdir, stat } from "node:fs/promises";
 import { hostname } from "node:os";
 import { dirname, join, sep } from "node:path";
+import { TEMP_SUFFIX_PATTERN } from "../../src/files/atomic-write.ts";
 import { errno, fsError } from "./file-errors.ts";
 import { type KeyLocks, LOCK_PREFIX, processGone, removed } from "./file-lock.ts";
 import { RESERVED_SEGMENT_PREFIX } from "./store-url.ts";
@@ -19,7 +20,9 @@ export const TEMP_PREFIX = `${RESERVED_SEGMENT_PREFIX}tmp.`;
 /** This host, as it appears in temporary file names (short, any host name fits). */
 export const HOST_TAG = createHash("sha256").update(hostname()).digest("hex").slice(0, 8);
 /** `.bootseal-tmp.<host>.<pid>.<random>`; temporary files of older versions have no host and pid. */
-const TEMP_NAME = /^\.bootseal-tmp\.([0-9a-f]{8})\.([0-9]{1,10})\.[0-9a-f]+$/;
+export const TEMP_NAME = new RegExp(
+  `^\\.bootseal-tmp\\.([0-9a-f]{8})\\.([0-9]{1,10})\\.${TEMP_SUFFIX_PATTERN}$`,
+);
 
 /** Default age after which a temporary file is abandoned: far longer than any write takes. */
 export const STALE_TEMP_MS = 15 * 60_000;

@@ -72,6 +72,14 @@ export async function syncDirectory(dir: string): Promise<void> {
 const TEMP_TAG = randomBytes(6).toString("hex");
 let tempCounter = 0;
 
+/** The unique end of a temporary file's name: this process's tag, then a base-36 counter. */
+export function tempSuffix(counter: number): string {
+  return `${TEMP_TAG}${counter.toString(36)}`;
+}
+
+/** Every name tempSuffix makes, as a regular expression source (a sweep recognises them by it). */
+export const TEMP_SUFFIX_PATTERN = "[0-9a-z]+";
+
 /** Atomically writes `data` to `path` (an existing directory's child). */
 export async function writeFileAtomic(
   path: string,
@@ -82,7 +90,7 @@ export async function writeFileAtomic(
   const mode = options.mode ?? 0o600;
   // Short enough for NAME_MAX (255) whatever the target's name; unique in this process, and
   // O_EXCL refuses any file already there.
-  const random = `${TEMP_TAG}${(++tempCounter).toString(36)}`;
+  const random = tempSuffix(++tempCounter);
   const tmp = join(
     dir,
     options.tempPrefix === undefined

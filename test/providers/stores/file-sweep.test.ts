@@ -11,9 +11,12 @@ import { mkdir, mkdtemp, readdir, rm, utimes, writeFile } from "node:fs/promises
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, test } from "node:test";
+import fc from "fast-check";
 import { FileStore } from "../../../providers/stores/file.ts";
 import { lockPathOf } from "../../../providers/stores/file-lock.ts";
+import { TEMP_NAME, TEMP_PREFIX } from "../../../providers/stores/file-sweep.ts";
 import { validateServiceConfig } from "../../../src/config/service-config.ts";
+import { tempSuffix } from "../../../src/files/atomic-write.ts";
 import { startServer } from "../../../src/service/server.ts";
 
 const enc = (s: string) => new TextEncoder().encode(s);
@@ -178,4 +181,22 @@ test("bootseal serve sweeps its file store at start (and stops the timer on clos
   } finally {
     await server.close();
   }
+});
+
+test("the sweep recognises every temporary file name the writer makes (any counter, letters g-z included)", () => {
+  fc.assert(
+    fc.property(
+      fc.integer({ min: 1, max: Number.MAX_SAFE_INTEGER }),
+      fc.integer({ min: 1, max: 4_194_304 }),
+      (counter, pid) => {
+        const name = `${TEMP_PREFIX}${HOST_TAG}.${pid}.${tempSuffix(counter)}`;
+        const m = TEMP_NAME.exec(name);
+        return m !== null && m[1] === HOST_TAG && Number(m[2]) === pid;
+      },
+    ),
+    { numRuns: 2000 },
+  );
+  // The names that were left behind for 15 minutes: a counter whose base-36 form has a letter past f.
+  assert.match(`${TEMP_PREFIX}${HOST_TAG}.42.${tempSuffix(16)}`, TEMP_NAME);
+  assert.match(tempSuffix(16), /g$/);
 });
