@@ -8,7 +8,7 @@
  * The fleet page's assets are rebuilt first (scripts/fleet-page.ts), so the bundle always
  * carries the page of the browser sources.
  */
-import { rmSync } from "node:fs";
+import { chmodSync, rmSync } from "node:fs";
 import { build } from "esbuild";
 import { writeFleetPage } from "./fleet-page.ts";
 
@@ -47,6 +47,8 @@ await build({
 // The bin entry, dist/cli/main.js: the Node version check (src/cli/bin.ts), in syntax an old
 // Node parses (Node 14's, so Node 20 prints the one-line message instead of a SyntaxError),
 // then an import() of ./bootseal.js.
+// The shebang: npm links the bin as an executable, so `npx bootseal` and a global install run
+// this file directly (without it the shell tries to run the JavaScript).
 await build({
   entryPoints: ["src/cli/bin.ts"],
   outfile: "dist/cli/main.js",
@@ -54,5 +56,7 @@ await build({
   format: "esm",
   platform: "node",
   target: "node14",
+  banner: { js: "#!/usr/bin/env node" },
   logLevel: "warning",
 });
+chmodSync("dist/cli/main.js", 0o755);

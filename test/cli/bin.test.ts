@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { type SpawnSyncReturns, spawnSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { before, test } from "node:test";
 import { EXIT_CODES } from "../../src/cli/exit-codes.ts";
 import { EXIT_INTERNAL, EXIT_USAGE, MIN_NODE_MAJOR, nodeVersionProblem } from "../../src/cli/node-version.ts";
@@ -80,4 +80,23 @@ test("this Node: the bin entry runs the CLI (version, help, an error's exit code
   });
   assert.equal(usage.status, EXIT_CODES.USAGE);
   assert.match(usage.stderr, /^bootseal: status needs --server URL/);
+});
+
+test("the bin runs as npm links it (the file itself, through its #! line): this Node's CLI, and the old Node's one line", (t) => {
+  assert.ok(readFileSync(BIN, "utf8").startsWith("#!/usr/bin/env node\n"), "a shebang first");
+  const withNodeFirst = (dir: string) => ({ PATH: `${dir}:${process.env.PATH}` });
+  const own = spawnSync(BIN, ["--version"], {
+    encoding: "utf8",
+    env: withNodeFirst(dirname(process.execPath)),
+  });
+  assert.equal(own.status, 0, own.stderr);
+  assert.match(own.stdout, /^bootseal \d+\.\d+\.\d+/);
+  const old = oldNode();
+  if (!old) {
+    t.skip("no Node older than 22 on this machine (set BOOTSEAL_TEST_OLD_NODE)");
+    return;
+  }
+  const res = spawnSync(BIN, ["--version"], { encoding: "utf8", env: withNodeFirst(dirname(old.path)) });
+  assert.equal(res.status, EXIT_CODES.USAGE, res.stderr);
+  assert.equal(res.stderr, `bootseal needs Node.js >= 22 (this is ${old.version})\n`);
 });
