@@ -10,7 +10,6 @@ import { createHash } from "node:crypto";
 import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
-import { PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
 import { DIST, type E2EService, ensureBundle, startE2EService } from "../e2e/service.ts";
 import { type AgeKey, ageKey, run, tempDir } from "../fetcher/helpers.ts";
 import { assertAppliedAsIgnition } from "../fetcher/ignition-v2-oracle.ts";
@@ -23,7 +22,11 @@ import {
   getKubeadmConfig,
   getMachine,
   INFRA,
+  initialiseControlPlane,
+  initSpec,
+  innerData,
   installTestInfrastructure,
+  joinSpec,
   K8S_VERSION,
   nodeName,
   provisionCluster,
@@ -39,14 +42,13 @@ import {
   installCrds,
   KUBEADM,
   kubeconfigFile,
+  MERGE,
   namespace,
   runCloudInitStub,
   secret,
   startController,
   waitConfig,
 } from "./harness.ts";
-
-const MERGE = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);
 
 let dir: { path: string; remove: () => Promise<void> };
 let key: AgeKey;
@@ -93,12 +95,6 @@ const controller = (ns: string) =>
     ns,
   ]);
 
-const kubeadm = (spec: Record<string, unknown>) => ({
-  inner: { apiVersion: `${KUBEADM.group}/${KUBEADM.version}`, kind: "KubeadmConfig", spec },
-});
-const initSpec = (node: string) => kubeadm({ initConfiguration: { nodeRegistration: { name: node } } });
-const joinSpec = (node: string) => kubeadm({ joinConfiguration: { nodeRegistration: { name: node } } });
-
 const sha256 = (b: Uint8Array) => createHash("sha256").update(b).digest("hex");
 
 /** The plaintext the service holds for a machine: its document, decrypted with the machine's key. */
@@ -113,17 +109,6 @@ async function heldBy(ns: string, name: string): Promise<Buffer> {
   });
   assert.equal(r.code, 0, r.stderr);
   return Buffer.from(r.stdout, "latin1");
-}
-
-/** The kubeadm provider's own data secret for an inner config: its bytes, checked to be its own. */
-async function innerData(ns: string, inner: string): Promise<Buffer> {
-  const s = await secret(ns, inner);
-  assert.deepEqual(
-    s.metadata.ownerReferences.filter((r: Any) => r.controller).map((r: Any) => [r.kind, r.name]),
-    [["KubeadmConfig", inner]],
-    "the data secret is the kubeadm provider's",
-  );
-  return Buffer.from(s.data.value, "base64");
 }
 
 test("Cluster API v1.14's core manager and kubeadm provider behind BootsealConfig: control-plane init and worker join published as the provider wrote them, the stub as the Machines' data secret, init data within seconds of the infrastructure becoming ready (no 10-minute resync) and the worker's join within seconds of the control plane's node, nodeRef cleans up", {
@@ -333,9 +318,7 @@ test("a failed bootstrap seen and repaired by Cluster API: a MachineDeployment's
   const c = custom();
   try {
     // The control plane first: workers join only an initialised cluster.
-    await createRealMachine(ns, "c1", { name: "cp-0", controlPlane: true, bootseal: initSpec("cp-0") });
-    await waitConfig(ns, "cp-0", "cp-0 published", (o) => condition(o, "Published")?.status === "True");
-    await bootMachine(ns, "cp-0");
+    await initialiseControlPlane(ns, "c1", "bootseal");
 
     const labels = realLabels("c1", { "cluster.x-k8s.io/deployment-name": "workers" });
     await c.createNamespacedCustomObject({

@@ -10,14 +10,24 @@
 import assert from "node:assert/strict";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
 import { parseAllDocuments } from "yaml";
 import { REPO } from "../fetcher/helpers.ts";
 import { peer } from "../helpers/peers.ts";
 import { until } from "../helpers/until.ts";
-import { type Any, BSC, CAPI, core, custom, rawRequest } from "./harness.ts";
+import {
+  type Any,
+  BSC,
+  CAPI,
+  condition,
+  core,
+  custom,
+  KUBEADM,
+  MERGE,
+  rawRequest,
+  secret,
+  waitConfig,
+} from "./harness.ts";
 
-const MERGE = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);
 export const INFRA = { group: "infrastructure.bootseal.test", version: "v1alpha1" };
 /** The Kubernetes version on every Machine: the kubeadm provider refuses a Machine without one. */
 export const K8S_VERSION = "v1.34.4";
@@ -125,14 +135,28 @@ export async function provisionCluster(ns: string, name: string): Promise<void> 
   );
 }
 
+/** A BootsealConfig's spec wrapping a KubeadmConfig's. */
+export const kubeadm = (spec: Record<string, unknown>) => ({
+  inner: { apiVersion: `${KUBEADM.group}/${KUBEADM.version}`, kind: "KubeadmConfig", spec },
+});
+export const initSpec = (node: string) =>
+  kubeadm({ initConfiguration: { nodeRegistration: { name: node } } });
+export const joinSpec = (node: string, extra: Record<string, unknown> = {}) =>
+  kubeadm({ joinConfiguration: { nodeRegistration: { name: node } }, ...extra });
+
 export interface RealMachine {
   readonly name: string;
   readonly controlPlane?: boolean;
   /** The BootsealConfig's spec (created without owner: Cluster API's Machine controller adds it). */
-  readonly bootseal: Record<string, unknown>;
+  readonly bootseal?: Record<string, unknown>;
+  /** Instead of `bootseal`: a KubeadmConfig's spec, the Machine's own bootstrap config (no bootseal). */
+  readonly kubeadm?: Record<string, unknown>;
 }
 
-/** A TestMachine, a BootsealConfig and the Machine naming both, as a user or a MachineSet creates them. */
+/**
+ * A TestMachine, a bootstrap config (a BootsealConfig, or a plain KubeadmConfig) and the Machine
+ * naming both, as a user or a MachineSet creates them.
+ */
 export async function createRealMachine(ns: string, cluster: string, m: RealMachine): Promise<Any> {
   const c = custom();
   const labels = realLabels(cluster, m.controlPlane ? { "cluster.x-k8s.io/control-plane": "" } : {});
@@ -147,14 +171,15 @@ export async function createRealMachine(ns: string, cluster: string, m: RealMach
       spec: {},
     },
   });
+  const config = m.kubeadm ? { ...KUBEADM, kind: "KubeadmConfig" } : { ...BSC, kind: "BootsealConfig" };
   await c.createNamespacedCustomObject({
-    ...BSC,
+    ...config,
     namespace: ns,
     body: {
-      apiVersion: `${BSC.group}/${BSC.version}`,
-      kind: "BootsealConfig",
+      apiVersion: `${config.group}/${config.version}`,
+      kind: config.kind,
       metadata: { name: m.name, namespace: ns, labels },
-      spec: m.bootseal,
+      spec: m.kubeadm ?? m.bootseal,
     },
   });
   return c.createNamespacedCustomObject({
@@ -168,7 +193,7 @@ export async function createRealMachine(ns: string, cluster: string, m: RealMach
       spec: {
         clusterName: cluster,
         version: K8S_VERSION,
-        bootstrap: { configRef: { apiGroup: BSC.group, kind: "BootsealConfig", name: m.name } },
+        bootstrap: { configRef: { apiGroup: config.group, kind: config.kind, name: m.name } },
         infrastructureRef: { apiGroup: INFRA.group, kind: "TestMachine", name: m.name },
       },
     },
@@ -209,14 +234,64 @@ export async function deleteNodes(ns: string, names: readonly string[]): Promise
       .catch(() => {});
 }
 
+/**
+ * An initialised control plane, so that workers get join data: control-plane Machine `cp-0`,
+ * whose init data the kubeadm provider writes, is booted; returns once Cluster API has set its
+ * nodeRef and the Cluster's `ControlPlaneInitialized` condition. `via: "bootseal"` wraps its
+ * KubeadmConfig in a BootsealConfig (a running controller must publish it); `via: "kubeadm"`
+ * has the Machine name a KubeadmConfig directly, for tests whose controller cannot publish on
+ * purpose.
+ */
+export async function initialiseControlPlane(
+  ns: string,
+  cluster: string,
+  via: "bootseal" | "kubeadm",
+): Promise<void> {
+  const name = "cp-0";
+  if (via === "bootseal") {
+    await createRealMachine(ns, cluster, { name, controlPlane: true, bootseal: initSpec(name) });
+    await waitConfig(ns, name, `${name} published`, (o) => condition(o, "Published")?.status === "True");
+  } else {
+    await createRealMachine(ns, cluster, {
+      name,
+      controlPlane: true,
+      kubeadm: { initConfiguration: { nodeRegistration: { name } } },
+    });
+  }
+  await until(
+    `Cluster API names ${name}'s data secret on the Machine`,
+    async () => (await getMachine(ns, name)).spec.bootstrap.dataSecretName !== undefined,
+    { tries: 1200 },
+  );
+  await bootMachine(ns, name);
+  await until(
+    `Cluster API marks ${cluster}'s control plane initialised`,
+    async () => {
+      const c: Any = await custom().getNamespacedCustomObject({
+        ...CAPI,
+        namespace: ns,
+        plural: "clusters",
+        name: cluster,
+      });
+      return condition(c, "ControlPlaneInitialized")?.status === "True";
+    },
+    { tries: 1200 },
+  );
+}
+
+/** The kubeadm provider's own data secret for an inner config: its bytes, checked to be its own. */
+export async function innerData(ns: string, inner: string): Promise<Buffer> {
+  const s = await secret(ns, inner);
+  assert.deepEqual(
+    s.metadata.ownerReferences.filter((r: Any) => r.controller).map((r: Any) => [r.kind, r.name]),
+    [["KubeadmConfig", inner]],
+    "the data secret is the kubeadm provider's",
+  );
+  return Buffer.from(s.data.value, "base64");
+}
+
 export const getMachine = (ns: string, name: string): Promise<Any> =>
   custom().getNamespacedCustomObject({ ...CAPI, namespace: ns, plural: "machines", name }) as Promise<Any>;
 
 export const getKubeadmConfig = (ns: string, name: string): Promise<Any> =>
-  custom().getNamespacedCustomObject({
-    group: "bootstrap.cluster.x-k8s.io",
-    version: "v1beta2",
-    namespace: ns,
-    plural: "kubeadmconfigs",
-    name,
-  }) as Promise<Any>;
+  custom().getNamespacedCustomObject({ ...KUBEADM, namespace: ns, name }) as Promise<Any>;

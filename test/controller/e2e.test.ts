@@ -1,9 +1,11 @@
 /**
- * `bootseal controller` end to end, against the kube peer's real kube-apiserver with Cluster
- * API's CRDs and webhooks (capi peer), a real `bootseal serve`, and the kubeadm-provider double
- * (test/fakes/kubeadm-provider.ts) as the inner provider: these cases predate the real provider
- * (test/controller/capi-real.test.ts) and are moving to it (issue #29). Each test has its own
- * namespace (the controller watches only it), so the tests share the peer.
+ * `bootseal controller` end to end against the real Cluster API (v1.14, the capi peer): its core
+ * manager and kubeadm bootstrap provider reconcile the Clusters, Machines and inner
+ * KubeadmConfigs here, against the kube peer's kube-apiserver; a real `bootseal serve` holds the
+ * configs; the test plays only the infrastructure provider and the kubelet
+ * (test/controller/capi-world.ts). These are the controller's own cases (the service down, a
+ * restart, tokens); test/controller/capi-real.test.ts covers Cluster API's side of the contract.
+ * Each test has its own namespace and Cluster (the controller watches only that namespace).
  */
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
@@ -12,24 +14,35 @@ import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { DIST, type E2EService, ensureBundle, startE2EService } from "../e2e/service.ts";
-import { type KubeadmProviderDouble, startKubeadmProviderDouble } from "../fakes/kubeadm-provider.ts";
 import { type AgeKey, ageKey, tempDir } from "../fetcher/helpers.ts";
 import { peer } from "../helpers/peers.ts";
 import { until } from "../helpers/until.ts";
 import {
+  bootMachine,
+  createRealCluster,
+  createRealMachine,
+  deleteNodes,
+  getKubeadmConfig,
+  getMachine,
+  initialiseControlPlane,
+  innerData,
+  installTestInfrastructure,
+  joinSpec,
+  nodeName,
+} from "./capi-world.ts";
+import {
   type Any,
+  BSC,
   CAPI,
   type ControllerProcess,
   condition,
   core,
-  createCluster,
-  createMachineWithConfig,
   custom,
   getConfig,
   installCrds,
   KUBEADM,
-  kc,
   kubeconfigFile,
+  MERGE,
   namespace,
   relay,
   runCloudInitStub,
@@ -47,15 +60,6 @@ const TENANT_TOKEN = randomBytes(24).toString("hex");
 // projected token is bound to: the service reviews it with TokenReview on the kube peer.
 const SA_HOME = `ctl-sa-home-${randomBytes(4).toString("hex")}`;
 const SA_AUDIENCE = "bootseal-e2e";
-
-const kubeadmSpec = (node: string, extra: Record<string, unknown> = {}) => ({
-  inner: {
-    apiVersion: "bootstrap.cluster.x-k8s.io/v1beta2",
-    kind: "KubeadmConfig",
-    spec: { joinConfiguration: { nodeRegistration: { name: node } } },
-  },
-  ...extra,
-});
 
 before(async () => {
   await ensureBundle();
@@ -106,6 +110,7 @@ before(async () => {
     ],
   });
   await installCrds();
+  await installTestInfrastructure();
   kubeconfig = await kubeconfigFile(dir.path);
 });
 after(async () => {
@@ -134,13 +139,8 @@ const statusOf = async (machine: string): Promise<Any> => {
   return res.status === 404 ? null : res.json();
 };
 
-/** The request option of a JSON merge patch (the client is loaded only by the tests that patch). */
-const mergePatch = async () =>
-  (await import("@kubernetes/client-node")).setHeaderOptions("Content-Type", "application/merge-patch+json");
-
 interface ControllerRun {
   readonly ns: string;
-  readonly double: KubeadmProviderDouble;
   /** The controller now running (a restart replaces it). */
   readonly ctl: ControllerProcess;
   /** kill -9 of the running controller, then a new one with the same arguments. */
@@ -148,16 +148,18 @@ interface ControllerRun {
 }
 
 /**
- * Every test's set-up: a namespace of its own (`prefix-…`) with Cluster `c1` in it (unless
- * `cluster: false`), the kubeadm-provider double and a controller watching it (`server`: the
+ * Every test's set-up: a namespace of its own (`prefix-…`) with Cluster `c1` in it, its control
+ * plane initialised by the kubeadm provider without bootseal (`initialiseControlPlane`, so that
+ * workers get join data whatever the controller under test can do; `controlPlane: false`: none,
+ * and the provider writes no join data), and a controller watching the namespace (`server`: the
  * service by default; `tokenFile(ns)`: a token file of the test's instead of the service's
- * controller token). After `body`, the controller and the double stop; with `exitsZero` the
- * controller must exit 0 on SIGTERM.
+ * controller token). After `body`, the controller stops (with `exitsZero` it must exit 0 on
+ * SIGTERM) and the namespace's Nodes go.
  */
 async function withController(
   prefix: string,
   options: {
-    readonly cluster?: boolean;
+    readonly controlPlane?: boolean;
     readonly server?: string;
     readonly tokenFile?: (ns: string) => Promise<string>;
     readonly exitsZero?: boolean;
@@ -165,14 +167,13 @@ async function withController(
   body: (run: ControllerRun) => Promise<void>,
 ): Promise<void> {
   const ns = await namespace(prefix);
-  if (options.cluster !== false) await createCluster(ns, "c1");
+  await createRealCluster(ns, "c1");
+  if (options.controlPlane !== false) await initialiseControlPlane(ns, "c1", "kubeadm");
   const args = controllerArgs(ns, options.server);
   if (options.tokenFile) args[args.indexOf("--token-file") + 1] = await options.tokenFile(ns);
-  const double = startKubeadmProviderDouble(kc(), ns);
   let ctl = startController(args);
   const run: ControllerRun = {
     ns,
-    double,
     get ctl() {
       return ctl;
     },
@@ -186,30 +187,56 @@ async function withController(
     await body(run);
   } finally {
     const code = await ctl.stop();
-    await double.stop();
+    await deleteNodes(ns, ["cp-0", "worker-1"]);
     if (options.exitsZero) assert.equal(code, 0, `controller exits 0 on SIGTERM: ${ctl.log().slice(-2000)}`);
   }
 }
 
+/**
+ * A worker Machine of Cluster `c1` whose BootsealConfig wraps a kubeadm join (`bootseal`: more of
+ * the BootsealConfig's spec; `inner`: more of the KubeadmConfig's).
+ */
+const createWorker = (
+  ns: string,
+  name: string,
+  more: { bootseal?: Record<string, unknown>; inner?: Record<string, unknown> } = {},
+) => createRealMachine(ns, "c1", { name, bootseal: { ...joinSpec(name, more.inner), ...more.bootseal } });
+
+/**
+ * Deletes Machine `name` and waits until Cluster API has removed it: Cluster API deletes its
+ * BootsealConfig too, which goes only once the controller has deleted the machine's config at the
+ * service and released its finalizer (the log line says so, with why: the Machine or the
+ * BootsealConfig being deleted, whichever it saw first).
+ */
+async function deleteMachine(ns: string, name: string, ctl: ControllerProcess): Promise<void> {
+  await custom().deleteNamespacedCustomObject({ ...CAPI, namespace: ns, plural: "machines", name });
+  const gone = (get: Promise<unknown>) =>
+    get.then(
+      () => false,
+      () => true,
+    );
+  await until(`Machine ${name} gone`, () => gone(getMachine(ns, name)), { tries: 1200 });
+  assert.ok(await gone(getConfig(ns, name)), `Cluster API deleted BootsealConfig ${name}`);
+  const released = ctl
+    .log()
+    .split("\n")
+    .find((l) => l.includes(`"bootsealConfig":"${ns}/${name}"`) && l.includes("released the finalizer"));
+  assert.match(released ?? "", /"why":"(Machine \S+ is deleted|the BootsealConfig is being deleted)"/);
+}
+
 test(
-  "Cluster + Machine + BootsealConfig → kubeadm-provider double's data secret → published → stub in the data secret (cloud-init schema, ignition-validate) → bootseal fetch → succeeded → nodeRef and Machine deletion clean up",
+  "Cluster + Machine + BootsealConfig → the kubeadm provider's join data → published → stub in the data secret (cloud-init schema, ignition-validate) → bootseal fetch → succeeded → nodeRef (set by Cluster API) and Machine deletion clean up",
   {
     timeout: 600_000,
   },
   () =>
-    withController("ctl-e2e", { exitsZero: true }, async ({ ns, double, ctl }) => {
-      await createMachineWithConfig(
-        ns,
-        "c1",
-        "worker-0",
-        kubeadmSpec("worker-0", { payload: "cloud-config" }),
-      );
-      await createMachineWithConfig(
-        ns,
-        "c1",
-        "worker-1",
-        kubeadmSpec("worker-1", { userDataFormat: "ignition" }),
-      );
+    withController("ctl-e2e", { exitsZero: true }, async ({ ns, ctl }) => {
+      await createWorker(ns, "worker-0", { bootseal: { payload: "cloud-config" } });
+      // An Ignition machine: the kubeadm provider renders Ignition (spec 2.3.0), the stub is Ignition too.
+      await createWorker(ns, "worker-1", {
+        bootseal: { userDataFormat: "ignition", payload: "ignition" },
+        inner: { format: "ignition" },
+      });
       const w0 = await waitConfig(ns, "worker-0", "worker-0 ready", (o) => o.status?.ready === true);
       assert.equal(w0.status.dataSecretName, "worker-0-bootseal");
       assert.equal(w0.status.initialization.dataSecretCreated, true);
@@ -222,14 +249,22 @@ test(
         assert.equal(condition(w0, t)?.status, "True", `${t}: ${JSON.stringify(condition(w0, t))}`);
       assert.equal(w0.metadata.finalizers.includes("bootstrap.bootseal.dev/config"), true);
       assert.equal(w0.metadata.annotations["bootstrap.bootseal.dev/published-version"], "1");
+      assert.deepEqual(
+        w0.metadata.ownerReferences.map((r: Any) => [r.kind, r.name]),
+        [["Machine", "worker-0"]],
+        "Cluster API set the owner",
+      );
+      await until(
+        "Cluster API names bootseal's data secret on the Machine",
+        async () => (await getMachine(ns, "worker-0")).spec.bootstrap.dataSecretName === "worker-0-bootseal",
+        { tries: 600 },
+      );
 
-      // The inner config: owned by the BootsealConfig (controller) and the Machine, labelled with the cluster.
-      const inner: Any = await custom().getNamespacedCustomObject({
-        ...KUBEADM,
-        namespace: ns,
-        name: "worker-0-inner",
-      });
+      // The inner config: owned by the BootsealConfig (controller) and the Machine, labelled with
+      // the cluster and the watch filter (so the kubeadm provider sees it).
+      const inner: Any = await getKubeadmConfig(ns, "worker-0-inner");
       assert.equal(inner.metadata.labels["cluster.x-k8s.io/cluster-name"], "c1");
+      assert.equal(inner.metadata.labels["cluster.x-k8s.io/watch-filter"], peer("CAPI_WATCH_FILTER"));
       assert.deepEqual(
         inner.metadata.ownerReferences.map((r: Any) => [r.kind, r.name, r.controller === true]),
         [
@@ -237,10 +272,16 @@ test(
           ["Machine", "worker-0", false],
         ],
       );
-      assert.deepEqual(inner.spec.joinConfiguration.nodeRegistration, { name: "worker-0" });
+      assert.equal(inner.spec.joinConfiguration.nodeRegistration.name, "worker-0");
+      // The kubeadm provider wrote the join data (with the bootstrap token it put into the spec).
+      const joinToken: string = inner.spec.joinConfiguration.discovery.bootstrapToken.token;
+      const joinData = (await innerData(ns, "worker-0-inner")).toString();
+      assert.match(joinData, /kubeadm join/);
+      assert.ok(joinData.includes(joinToken), "the join data carries the bootstrap token");
       // worker-1's inner config is reconciled on its own: it may be written after worker-0 is ready.
-      await until("the double wrote both inner configs", () => double.written.length >= 2, { tries: 600 });
-      assert.deepEqual(double.written.sort(), [`${ns}/worker-0-inner`, `${ns}/worker-1-inner`]);
+      const w1 = await waitConfig(ns, "worker-1", "worker-1 ready", (o) => o.status?.ready === true);
+      const ignitionData = JSON.parse((await innerData(ns, "worker-1-inner")).toString());
+      assert.equal(ignitionData.ignition.version, "2.3.0", "the kubeadm provider's Ignition");
 
       // The data secret, as the contract wants it, holding exactly the service's stub.
       const ds = await secret(ns, "worker-0-bootseal");
@@ -258,7 +299,7 @@ test(
       ).text();
       assert.equal(stub, fromService, "the data secret holds the service's stable stub");
       assert.ok(stub.startsWith("#cloud-config\n"));
-      assert.ok(!stub.includes("abcdef.0123456789abcdef"), "the stub carries no bootstrap data");
+      assert.ok(!stub.includes(joinToken), "the stub carries no bootstrap data");
       const stubFile = join(dir.path, `${ns}-worker-0.yaml`);
       await writeFile(stubFile, stub);
       const schema = spawnSync(peer("CLOUD_INIT_BIN"), ["schema", "--config-file", stubFile], {
@@ -267,7 +308,6 @@ test(
       assert.equal(schema.status, 0, schema.stdout + schema.stderr);
       assert.match(schema.stdout + schema.stderr, /Valid cloud-config/);
 
-      const w1 = await waitConfig(ns, "worker-1", "worker-1 ready", (o) => o.status?.ready === true);
       const ds1 = await secret(ns, w1.status.dataSecretName);
       assert.equal(Buffer.from(ds1.data.format, "base64").toString(), "ignition");
       const ign = join(dir.path, `${ns}-worker-1.ign`);
@@ -276,13 +316,27 @@ test(
       assert.equal(v.status, 0, v.stdout + v.stderr);
       assert.equal(JSON.parse(await readFile(ign, "utf8")).ignition.version, "3.0.0");
 
-      // The machine boots: the stub's unit runs bootseal fetch, which reports its phases.
+      // The machine boots: the stub's unit runs bootseal fetch, which runs the provider's commands
+      // (with the machine's own /run) and reports its phases.
       const root = join(dir.path, `${ns}-root`);
-      const r = await runCloudInitStub(stub, root, { ageKeyFile: key.file, kubeadmExit: 0 });
+      const r = await runCloudInitStub(stub, root, {
+        ageKeyFile: key.file,
+        kubeadmExit: 0,
+        privateRun: true,
+      });
       assert.equal(r.code, 0, r.stderr);
       assert.match(
         await readFile(join(root, "kubeadm.args"), "utf8"),
         /^join\n--config\n\/run\/kubeadm\/kubeadm-join-config\.yaml\n/,
+      );
+      assert.match(
+        await readFile(join(root, "run/kubeadm/kubeadm-join-config.yaml"), "utf8"),
+        /name: worker-0/,
+      );
+      assert.equal(
+        (await readFile(join(root, "run/cluster-api/bootstrap-success.complete"), "utf8")).trim(),
+        "success",
+        "the provider's sentinel",
       );
       const done = await waitConfig(
         ns,
@@ -295,17 +349,14 @@ test(
         ["True", "Succeeded"],
       );
 
-      // worker-1 never booted; its Machine gets a nodeRef: the config is deleted from bootseal.
+      // worker-1 boots without fetching (its kubelet registers): Cluster API sets the Machine's
+      // nodeRef and the config is deleted from bootseal.
       assert.equal((await service.get(`/v1/machines/${ns}/worker-1/config`)).status, 200);
-      await custom().patchNamespacedCustomObjectStatus(
-        {
-          ...CAPI,
-          namespace: ns,
-          plural: "machines",
-          name: "worker-1",
-          body: { status: { nodeRef: { name: "node-1" } } },
-        },
-        await mergePatch(),
+      await bootMachine(ns, "worker-1");
+      await until(
+        "Cluster API set worker-1's nodeRef",
+        async () => (await getMachine(ns, "worker-1")).status?.nodeRef?.name === nodeName(ns, "worker-1"),
+        { tries: 1200 },
       );
       await waitConfig(
         ns,
@@ -316,24 +367,16 @@ test(
       assert.equal((await service.get(`/v1/machines/${ns}/worker-1/config`)).status, 404);
 
       // A third machine, published and never fetched, is deleted: its config goes from the store.
-      await createMachineWithConfig(ns, "c1", "worker-2", kubeadmSpec("worker-2"));
+      await createWorker(ns, "worker-2");
       await waitConfig(ns, "worker-2", "worker-2 ready", (o) => o.status?.ready === true);
       assert.equal((await service.get(`/v1/machines/${ns}/worker-2/config`)).status, 200);
-      for (const m of ["worker-0", "worker-2"])
-        await custom().deleteNamespacedCustomObject({ ...CAPI, namespace: ns, plural: "machines", name: m });
       for (const m of ["worker-0", "worker-2"]) {
-        const gone = await waitConfig(
-          ns,
-          m,
-          `${m}'s finalizer released`,
-          (o) => !(o.metadata.finalizers ?? []).length,
-        );
-        assert.equal(condition(gone, "Ready").reason, "MachineDeleted");
+        await deleteMachine(ns, m, ctl);
         assert.equal((await service.get(`/v1/machines/${ns}/${m}/config`)).status, 404);
       }
       assert.equal((await statusOf(`${ns}/worker-2`)).published, false);
       assert.equal(ctl.process.exitCode, null);
-      assert.ok(!ctl.log().includes("abcdef.0123456789abcdef"), "no payload in the controller's log");
+      assert.ok(!ctl.log().includes(joinToken), "no payload in the controller's log");
       assert.ok(!ctl.log().includes(service.controllerToken), "no token in the controller's log");
       assert.ok(!ctl.log().includes("bst."), "no bootstrap token in the controller's log");
     }),
@@ -346,7 +389,7 @@ test("the service down while the controller reconciles: Published=False ServiceU
   await gate.down();
   try {
     await withController("ctl-down", { server: gate.url }, async ({ ns, ctl }) => {
-      await createMachineWithConfig(ns, "c1", "m-0", kubeadmSpec("m-0"));
+      await createWorker(ns, "m-0");
       const down = await waitConfig(
         ns,
         "m-0",
@@ -379,9 +422,9 @@ test(
     timeout: 300_000,
   },
   () =>
-    // No Cluster: the double (like the kubeadm provider) waits for it, so no data ever comes.
-    withController("ctl-early", { cluster: false }, async ({ ns, double }) => {
-      await createMachineWithConfig(ns, "missing", "m-0", kubeadmSpec("m-0"));
+    // No control plane: the kubeadm provider writes no join data until one is initialised.
+    withController("ctl-early", { controlPlane: false }, async ({ ns, ctl }) => {
+      await createWorker(ns, "m-0");
       const waiting = await waitConfig(
         ns,
         "m-0",
@@ -391,21 +434,23 @@ test(
           (o.metadata.finalizers ?? []).length === 1,
       );
       assert.equal(waiting.status.ready, undefined);
-      await custom().deleteNamespacedCustomObject({
-        ...CAPI,
-        namespace: ns,
-        plural: "machines",
-        name: "m-0",
-      });
-      const gone = await waitConfig(
-        ns,
-        "m-0",
-        "finalizer released",
-        (o) => !(o.metadata.finalizers ?? []).length,
+      assert.deepEqual(
+        waiting.metadata.ownerReferences.map((r: Any) => [r.kind, r.name]),
+        [["Machine", "m-0"]],
+        "Cluster API set the owner",
       );
-      assert.equal(condition(gone, "Ready").reason, "MachineDeleted");
+      await deleteMachine(ns, "m-0", ctl);
       assert.equal(await statusOf(`${ns}/m-0`), null, "never published");
-      assert.deepEqual(double.written, []);
+      // (No garbage collector runs here: the inner config stays, without data.)
+      assert.equal((await getKubeadmConfig(ns, "m-0-inner")).status?.dataSecretName, undefined);
+      assert.equal(
+        await secret(ns, "m-0-inner").then(
+          () => "exists",
+          () => "absent",
+        ),
+        "absent",
+        "the kubeadm provider wrote no data",
+      );
     }),
 );
 
@@ -417,7 +462,7 @@ test(
   () =>
     withController("ctl-restart", {}, async (run) => {
       const { ns } = run;
-      await createMachineWithConfig(ns, "c1", "m-0", kubeadmSpec("m-0"));
+      await createWorker(ns, "m-0");
       const first = await waitConfig(ns, "m-0", "ready", (o) => o.status?.ready === true);
       const ds = await secret(ns, "m-0-bootseal");
       const ctl = await run.restart();
@@ -429,14 +474,12 @@ test(
       // A change to the BootsealConfig is reconciled by the new process, and still nothing is republished.
       await custom().patchNamespacedCustomObject(
         {
-          group: "bootstrap.bootseal.dev",
-          version: "v1alpha1",
+          ...BSC,
           namespace: ns,
-          plural: "bootsealconfigs",
           name: "m-0",
           body: { metadata: { labels: { poke: "1" } } },
         },
-        await mergePatch(),
+        MERGE,
       );
       await until("a reconcile by the new controller", async () => {
         const o = await getConfig(ns, "m-0");
@@ -454,9 +497,14 @@ test(
         again.metadata.annotations["bootstrap.bootseal.dev/published-sha256"],
         first.metadata.annotations["bootstrap.bootseal.dev/published-sha256"],
       );
+      // (cp-0's KubeadmConfig is the control plane's own, not bootseal's.)
       const inners: Any = await custom().listNamespacedCustomObject({ ...KUBEADM, namespace: ns });
       assert.deepEqual(
-        inners.items.map((i: Any) => i.metadata.name),
+        inners.items
+          .filter((i: Any) =>
+            (i.metadata.ownerReferences ?? []).some((r: Any) => r.kind === "BootsealConfig"),
+          )
+          .map((i: Any) => i.metadata.name),
         ["m-0-inner"],
       );
       assert.ok(!ctl.log().includes("published the inner bootstrap data"), ctl.log());
@@ -472,7 +520,7 @@ test("one tenant's controller (a namespace-limited token) cannot touch another n
     return file;
   };
   return withController("ctl-tenant-b", { tokenFile, exitsZero: true }, async ({ ns, ctl }) => {
-    await createMachineWithConfig(ns, "c1", "m-0", kubeadmSpec("m-0"));
+    await createWorker(ns, "m-0");
     const refused = await waitConfig(
       ns,
       "m-0",
@@ -509,7 +557,7 @@ test("the controller signs in with its ServiceAccount token (TokenRequest for th
     return tokenFile;
   };
   return withController("ctl-sa-m", { tokenFile: firstToken, exitsZero: true }, async ({ ns }) => {
-    await createMachineWithConfig(ns, "c1", "m-0", kubeadmSpec("m-0"));
+    await createWorker(ns, "m-0");
     const refused = await waitConfig(
       ns,
       "m-0",

@@ -1,8 +1,9 @@
 /**
  * The controller tests' world: the kube peer's API server with the Cluster API CRDs (capi
- * peer) and ours installed, a fresh namespace per test, Cluster / Machine / BootsealConfig
- * objects shaped as Cluster API writes them, a real `bootseal serve` (test/e2e/service.ts),
- * `bootseal controller` as a child process, and the machine's side of a stub.
+ * peer) and ours installed, a fresh namespace per test, BootsealConfig look-ups and waits,
+ * `bootseal controller` as a child process, a relay to cut the service off, and the machine's
+ * side of a stub. The Cluster API objects themselves (reconciled by the real Cluster API) are
+ * made in capi-world.ts.
  */
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
@@ -29,7 +30,8 @@ export type Any = any;
 export const BSC = { group: "bootstrap.bootseal.dev", version: "v1alpha1", plural: "bootsealconfigs" };
 export const CAPI = { group: "cluster.x-k8s.io", version: "v1beta2" };
 export const KUBEADM = { group: "bootstrap.cluster.x-k8s.io", version: "v1beta2", plural: "kubeadmconfigs" };
-const MERGE = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);
+/** The request option of a JSON merge patch. */
+export const MERGE = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);
 
 export function adminKubeConfig(token = peer("KUBE_ADMIN_TOKEN")): KubeConfig {
   const kc = new KubeConfig();
@@ -111,16 +113,25 @@ export async function rawRequest(
   });
 }
 
-/** Cluster API's CRDs (the capi peer) and ours, created or updated, then established. */
+/**
+ * The contract labels Cluster API's own kustomizations (`config/crd/kustomization.yaml`) put on
+ * its CRDs; the peer's CRDs are the bare bases. Without them the core manager cannot resolve a
+ * Machine's KubeadmConfig ("contract version label(s) are either missing or empty").
+ */
+const CAPI_CONTRACT_LABELS = { "cluster.x-k8s.io/v1beta1": "v1beta1", "cluster.x-k8s.io/v1beta2": "v1beta2" };
+
+/** Cluster API's CRDs (the capi peer, with their contract labels) and ours, created or updated, then established. */
 export async function installCrds(): Promise<void> {
+  const capiFiles = (await readdir(peer("CAPI_CRDS_DIR"))).map((f) => join(peer("CAPI_CRDS_DIR"), f));
   const files = [
-    ...(await readdir(peer("CAPI_CRDS_DIR"))).map((f) => join(peer("CAPI_CRDS_DIR"), f)),
+    ...capiFiles,
     join(REPO, "deploy/helm/bootseal/crds/bootstrap.bootseal.dev_bootsealconfigs.yaml"),
     join(REPO, "deploy/helm/bootseal/crds/bootstrap.bootseal.dev_bootsealconfigtemplates.yaml"),
   ];
   const base = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
   for (const file of files) {
     const crd = parse(await readFile(file, "utf8")) as Any;
+    if (capiFiles.includes(file)) crd.metadata.labels = { ...crd.metadata.labels, ...CAPI_CONTRACT_LABELS };
     let r = await rawRequest("POST", base, crd);
     if (r.status === 409) {
       const old = await rawRequest("GET", `${base}/${crd.metadata.name}`);
@@ -147,96 +158,6 @@ export async function namespace(prefix: string): Promise<string> {
     .slice(0, 50);
   await core().createNamespace({ body: { metadata: { name } } });
   return name;
-}
-
-/** A Cluster whose infrastructure is provisioned and control plane initialised (status as Cluster API sets it). */
-export async function createCluster(ns: string, name: string): Promise<Any> {
-  const c = custom();
-  const cluster: Any = await c.createNamespacedCustomObject({
-    ...CAPI,
-    namespace: ns,
-    plural: "clusters",
-    body: {
-      apiVersion: `${CAPI.group}/${CAPI.version}`,
-      kind: "Cluster",
-      metadata: { name, namespace: ns },
-      // Cluster API's webhook wants an infrastructure (or control-plane, or topology) reference;
-      // no Cluster API controller reconciles this Cluster (no watch-filter label): its status is set below.
-      spec: {
-        controlPlaneEndpoint: { host: "10.0.0.10", port: 6443 },
-        infrastructureRef: { apiGroup: "infrastructure.bootseal.test", kind: "TestCluster", name },
-      },
-    },
-  });
-  const now = new Date().toISOString().replace(/\.\d+Z$/, "Z");
-  await c.patchNamespacedCustomObjectStatus(
-    {
-      ...CAPI,
-      namespace: ns,
-      plural: "clusters",
-      name,
-      body: {
-        status: {
-          initialization: { infrastructureProvisioned: true, controlPlaneInitialized: true },
-          conditions: [
-            {
-              type: "ControlPlaneInitialized",
-              status: "True",
-              reason: "Initialized",
-              message: "",
-              lastTransitionTime: now,
-            },
-          ],
-        },
-      },
-    },
-    MERGE,
-  );
-  return cluster;
-}
-
-/** A Machine whose bootstrap.configRef names the BootsealConfig, and the BootsealConfig it owns. */
-export async function createMachineWithConfig(
-  ns: string,
-  cluster: string,
-  name: string,
-  spec: Record<string, unknown>,
-): Promise<{ machine: Any; config: Any }> {
-  const c = custom();
-  const machine: Any = await c.createNamespacedCustomObject({
-    ...CAPI,
-    namespace: ns,
-    plural: "machines",
-    body: {
-      apiVersion: `${CAPI.group}/${CAPI.version}`,
-      kind: "Machine",
-      metadata: { name, namespace: ns, labels: { "cluster.x-k8s.io/cluster-name": cluster } },
-      spec: {
-        clusterName: cluster,
-        bootstrap: { configRef: { apiGroup: BSC.group, kind: "BootsealConfig", name } },
-        infrastructureRef: { apiGroup: "infrastructure.cluster.x-k8s.io", kind: "DockerMachine", name },
-      },
-    },
-  });
-  // What Cluster API's Machine controller sets on the bootstrap config: its label and owner reference.
-  const config: Any = await c.createNamespacedCustomObject({
-    ...BSC,
-    namespace: ns,
-    body: {
-      apiVersion: `${BSC.group}/${BSC.version}`,
-      kind: "BootsealConfig",
-      metadata: {
-        name,
-        namespace: ns,
-        labels: { "cluster.x-k8s.io/cluster-name": cluster },
-        ownerReferences: [
-          { apiVersion: `${CAPI.group}/${CAPI.version}`, kind: "Machine", name, uid: machine.metadata.uid },
-        ],
-      },
-      spec,
-    },
-  });
-  return { machine, config };
 }
 
 export const getConfig = (ns: string, name: string): Promise<Any> =>
