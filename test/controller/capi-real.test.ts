@@ -28,6 +28,7 @@ import {
   installTestInfrastructure,
   joinSpec,
   K8S_VERSION,
+  kubeadm,
   nodeName,
   provisionCluster,
   realLabels,
