@@ -111,7 +111,16 @@ async function applyCrds(): Promise<void> {
   const crds = readdirSync(join(DIR, "crds"))
     .sort()
     .flatMap((f) => documents(join(DIR, "crds", f)));
-  for (const crd of crds) await apply(base, crd);
+  // Cluster API's own install (its kustomizations) labels its CRDs with the contract versions
+  // they serve; the core manager reads the label to know which version of a kind to use.
+  for (const crd of crds) {
+    crd.metadata.labels = {
+      ...crd.metadata.labels,
+      "cluster.x-k8s.io/v1beta1": "v1beta1",
+      "cluster.x-k8s.io/v1beta2": "v1beta2",
+    };
+    await apply(base, crd);
+  }
   for (const crd of crds) {
     await waitFor(`CRD ${crd.metadata.name} established`, async () => {
       const c = await call("GET", `${base}/${crd.metadata.name}`);

@@ -222,7 +222,13 @@ test("a publish and status reports made through the API appear without a reload"
   await waitForCount("published", 1);
 
   // The history: reason and exit code, the hostile message as text.
-  await page.click('#machines button[data-machine="fleet/db-1"]');
+  // Clicked inside the page in one step: a re-render between finding the button and clicking
+  // it (a late event for the other machine) would detach a handle held from outside.
+  await page.evaluate(() =>
+    (
+      document.querySelector('#machines button[data-machine="fleet/db-1"]') as { click(): void } | null
+    )?.click(),
+  );
   await page.waitForFunction(
     () => document.querySelector('#detail tr[data-phase="failed"] td.exit')?.textContent === "3",
     WAIT,
