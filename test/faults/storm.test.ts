@@ -177,6 +177,17 @@ for (const kind of ["file", "seaweedfs"] as const) {
           const st = await call(`${urls[1]}/v1/machines/storm/${m.name}/status`, { token: controller });
           record = st.json();
           return (record?.history.length ?? 0) >= PHASES.length + 1;
+        }).catch((err: Error) => {
+          // Why a held report never arrived, in the replicas' own words.
+          const said = replicas.flatMap((r) =>
+            r
+              .log()
+              .split("\n")
+              .filter((l) => /dropped|error/i.test(l)),
+          );
+          throw new Error(
+            `${err.message}; history ${JSON.stringify(record?.history)}; replicas: ${said.join("\n").slice(-4000)}`,
+          );
         });
         assert.deepEqual(
           record?.history.map((e) => e.phase),
