@@ -93,6 +93,12 @@ export function clusterLabels(clusterName: string): Record<string, string> {
   return labels;
 }
 
+/** The BootsealConfig as the controlling owner of what bootseal creates for it. */
+function controllerRef(config: Obj) {
+  const { name, uid } = config.metadata;
+  return { apiVersion: API_VERSION, kind: KIND, name, uid, controller: true, blockOwnerDeletion: true };
+}
+
 /**
  * The inner config bootseal creates for a BootsealConfig: its cluster's labels (and watch filter),
  * owned by the BootsealConfig (controller) and by the Machine, through which the inner provider
@@ -113,14 +119,7 @@ export function innerConfigBody(
       namespace: config.metadata.namespace,
       labels: { ...clusterLabels(clusterName), ...watchFilterOf(config) },
       ownerReferences: [
-        {
-          apiVersion: API_VERSION,
-          kind: KIND,
-          name: config.metadata.name,
-          uid: config.metadata.uid,
-          controller: true,
-          blockOwnerDeletion: true,
-        },
+        controllerRef(config),
         {
           apiVersion: machine.apiVersion as string,
           kind: "Machine",
@@ -152,16 +151,7 @@ export function stubSecretBody(
       namespace: config.metadata.namespace,
       labels: { ...clusterLabels(clusterName), [LABEL_STUB_SECRET]: "true" },
       annotations: { [ANNOTATION_PUBLISHED_VERSION]: version },
-      ownerReferences: [
-        {
-          apiVersion: API_VERSION,
-          kind: KIND,
-          name: config.metadata.name,
-          uid: config.metadata.uid,
-          controller: true,
-          blockOwnerDeletion: true,
-        },
-      ],
+      ownerReferences: [controllerRef(config)],
       ...(existing ? { resourceVersion: existing.metadata.resourceVersion } : {}),
     },
     data: { value: Buffer.from(stub).toString("base64"), format: Buffer.from(format).toString("base64") },

@@ -7,15 +7,17 @@
  */
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { mkdir, writeFile } from "node:fs/promises";
+import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
-import { DIST, type E2EService, ensureBundle, startE2EService } from "../e2e/service.ts";
-import { type AgeKey, ageKey, run, tempDir } from "../fetcher/helpers.ts";
+import type { E2EService } from "../e2e/service.ts";
+import { type AgeKey, run } from "../fetcher/helpers.ts";
 import { assertAppliedAsIgnition } from "../fetcher/ignition-v2-oracle.ts";
 import { until } from "../helpers/until.ts";
 import {
   bootMachine,
+  type ControllerWorld,
+  controllerWorld,
   createRealCluster,
   createRealMachine,
   deleteNodes,
@@ -25,7 +27,6 @@ import {
   initialiseControlPlane,
   initSpec,
   innerData,
-  installTestInfrastructure,
   joinSpec,
   K8S_VERSION,
   kubeadm,
@@ -40,9 +41,7 @@ import {
   condition,
   custom,
   getConfig,
-  installCrds,
   KUBEADM,
-  kubeconfigFile,
   MERGE,
   namespace,
   runCloudInitStub,
@@ -51,37 +50,18 @@ import {
   waitConfig,
 } from "./harness.ts";
 
-let dir: { path: string; remove: () => Promise<void> };
+let world: ControllerWorld;
+let dir: string;
 let key: AgeKey;
 let service: E2EService;
 let kubeconfig: string;
 
 before(async () => {
-  await ensureBundle();
-  dir = await tempDir("capi-real");
-  key = await ageKey(dir.path, "machine");
-  const artifacts = join(dir.path, "artifacts");
-  await mkdir(artifacts);
-  await writeFile(
-    join(artifacts, "bootseal-linux-x64"),
-    `#!/bin/sh\nexec '${process.execPath}' '${DIST}' "$@"\n`,
-    {
-      mode: 0o755,
-    },
-  );
-  service = await startE2EService({
-    dir: dir.path,
-    ageRecipient: key.recipient,
-    artifactsDir: artifacts,
-    bootstrapCommands: [],
-  });
-  await installCrds();
-  await installTestInfrastructure();
-  kubeconfig = await kubeconfigFile(dir.path);
+  world = await controllerWorld("capi-real");
+  ({ dir, key, service, kubeconfig } = world);
 });
 after(async () => {
-  await service?.stop();
-  await dir?.remove();
+  await world?.close();
 });
 
 const controller = (ns: string) =>
@@ -102,7 +82,7 @@ const sha256 = (b: Uint8Array) => createHash("sha256").update(b).digest("hex");
 async function heldBy(ns: string, name: string): Promise<Buffer> {
   const res = await service.get(`/v1/machines/${ns}/${name}/config`);
   assert.equal(res.status, 200, `the service holds ${ns}/${name}'s config`);
-  const file = join(dir.path, `${ns}-${name}.sops.json`);
+  const file = join(dir, `${ns}-${name}.sops.json`);
   await writeFile(file, Buffer.from(await res.arrayBuffer()));
   const r = await run(["decrypt", "--input-type", "binary", file], {
     PATH: process.env.PATH,
@@ -425,7 +405,7 @@ test("a failed bootstrap seen and repaired by Cluster API: a MachineDeployment's
 
     // The first worker boots and kubeadm join fails.
     const first = await worker();
-    const failedRun = await runCloudInitStub(first.stub, join(dir.path, `${ns}-first`), {
+    const failedRun = await runCloudInitStub(first.stub, join(dir, `${ns}-first`), {
       ageKeyFile: key.file,
       kubeadmExit: 1,
       privateRun: true,
@@ -465,7 +445,7 @@ test("a failed bootstrap seen and repaired by Cluster API: a MachineDeployment's
     assert.equal((await service.get(`/v1/machines/${ns}/${first.machine}/config`)).status, 404);
 
     // The new Machine boots with its own fresh config.
-    const ok = await runCloudInitStub(second.stub, join(dir.path, `${ns}-second`), {
+    const ok = await runCloudInitStub(second.stub, join(dir, `${ns}-second`), {
       ageKeyFile: key.file,
       kubeadmExit: 0,
       privateRun: true,

@@ -8,10 +8,11 @@
  * `<cluster>-kubeconfig` secret points back at it).
  */
 import assert from "node:assert/strict";
-import { readFile } from "node:fs/promises";
+import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { parseAllDocuments } from "yaml";
-import { REPO } from "../fetcher/helpers.ts";
+import { DIST, type E2EService, ensureBundle, startE2EService } from "../e2e/service.ts";
+import { type AgeKey, ageKey, REPO, tempDir } from "../fetcher/helpers.ts";
 import { peer } from "../helpers/peers.ts";
 import { until } from "../helpers/until.ts";
 import {
@@ -21,7 +22,9 @@ import {
   condition,
   core,
   custom,
+  installCrds,
   KUBEADM,
+  kubeconfigFile,
   MERGE,
   rawRequest,
   secret,
@@ -295,3 +298,56 @@ export const getMachine = (ns: string, name: string): Promise<Any> =>
 
 export const getKubeadmConfig = (ns: string, name: string): Promise<Any> =>
   custom().getNamespacedCustomObject({ ...KUBEADM, namespace: ns, name }) as Promise<Any>;
+
+/** What a controller end-to-end file shares: its directory, the machine's age key, the service, a kubeconfig. */
+export interface ControllerWorld {
+  readonly dir: string;
+  readonly key: AgeKey;
+  readonly service: E2EService;
+  readonly kubeconfig: string;
+  close(): Promise<void>;
+}
+
+/**
+ * A real `bootseal serve` (the bundle) for the machine's age key, serving as its fetcher a
+ * wrapper around the bundle (as test/e2e/userdata-kubeadm.test.ts does), with Cluster API's and
+ * bootseal's CRDs and the test infrastructure provider installed, and a kubeconfig for the
+ * controller. `service` adds to the service's options (it may write files into the directory first).
+ */
+export async function controllerWorld(
+  prefix: string,
+  service: (dir: string) => Promise<Partial<Parameters<typeof startE2EService>[0]>> = async () => ({}),
+): Promise<ControllerWorld> {
+  await ensureBundle();
+  const dir = await tempDir(prefix);
+  const key = await ageKey(dir.path, "machine");
+  const artifacts = join(dir.path, "artifacts");
+  await mkdir(artifacts);
+  await writeFile(
+    join(artifacts, "bootseal-linux-x64"),
+    `#!/bin/sh\nexec '${process.execPath}' '${DIST}' "$@"\n`,
+    {
+      mode: 0o755,
+    },
+  );
+  const started = await startE2EService({
+    dir: dir.path,
+    ageRecipient: key.recipient,
+    artifactsDir: artifacts,
+    bootstrapCommands: [],
+    ...(await service(dir.path)),
+  });
+  await installCrds();
+  await installTestInfrastructure();
+  const kubeconfig = await kubeconfigFile(dir.path);
+  return {
+    dir: dir.path,
+    key,
+    service: started,
+    kubeconfig,
+    close: async () => {
+      await started.stop();
+      await dir.remove();
+    },
+  };
+}

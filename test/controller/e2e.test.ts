@@ -10,15 +10,17 @@
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdir, readFile, writeFile } from "node:fs/promises";
+import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
-import { DIST, type E2EService, ensureBundle, startE2EService } from "../e2e/service.ts";
-import { type AgeKey, ageKey, tempDir } from "../fetcher/helpers.ts";
+import type { E2EService } from "../e2e/service.ts";
+import type { AgeKey } from "../fetcher/helpers.ts";
 import { peer } from "../helpers/peers.ts";
 import { until } from "../helpers/until.ts";
 import {
   bootMachine,
+  type ControllerWorld,
+  controllerWorld,
   createRealCluster,
   createRealMachine,
   deleteNodes,
@@ -26,7 +28,6 @@ import {
   getMachine,
   initialiseControlPlane,
   innerData,
-  installTestInfrastructure,
   joinSpec,
   nodeName,
 } from "./capi-world.ts";
@@ -39,9 +40,7 @@ import {
   core,
   custom,
   getConfig,
-  installCrds,
   KUBEADM,
-  kubeconfigFile,
   MERGE,
   namespace,
   relay,
@@ -51,7 +50,8 @@ import {
   waitConfig,
 } from "./harness.ts";
 
-let dir: { path: string; remove: () => Promise<void> };
+let world: ControllerWorld;
+let dir: string;
 let key: AgeKey;
 let service: E2EService;
 let kubeconfig: string;
@@ -62,63 +62,45 @@ const SA_HOME = `ctl-sa-home-${randomBytes(4).toString("hex")}`;
 const SA_AUDIENCE = "bootseal-e2e";
 
 before(async () => {
-  await ensureBundle();
-  dir = await tempDir("controller-e2e");
-  key = await ageKey(dir.path, "machine");
-  const artifacts = join(dir.path, "artifacts");
-  await mkdir(artifacts);
-  // The fetcher the stub installs: a wrapper around the bundle (as test/e2e/userdata-kubeadm.test.ts does).
-  await writeFile(
-    join(artifacts, "bootseal-linux-x64"),
-    `#!/bin/sh\nexec '${process.execPath}' '${DIST}' "$@"\n`,
-    {
-      mode: 0o755,
-    },
-  );
   await core().createNamespace({ body: { metadata: { name: SA_HOME } } });
   await core().createNamespacedServiceAccount({
     namespace: SA_HOME,
     body: { metadata: { name: "bootseal-controller" } },
   });
-  // The reviewer's credential: the peer's admin token (system:masters may create TokenReviews).
-  const reviewerToken = join(dir.path, "reviewer-token");
-  await writeFile(reviewerToken, peer("KUBE_ADMIN_TOKEN"), { mode: 0o600 });
-  service = await startE2EService({
-    dir: dir.path,
-    ageRecipient: key.recipient,
-    artifactsDir: artifacts,
-    bootstrapCommands: [],
-    controllers: [
-      {
-        name: "tenant-a",
-        token: TENANT_TOKEN,
-        scopes: ["configs:write", "tokens:mint", "status:read"],
-        namespaces: ["ctl-tenant-a-*"],
-      },
-    ],
-    configLines: [
-      "controllerAuth:",
-      "  kubernetes:",
-      `    server: ${peer("KUBE_SERVER")}`,
-      `    caFile: ${peer("KUBE_CA_FILE")}`,
-      `    tokenFile: ${reviewerToken}`,
-      `    audiences: [${SA_AUDIENCE}]`,
-      "kubernetesBindings:",
-      `  - serviceAccount: ${SA_HOME}/bootseal-controller`,
-      "    scopes: [configs:write, tokens:mint, status:read]",
-      '    namespaces: ["ctl-sa-m-*"]',
-    ],
+  world = await controllerWorld("controller-e2e", async (d) => {
+    // The reviewer's credential: the peer's admin token (system:masters may create TokenReviews).
+    const reviewerToken = join(d, "reviewer-token");
+    await writeFile(reviewerToken, peer("KUBE_ADMIN_TOKEN"), { mode: 0o600 });
+    return {
+      controllers: [
+        {
+          name: "tenant-a",
+          token: TENANT_TOKEN,
+          scopes: ["configs:write", "tokens:mint", "status:read"],
+          namespaces: ["ctl-tenant-a-*"],
+        },
+      ],
+      configLines: [
+        "controllerAuth:",
+        "  kubernetes:",
+        `    server: ${peer("KUBE_SERVER")}`,
+        `    caFile: ${peer("KUBE_CA_FILE")}`,
+        `    tokenFile: ${reviewerToken}`,
+        `    audiences: [${SA_AUDIENCE}]`,
+        "kubernetesBindings:",
+        `  - serviceAccount: ${SA_HOME}/bootseal-controller`,
+        "    scopes: [configs:write, tokens:mint, status:read]",
+        '    namespaces: ["ctl-sa-m-*"]',
+      ],
+    };
   });
-  await installCrds();
-  await installTestInfrastructure();
-  kubeconfig = await kubeconfigFile(dir.path);
+  ({ dir, key, service, kubeconfig } = world);
 });
 after(async () => {
   await core()
     .deleteNamespace({ name: SA_HOME })
     .catch(() => {});
-  await service?.stop();
-  await dir?.remove();
+  await world?.close();
 });
 
 const controllerArgs = (ns: string, server = service.url) => [
@@ -300,7 +282,7 @@ test(
       assert.equal(stub, fromService, "the data secret holds the service's stable stub");
       assert.ok(stub.startsWith("#cloud-config\n"));
       assert.ok(!stub.includes(joinToken), "the stub carries no bootstrap data");
-      const stubFile = join(dir.path, `${ns}-worker-0.yaml`);
+      const stubFile = join(dir, `${ns}-worker-0.yaml`);
       await writeFile(stubFile, stub);
       const schema = spawnSync(peer("CLOUD_INIT_BIN"), ["schema", "--config-file", stubFile], {
         encoding: "utf8",
@@ -310,7 +292,7 @@ test(
 
       const ds1 = await secret(ns, w1.status.dataSecretName);
       assert.equal(Buffer.from(ds1.data.format, "base64").toString(), "ignition");
-      const ign = join(dir.path, `${ns}-worker-1.ign`);
+      const ign = join(dir, `${ns}-worker-1.ign`);
       await writeFile(ign, Buffer.from(ds1.data.value, "base64"));
       const v = spawnSync(peer("IGNITION_VALIDATE_BIN"), [ign], { encoding: "utf8" });
       assert.equal(v.status, 0, v.stdout + v.stderr);
@@ -318,7 +300,7 @@ test(
 
       // The machine boots: the stub's unit runs bootseal fetch, which runs the provider's commands
       // (with the machine's own /run) and reports its phases.
-      const root = join(dir.path, `${ns}-root`);
+      const root = join(dir, `${ns}-root`);
       const r = await runCloudInitStub(stub, root, {
         ageKeyFile: key.file,
         kubeadmExit: 0,
@@ -515,7 +497,7 @@ test("one tenant's controller (a namespace-limited token) cannot touch another n
   timeout: 300_000,
 }, () => {
   const tokenFile = async (ns: string) => {
-    const file = join(dir.path, `tenant-${ns}`);
+    const file = join(dir, `tenant-${ns}`);
     await writeFile(file, TENANT_TOKEN, { mode: 0o600 });
     return file;
   };
@@ -552,7 +534,7 @@ test("the controller signs in with its ServiceAccount token (TokenRequest for th
   let tokenFile = "";
   // First with a token bound to another audience: the service's review refuses it.
   const firstToken = async (ns: string) => {
-    tokenFile = join(dir.path, `sa-${ns}`);
+    tokenFile = join(dir, `sa-${ns}`);
     await writeFile(tokenFile, await tokenFor("another-service"), { mode: 0o600 });
     return tokenFile;
   };
