@@ -7,8 +7,8 @@
  */
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { writeFile } from "node:fs/promises";
-import { join } from "node:path";
+import { mkdir, readFile, stat, writeFile } from "node:fs/promises";
+import { dirname, join } from "node:path";
 import { after, before, test } from "node:test";
 import type { E2EService } from "../e2e/service.ts";
 import { type AgeKey, run } from "../fetcher/helpers.ts";
@@ -493,5 +493,131 @@ test("format: ignition (Flatcar): the kubeadm provider's Ignition spec 2.3.0 is 
     await assertAppliedAsIgnition(ign);
   } finally {
     assert.equal(await ctl.stop(), 0, `controller exits 0 on SIGTERM: ${ctl.log().slice(-2000)}`);
+  }
+});
+
+/**
+ * A machine directory as a Debian image leaves it for cloud-init's modules: accounts, os-release,
+ * chrony installed with cloud-init's own template, cloud-init's instance data. Two programs are
+ * test doubles that record their arguments: `cloud-init` (disk_setup and mounts are handed to
+ * it; the real one would partition this host) and `service` (no init system runs here).
+ */
+async function debianMachine(root: string, hostname: string): Promise<void> {
+  const put = async (path: string, text: string, mode = 0o644) => {
+    await mkdir(dirname(join(root, path)), { recursive: true });
+    await writeFile(join(root, path), text, { mode });
+  };
+  await put("etc/passwd", "root:x:0:0:root:/root:/bin/sh\n");
+  await put("etc/group", "root:x:0:\nsudo:x:27:\nusers:x:100:\n");
+  await put("etc/shadow", "root:*:19000:0:99999:7:::\n", 0o640);
+  await put("etc/gshadow", "root:*::\nsudo:*::\nusers:*::\n", 0o640);
+  await put("etc/sudoers", "Defaults env_reset\n@includedir /etc/sudoers.d\n", 0o440);
+  await put("etc/os-release", 'ID=debian\nVERSION_ID="12"\n');
+  // The image's programs cloud-init looks for (its `which` under the root); the host's own shadow
+  // tools then act on the root with --root, as cloud-init's would on the machine.
+  for (const program of [
+    "usr/sbin/chronyd",
+    "usr/sbin/useradd",
+    "usr/sbin/groupadd",
+    "usr/sbin/usermod",
+    "usr/bin/passwd",
+  ])
+    await put(program, "#!/bin/sh\nexit 0\n", 0o755);
+  await put(
+    "etc/cloud/templates/chrony.conf.debian.tmpl",
+    await readFile("/etc/cloud/templates/chrony.conf.debian.tmpl", "utf8"),
+  );
+  await put(
+    "run/cloud-init/instance-data.json",
+    JSON.stringify({ v1: { local_hostname: hostname }, ds: { meta_data: { "local-hostname": hostname } } }),
+  );
+  for (const program of ["cloud-init", "service"]) {
+    await put(`usr/local/sbin/${program}`, `#!/bin/sh\necho "$@" >> "$0.calls"\n`, 0o755);
+  }
+  await mkdir(join(root, "home"), { recursive: true });
+}
+
+test("the kubeadm provider's users, ntp, diskSetup, mounts and a Jinja node name: published as it wrote them and applied by the machine's fetch as cloud-init would (the real shadow tools, cloud-init's chrony template; modes and the commands' umask as cloud-init's)", {
+  timeout: 600_000,
+}, async () => {
+  const ns = await namespace("capi-modules");
+  await createRealCluster(ns, "c1");
+  const ctl = controller(ns);
+  try {
+    await initialiseControlPlane(ns, "c1", "kubeadm");
+    const key_ = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBootsealTestKeyOnly ops@example";
+    await createRealMachine(ns, "c1", {
+      name: "worker-0",
+      bootseal: kubeadm({
+        joinConfiguration: { nodeRegistration: { name: "{{ ds.meta_data.local_hostname }}" } },
+        users: [
+          { name: "ops", sudo: "ALL=(ALL) NOPASSWD:ALL", sshAuthorizedKeys: [key_], lockPassword: true },
+        ],
+        ntp: { enabled: true, servers: ["time.example.net"] },
+        diskSetup: {
+          partitions: [{ device: "/dev/sdb", layout: true, overwrite: false, tableType: "gpt" }],
+          filesystems: [{ device: "/dev/sdb1", filesystem: "ext4", label: "etcd_disk" }],
+        },
+        mounts: [["LABEL=etcd_disk", "/var/lib/etcddisk"]],
+      }),
+    });
+    const w = await waitConfig(
+      ns,
+      "worker-0",
+      "worker-0 published",
+      (o) => condition(o, "Published")?.status === "True",
+    );
+    const data = await innerData(ns, "worker-0-inner");
+    const text = data.toString();
+    assert.ok(text.startsWith("## template: jinja\n"), "the provider's Jinja header");
+    for (const module of ["users:", "ntp:", "disk_setup:", "fs_setup:", "mounts:"])
+      assert.ok(text.includes(`\n${module}`), `the provider emits ${module}`);
+    assert.deepEqual(await heldBy(ns, "worker-0"), data);
+
+    const root = join(dir, `${ns}-worker-0`);
+    await debianMachine(root, "ip-10-0-0-7.ec2.internal");
+    const stub = Buffer.from((await secret(ns, w.status.dataSecretName)).data.value, "base64").toString();
+    const r = await runCloudInitStub(stub, root, { ageKeyFile: key.file, kubeadmExit: 0, privateRun: true });
+    assert.equal(r.code, 0, r.stderr);
+    await waitConfig(ns, "worker-0", "succeeded", (o) => o.status?.phase === "succeeded");
+
+    // Jinja: the node name from cloud-init's instance data.
+    assert.match(
+      await readFile(join(root, "run/kubeadm/kubeadm-join-config.yaml"), "utf8"),
+      /name: 'ip-10-0-0-7\.ec2\.internal'$/m,
+    );
+    // users: the real useradd and passwd under the root; sudoers and keys with cloud-init's modes.
+    assert.match(await readFile(join(root, "etc/passwd"), "utf8"), /^ops:x:\d+:\d+::\/home\/ops:/m);
+    assert.match(
+      await readFile(join(root, "etc/shadow"), "utf8"),
+      /^ops:!/m,
+      "lockPassword: the password locked",
+    );
+    const sudoers = join(root, "etc/sudoers.d/90-cloud-init-users");
+    assert.match(await readFile(sudoers, "utf8"), /^ops ALL=\(ALL\) NOPASSWD:ALL$/m);
+    assert.equal((await stat(sudoers)).mode & 0o777, 0o440);
+    const keys = join(root, "home/ops/.ssh/authorized_keys");
+    assert.match(await readFile(keys, "utf8"), /BootsealTestKeyOnly/);
+    assert.equal((await stat(keys)).mode & 0o777, 0o600);
+    // ntp: chrony's config from cloud-init's template, and its service restarted.
+    assert.match(await readFile(join(root, "etc/chrony/chrony.conf"), "utf8"), /^server time\.example\.net/m);
+    assert.equal(await readFile(join(root, "usr/local/sbin/service.calls"), "utf8"), "chrony restart\n");
+    // disk_setup and mounts: handed to the machine's cloud-init, in that order.
+    const handed = (await readFile(join(root, "usr/local/sbin/cloud-init.calls"), "utf8")).trim().split("\n");
+    assert.deepEqual(
+      handed.map((l) => l.replace(/--file \S+/, "--file F")),
+      [
+        "single --name disk_setup --frequency always --file F",
+        "single --name mounts --frequency always --file F",
+      ],
+    );
+    // Modes as cloud-init's: directories the payload made 0755, and kubeadm's sentinel written
+    // by runcmd under umask 022 (0644), though the fetcher itself runs under UMask=0077.
+    for (const d of ["run/kubeadm", "run/cluster-api"])
+      assert.equal((await stat(join(root, d))).mode & 0o777, 0o755, d);
+    assert.equal((await stat(join(root, "run/cluster-api/bootstrap-success.complete"))).mode & 0o777, 0o644);
+  } finally {
+    assert.equal(await ctl.stop(), 0, `controller exits 0 on SIGTERM: ${ctl.log().slice(-2000)}`);
+    await deleteNodes(ns, ["cp-0"]);
   }
 });

@@ -277,7 +277,7 @@ export async function relay(
 /**
  * What cloud-init and systemd do with a cloud-init stub, under `root`: write_files, the install
  * script (ExecStartPre), then the fetch line (ExecStart) with a stand-in kubeadm on PATH.
- * `privateRun`: the fetch runs in a mount namespace of its own with `<root>/run` over `/run`, so
+ * `privateRun`: the fetch runs with the unit's UMask, in a mount namespace of its own with `<root>/run` over `/run`, so
  * the commands of a real provider's payload (its sentinel `echo success >
  * /run/cluster-api/bootstrap-success.complete`) land in the machine's directory, not the host's.
  */
@@ -326,6 +326,9 @@ export async function runCloudInitStub(
   };
   if (!env.privateRun) return run(argv.slice(1), machineEnv, argv[0], 180_000);
   await mkdir(join(root, "run"), { recursive: true });
-  const mountRun = 'mount --bind "$0/run" /run && exec "$@"';
+  // As systemd starts the unit: its UMask (0077: bootseal's own secrets stay private; what the
+  // payload makes must still come out as cloud-init makes it).
+  const umask = effective("UMask", unit, []).at(-1) ?? "0022";
+  const mountRun = `umask ${umask} && mount --bind "$0/run" /run && exec "$@"`;
   return run(["-m", "sh", "-c", mountRun, root, ...argv], machineEnv, "unshare", 180_000);
 }
