@@ -402,7 +402,7 @@ export class Reconciler {
     if (!configDeleted && (!own || own.metadata.annotations?.[ANNOTATION_PUBLISHED_VERSION] !== version)) {
       let stub: Uint8Array;
       try {
-        stub = await this.#d.service.userdata(c.id, c.spec.userDataFormat);
+        stub = await this.#d.service.userdata(c.id, c.spec.userDataFormat, c.spec.skipModules);
       } catch (err) {
         return new Stop(await this.#serviceDown(obj, draft, err, "userdata"));
       }

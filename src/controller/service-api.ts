@@ -108,8 +108,13 @@ export class ServiceApi {
    * The stub: GET (the same bytes for the same publish), or POST when the service cannot render
    * it again (409 MINT_REQUIRED: no derivation key, or expired).
    */
-  async userdata(m: MachineId, format: UserDataFormat): Promise<Uint8Array> {
-    const tail = `userdata?format=${encodeURIComponent(format)}`;
+  async userdata(
+    m: MachineId,
+    format: UserDataFormat,
+    skipModules: readonly string[] = [],
+  ): Promise<Uint8Array> {
+    const skip = skipModules.map((name) => `&skipModule=${encodeURIComponent(name)}`).join("");
+    const tail = `userdata?format=${encodeURIComponent(format)}${skip}`;
     try {
       return (await this.#send("GET", path(m, tail))).body;
     } catch (err) {

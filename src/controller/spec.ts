@@ -69,6 +69,8 @@ export interface BootsealConfigSpec {
   readonly userDataFormat: UserDataFormat;
   readonly payload?: Payload;
   readonly bootstrapCommand?: string;
+  /** cloud-config modules the machine's fetch skips (the stub's `--skip-module`). */
+  readonly skipModules: readonly string[];
   readonly deleteConfigOnNodeRef: boolean;
 }
 
@@ -121,6 +123,12 @@ export function validateSpec(raw: unknown): BootsealConfigSpec {
     if (/[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/u.test(command))
       throw bad("bootstrapCommand must be printable (no control or line-separator characters)");
   }
+  const skip = raw.skipModules ?? [];
+  if (!Array.isArray(skip) || skip.length > 16)
+    throw bad("skipModules must be a list of at most 16 module names");
+  for (const name of skip as unknown[])
+    if (typeof name !== "string" || !/^[a-z][a-z_]{0,31}$/.test(name))
+      throw bad("skipModules: a module name is lower-case letters and '_' (e.g. ntp, users_groups)");
   const del = raw.deleteConfigOnNodeRef ?? true;
   if (typeof del !== "boolean") throw bad("deleteConfigOnNodeRef must be true or false");
   return {
@@ -128,6 +136,7 @@ export function validateSpec(raw: unknown): BootsealConfigSpec {
     userDataFormat: format as UserDataFormat,
     ...(payload !== undefined ? { payload: payload as Payload } : {}),
     ...(command !== undefined && command !== "" ? { bootstrapCommand: command } : {}),
+    skipModules: skip as string[],
     deleteConfigOnNodeRef: del,
   };
 }

@@ -254,7 +254,12 @@ test("a paused Cluster: condition Paused, no finalizer and no inner config until
   await createRealCluster(ns, "c1", { paused: true });
   const ctl = controller(ns);
   try {
-    await createRealMachine(ns, "c1", { name: "cp-0", controlPlane: true, bootseal: initSpec("cp-0") });
+    await createRealMachine(ns, "c1", {
+      name: "cp-0",
+      controlPlane: true,
+      // (and spec.skipModules: the stub's fetch skips ntp)
+      bootseal: { ...initSpec("cp-0"), skipModules: ["ntp"] },
+    });
     const paused = await waitConfig(
       ns,
       "cp-0",
@@ -285,6 +290,8 @@ test("a paused Cluster: condition Paused, no finalizer and no inner config until
     );
     assert.equal(condition(live, "Paused").status, "False");
     assert.ok(live.metadata.finalizers.includes("bootstrap.bootseal.dev/config"));
+    const stub = Buffer.from((await secret(ns, live.status.dataSecretName)).data.value, "base64").toString();
+    assert.match(stub, /--skip-module ntp/, "spec.skipModules reaches the stub's fetch");
   } finally {
     assert.equal(await ctl.stop(), 0, `controller exits 0 on SIGTERM: ${ctl.log().slice(-2000)}`);
   }

@@ -15,8 +15,15 @@ test("defaults: cloud-init, deleteConfigOnNodeRef true, no payload, no command",
   assert.deepEqual(validateSpec({ inner }), {
     inner,
     userDataFormat: "cloud-init",
+    skipModules: [],
     deleteConfigOnNodeRef: true,
   });
+  assert.deepEqual(validateSpec({ inner, skipModules: ["ntp", "users_groups"] }).skipModules, [
+    "ntp",
+    "users_groups",
+  ]);
+  for (const skipModules of ["ntp", ["Ntp"], ["ntp mounts"], [1]])
+    assert.throws(() => validateSpec({ inner, skipModules }), /skipModules/);
   const t = validateSpec({
     inner: { apiVersion: inner.apiVersion, kind: "KubeadmConfig", templateRef: { name: "workers" } },
     userDataFormat: "ignition",

@@ -84,6 +84,20 @@ test("embedded default: every user-data format answers 200, stable, keys generat
     });
     assert.ok(!hostile.includes("evil.example.com"), "the Host header never reaches the stub");
     assert.ok(hostile.includes(`${url}/v1/artifacts/bootseal-`), "the stub names the listener's own address");
+    // skipModule (what a BootsealConfig's skipModules sends): the stub's fetch skips them.
+    const skipping = await fetch(
+      `${url}/v1/machines/default/worker-0/userdata?format=cloud-init&skipModule=ntp&skipModule=mounts`,
+      { headers: auth },
+    );
+    assert.equal(skipping.status, 200);
+    assert.match(await skipping.text(), /--skip-module ntp --skip-module mounts/);
+    const refused = await fetch(
+      `${url}/v1/machines/default/worker-0/userdata?format=cloud-init&skipModule=NTP`,
+      {
+        headers: auth,
+      },
+    );
+    assert.equal(refused.status, 400);
     for (const key of ["bootstrap-token-derivation.key", "artifact-signing.pem"]) {
       assert.equal(statSync(join(dataDir, "keys", key)).mode & 0o777, 0o600, key);
     }

@@ -37,8 +37,10 @@ export interface UserdataRequest {
   readonly format: UserdataFormat;
   /** The Linux executable's architecture (cloud-init, Ignition); PowerShell is x64. */
   readonly arch: LinuxArch;
-  /** The URL the stub reaches the service at (publicUrl, or the request's own). */
+  /** The URL the stub reaches the service at (publicUrl, or a loopback listener's own: stub-origin.ts). */
   readonly serviceUrl: string;
+  /** cloud-config modules the machine's fetch skips (`--skip-module`); none when empty. */
+  readonly skipModules?: readonly string[];
 }
 
 export interface UserdataStub {
@@ -165,7 +167,14 @@ function render(
   artifact: UserdataParams["artifact"],
   tokenExpiresAt: string | undefined,
 ): UserdataStub {
-  const params: UserdataParams = { serviceUrl: req.serviceUrl, machine: m, auth, command, artifact };
+  const params: UserdataParams = {
+    serviceUrl: req.serviceUrl,
+    machine: m,
+    auth,
+    command,
+    skipModules: req.skipModules,
+    artifact,
+  };
   const stub = renderUserdata(req.format, params);
   return { contentType: stub.contentType, body: stub.body, tokenExpiresAt };
 }

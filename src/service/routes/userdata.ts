@@ -20,13 +20,18 @@ export function userdataRoutes(parent: FastifyInstance, ctx: ServiceContext): vo
     return reply.send(stub.body);
   };
   const requestOf = (request: {
-    query: { format: UserdataRequest["format"]; arch?: UserdataRequest["arch"] };
+    query: {
+      format: UserdataRequest["format"];
+      arch?: UserdataRequest["arch"];
+      skipModule?: readonly string[];
+    };
     protocol: string;
     socket: ListenerSocket;
   }): UserdataRequest => ({
     format: request.query.format,
     arch: request.query.arch ?? "x64",
     serviceUrl: stubOrigin(ctx.publicUrl, request.protocol, request.socket),
+    ...(request.query.skipModule ? { skipModules: request.query.skipModule } : {}),
   });
   app.get(
     "/v1/machines/:ns/:name/userdata",

@@ -142,6 +142,13 @@ const userdataQuery = {
       default: "x64",
       description: "the Linux executable's architecture (cloud-init, ignition); powershell is x64",
     },
+    skipModule: {
+      type: "array",
+      items: { type: "string", pattern: "^[a-z][a-z_]{0,31}$" },
+      maxItems: 16,
+      description:
+        "a cloud-config module the machine's fetch skips (`bootseal fetch --skip-module`), repeatable: what a BootsealConfig's `skipModules` names",
+    },
   },
   required: ["format"],
   additionalProperties: false,

@@ -39,6 +39,8 @@ export type UserdataParams = {
   auth: StubAuth;
   /** The bootstrap command `bootseal fetch --exec` runs after the files; none: no --exec. */
   command?: string | undefined;
+  /** cloud-config modules the fetcher skips (`--skip-module`): the BootsealConfig's `skipModules`. */
+  skipModules?: readonly string[] | undefined;
   artifact: {
     url: string;
     sha256: string;
@@ -60,6 +62,8 @@ export type CheckedParams = {
   readonly configUrl: string;
   readonly auth: StubAuth;
   readonly command: string | undefined;
+  /** Checked names (SKIP_MODULE_NAME), without repeats, in the given order. */
+  readonly skipModules: readonly string[];
   readonly artifactUrl: string;
   readonly artifactSha256: string;
   /** Lower-case hex, or undefined when the artifact has none. */
@@ -148,6 +152,21 @@ function checkAuth(value: unknown): StubAuth {
   return { method: a.method, args: args as string[] };
 }
 
+/** A cloud-config module name as `bootseal fetch --skip-module` takes it (one shell and systemd word). */
+export const SKIP_MODULE_NAME = /^[a-z][a-z_]{0,31}$/;
+export const MAX_SKIP_MODULES = 16;
+
+function checkSkipModules(value: unknown): readonly string[] {
+  if (value === undefined) return [];
+  if (!Array.isArray(value) || value.length > MAX_SKIP_MODULES)
+    bad(`skipModules: expected at most ${MAX_SKIP_MODULES} module names`);
+  for (const name of value as unknown[]) {
+    if (typeof name !== "string" || !SKIP_MODULE_NAME.test(name))
+      bad("skipModules: a module name is lower-case letters and '_' (e.g. ntp, users_groups)");
+  }
+  return [...new Set(value as string[])];
+}
+
 /** Checks and normalises the params; throws BootsealError("BAD_INPUT") on the first fault. */
 export function checkParams(params: UserdataParams): CheckedParams {
   if (typeof params !== "object" || params === null) bad("userdata params: expected an object");
@@ -165,6 +184,7 @@ export function checkParams(params: UserdataParams): CheckedParams {
   const name = checkLabel("machine.name", m.name);
   const auth = checkAuth(params.auth);
   const command = params.command === undefined ? undefined : checkBootstrapCommand(params.command, "command");
+  const skipModules = checkSkipModules(params.skipModules);
   const artifactUrl = checkUrl("artifact.url", a.url, true);
   const signatureUrl = checkUrl("artifact.signatureUrl", a.signatureUrl, true);
   const sha: unknown = a.sha256;
@@ -183,6 +203,7 @@ export function checkParams(params: UserdataParams): CheckedParams {
     configUrl: `${serviceUrl}/v1/machines/${namespace}/${name}/config`,
     auth,
     command,
+    skipModules,
     artifactUrl,
     artifactSha256: sha.toLowerCase(),
     artifactSha512: sha512 === undefined ? undefined : (sha512 as string).toLowerCase(),

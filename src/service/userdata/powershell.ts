@@ -25,7 +25,8 @@ function taskArguments(p: CheckedParams): { auth: string; exec: string } {
     }
     exec = ` --exec ${windowsArg(p.command)}`;
   }
-  return { auth: p.auth.method === "token" ? "token" : authArgs(p.auth), exec };
+  const skip = p.skipModules.map((name) => ` --skip-module ${name}`).join("");
+  return { auth: p.auth.method === "token" ? "token" : authArgs(p.auth), exec: `${skip}${exec}` };
 }
 
 import { BootsealError } from "../../errors.ts";

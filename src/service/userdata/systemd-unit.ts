@@ -55,14 +55,15 @@ WantedBy=multi-user.target
 `;
 
 /**
- * The machine's own fetch command line, or null when it is the unit's (a token and no
- * bootstrap command): a cloud identity replaces `--token-file` with `--auth METHOD`, and the
+ * The machine's own fetch command line, or null when it is the unit's (a token, no bootstrap
+ * command and no module to skip): a cloud identity replaces `--token-file` with `--auth METHOD`, and the
  * bootstrap command becomes `--exec`, one systemd word (systemdQuoted).
  */
 export function machineDropin(p: CheckedParams): string | null {
-  if (p.auth.method === "token" && p.command === undefined) return null;
+  if (p.auth.method === "token" && p.command === undefined && p.skipModules.length === 0) return null;
   const auth = p.auth.method === "token" ? "--token-file /etc/bootseal/token" : authArgs(p.auth);
-  const exec = p.command === undefined ? "" : ` --exec ${systemdQuoted(p.command)}`;
+  const skip = p.skipModules.map((name) => ` --skip-module ${name}`).join("");
+  const exec = `${skip}${p.command === undefined ? "" : ` --exec ${systemdQuoted(p.command)}`}`;
   return (
     "# Written by the bootseal user-data stub: this machine's fetch command line.\n" +
     "[Service]\n" +

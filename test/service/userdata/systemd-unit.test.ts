@@ -8,6 +8,7 @@ import { spawnSync } from "node:child_process";
 import { chmodSync, cpSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, test } from "node:test";
+import { isBootsealError } from "../../../src/errors.ts";
 import {
   checkParams,
   INSTALL_SCRIPT_PATH,
@@ -123,6 +124,34 @@ describe("bootseal-fetch.service", () => {
     }
     // No command and a token: the unit's own line, no drop-in.
     assert.equal(machineDropin(checkParams(params)), null);
+  });
+
+  test("skipModules: each module one --skip-module word before --exec, repeats dropped; a bad name is BAD_INPUT", () => {
+    const params = realisticParams(ed25519().publicKeyPem);
+    const dropin = machineDropin(checkParams({ ...params, skipModules: ["ntp", "mounts", "ntp"] }));
+    assert.ok(dropin);
+    assert.match(
+      dropin,
+      /--token-file \/etc\/bootseal\/token --skip-module ntp --skip-module mounts --apply|--skip-module ntp --skip-module mounts/,
+    );
+    assert.equal(dropin.match(/--skip-module/g)?.length, 2);
+    const withExec = machineDropin(checkParams({ ...params, skipModules: ["ntp"], command: "echo ok" }));
+    assert.match(withExec ?? "", /--skip-module ntp --exec /);
+    const r = analyze(SYSTEMD_UNIT, { [MACHINE_DROPIN]: dropin });
+    assert.equal(r.status, 0, r.output);
+    for (const bad of [
+      ["NTP"],
+      ["ntp mounts"],
+      ["n;tp"],
+      [""],
+      Array.from({ length: 17 }, (_, i) => `m${"x".repeat(i)}`),
+    ]) {
+      assert.throws(
+        () => checkParams({ ...params, skipModules: bad }),
+        (err: unknown) => isBootsealError(err) && err.code === "BAD_INPUT",
+        JSON.stringify(bad),
+      );
+    }
   });
 
   test("systemd-analyze verify does report a broken unit (the check is live)", () => {
