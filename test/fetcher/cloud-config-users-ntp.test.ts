@@ -2,10 +2,10 @@
  * Differential test of bootseal's users_groups and ntp modules against cloud-init 22.4.2's own
  * handlers (test/fixtures/cloud-config/users_ntp_oracle.py: cc_users_groups and cc_ntp with
  * the real ubuntu/debian distro classes, chrooted into a temporary root, commands recorded).
- * Both sides start from the same seeded root and run their commands through the same test
- * double of the shadow tools (fake_shadow.py: the accounts useradd/groupadd/usermod would
- * make); the recorded commands and every file in the two roots (bytes, modes, owners) must
- * agree, and what cloud-init's module fails on bootseal must refuse.
+ * Both sides start from the same seeded root; the shadow tools (useradd, groupadd, usermod,
+ * passwd) run for real on it with `--root`, other commands are only recorded; the recorded
+ * commands and every file in the two roots (bytes, modes, owners) must agree, and what
+ * cloud-init's module fails on bootseal must refuse.
  *
  * The corpus: the kubeadm provider's shapes (its `users` and `ntp` templates: a user with
  * `sudo: ALL=(ALL) NOPASSWD:ALL`, keys, lock_passwd true/false, groups, gecos, shell,
@@ -14,13 +14,13 @@
  * takes the keys as a Python set, whose order is arbitrary.
  */
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
 import { copyFile, mkdir, readdir, realpath, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { PassThrough } from "node:stream";
 import { test } from "node:test";
-import { promisify } from "node:util";
 import fc from "fast-check";
 import { BootsealError, isBootsealError } from "../../src/errors.ts";
+import { runArgv } from "../../src/fetcher/exec.ts";
 import { resolveTarget } from "../../src/fetcher/paths.ts";
 import { applyCloudConfig } from "../../src/fetcher/payloads/cloud-config.ts";
 import { cloudInitPython, type Entry, oracleAnswers, snapshot } from "./cloud-init-oracle.ts";
@@ -28,9 +28,10 @@ import { REPO, tempDir } from "./helpers.ts";
 
 const FIXTURES = join(REPO, "test/fixtures/cloud-config");
 const ORACLE = join(FIXTURES, "users_ntp_oracle.py");
-const FAKE = join(FIXTURES, "fake_shadow.py");
+/** The shadow tools both sides run for real on the root (`--root DIR`); other commands are only recorded. */
+const SHADOW_TOOLS = new Set(["useradd", "groupadd", "usermod", "passwd"]);
+const sink = new PassThrough().resume();
 const EPOCH = 1764670272; // Tue, 02 Dec 2025 10:11:12 +0000
-const run = promisify(execFile);
 
 interface Machine {
   readonly distro: "ubuntu" | "debian";
@@ -50,6 +51,10 @@ async function seed(root: string, m: Machine): Promise<void> {
     "root:x:0:0:root:/root:/bin/sh\nold:x:1000:1000::/home/old:/bin/sh\n",
   );
   await writeFile(join(root, "etc/group"), "root:x:0:\nold:x:1000:\nsudo:x:27:\n");
+  await writeFile(join(root, "etc/shadow"), "root:*:19000:0:99999:7:::\nold:*:19000:0:99999:7:::\n", {
+    mode: 0o640,
+  });
+  await writeFile(join(root, "etc/gshadow"), "root:*::\nold:!::\nsudo:*::\n", { mode: 0o640 });
   await mkdir(join(root, "home/old"), { mode: 0o755 });
   await writeFile(join(root, "etc/os-release"), `NAME=x\nID=${m.distro}\n`);
   for (const f of await readdir("/etc/cloud/templates")) {
@@ -140,7 +145,8 @@ async function bootseal(text: string, machine: Machine, root: string): Promise<O
       labeler: null,
       log: () => {},
       now: () => new Date(EPOCH * 1000),
-      // The command runner, recorded (the --root pair left out) and applied by the shadow-tools double.
+      // The command runner, recorded (the --root pair left out); the shadow tools run for real
+      // on the root, as the fetcher runs them (runArgv: cloud-init's umask).
       run: async (_module, list) => {
         for (const c of list) {
           assert.ok("argv" in c);
@@ -150,9 +156,10 @@ async function bootseal(text: string, machine: Machine, root: string): Promise<O
             argv.splice(1, 2);
           }
           commands.push(argv);
-          const done = await run("python3", [FAKE, real, JSON.stringify(argv)]).catch(() => null);
-          if (done === null)
-            throw new BootsealError("EXEC_FAILED", `${argv[0]} exited with code 6 (the double)`);
+          if (!SHADOW_TOOLS.has(argv[0] as string)) continue;
+          const done = await runArgv(c.argv, { env: { PATH: process.env.PATH }, stdout: sink, stderr: sink });
+          if (done.exitCode !== 0)
+            throw new BootsealError("EXEC_FAILED", `${argv[0]} exited with code ${done.exitCode}`);
         }
         return [];
       },
