@@ -19,9 +19,9 @@
  */
 import { spawn } from "node:child_process";
 import { readdirSync, readFileSync, writeFileSync } from "node:fs";
-import { request } from "node:https";
 import { join } from "node:path";
 import { parseAllDocuments } from "yaml";
+import { type KubeObject, kubeRequest } from "./kube-request.ts";
 
 const env = (name: string): string => {
   const v = process.env[name];
@@ -35,44 +35,9 @@ const TOKEN = env("KUBE_ADMIN_TOKEN");
 const DIR = env("CAPI_DIR");
 const CERT_DIR = env("CAPI_CERT_DIR");
 
-// biome-ignore lint/suspicious/noExplicitAny: Kubernetes objects as parsed
-type Obj = any;
-
-function call(method: string, path: string, body?: unknown): Promise<{ status: number; body: Obj }> {
-  const data = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
-  return new Promise((resolve, reject) => {
-    const req = request(
-      new URL(path, SERVER),
-      {
-        method,
-        ca: CA,
-        timeout: 30_000,
-        headers: {
-          authorization: `Bearer ${TOKEN}`,
-          "content-type": "application/json",
-          ...(data ? { "content-length": String(data.length) } : {}),
-        },
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on("data", (c: Buffer) => chunks.push(c));
-        res.on("end", () => {
-          const text = Buffer.concat(chunks).toString("utf8");
-          let parsed: Obj = text;
-          try {
-            parsed = JSON.parse(text);
-          } catch {
-            // not JSON
-          }
-          resolve({ status: res.statusCode ?? 0, body: parsed });
-        });
-      },
-    );
-    req.on("timeout", () => req.destroy(new Error(`${method} ${path}: no answer in 30 s`)));
-    req.on("error", reject);
-    req.end(data);
-  });
-}
+type Obj = KubeObject;
+const TARGET = { server: SERVER, ca: CA, token: TOKEN };
+const call = (method: string, path: string, body?: unknown) => kubeRequest(TARGET, method, path, body);
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

@@ -17,6 +17,7 @@ import { peer } from "../helpers/peers.ts";
 import { until } from "../helpers/until.ts";
 import {
   type Any,
+  applyCrds,
   BSC,
   CAPI,
   condition,
@@ -26,7 +27,6 @@ import {
   KUBEADM,
   kubeconfigFile,
   MERGE,
-  rawRequest,
   secret,
   waitConfig,
 } from "./harness.ts";
@@ -44,24 +44,8 @@ export const realLabels = (cluster: string, extra: Record<string, string> = {}) 
 
 /** The test infrastructure provider's CRDs, created or updated, then established. */
 export async function installTestInfrastructure(): Promise<void> {
-  const base = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
   const text = await readFile(join(REPO, "test/fixtures/capi/infrastructure-crds.yaml"), "utf8");
-  for (const doc of parseAllDocuments(text)) {
-    const crd = doc.toJS() as Any;
-    let r = await rawRequest("POST", base, crd);
-    if (r.status === 409) {
-      const old = await rawRequest("GET", `${base}/${crd.metadata.name}`);
-      crd.metadata.resourceVersion = old.body.metadata.resourceVersion;
-      r = await rawRequest("PUT", `${base}/${crd.metadata.name}`, crd);
-    }
-    assert.ok(r.status === 200 || r.status === 201, `CRD ${crd.metadata.name}: ${JSON.stringify(r.body)}`);
-    await until(`CRD ${crd.metadata.name} established`, async () => {
-      const c = await rawRequest("GET", `${base}/${crd.metadata.name}`);
-      return (c.body.status?.conditions ?? []).some(
-        (x: Any) => x.type === "Established" && x.status === "True",
-      );
-    });
-  }
+  await applyCrds(parseAllDocuments(text).map((doc) => doc.toJS() as Any));
 }
 
 /**

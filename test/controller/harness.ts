@@ -7,8 +7,7 @@
  */
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
-import { mkdir, readdir, readFile, writeFile } from "node:fs/promises";
-import { request as httpsRequest } from "node:https";
+import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { connect, createServer, type Server, type Socket } from "node:net";
 import { join } from "node:path";
 import {
@@ -19,6 +18,7 @@ import {
   setHeaderOptions,
 } from "@kubernetes/client-node";
 import { parse } from "yaml";
+import { kubeRequest } from "../../scripts/peers/kube-request.ts";
 import { effective, envFileValues, systemdArgv, underRoot, writeUnder } from "../e2e/machine.ts";
 import { CLI, REPO, type RunResult, run } from "../fetcher/helpers.ts";
 import { peer, uniqueName } from "../helpers/peers.ts";
@@ -69,69 +69,24 @@ export async function kubeconfigFile(dir: string, token = peer("KUBE_ADMIN_TOKEN
   return file;
 }
 
-/**
- * One raw request with the admin token: the CRDs go as they are written (client-node's typed
- * serializer drops keys it has no model field for, such as x-kubernetes-int-or-string).
- */
+/** One raw request with the admin token (scripts/peers/kube-request.ts). */
 export async function rawRequest(
   method: string,
   path: string,
   body?: unknown,
 ): Promise<{ status: number; body: Any }> {
-  const ca = await readFile(peer("KUBE_CA_FILE"));
-  const url = new URL(path, peer("KUBE_SERVER"));
-  const data = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
-  return new Promise((resolve, reject) => {
-    const req = httpsRequest(
-      url,
-      {
-        method,
-        ca,
-        headers: {
-          authorization: `Bearer ${peer("KUBE_ADMIN_TOKEN")}`,
-          "content-type": "application/json",
-          ...(data ? { "content-length": String(data.length) } : {}),
-        },
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on("data", (c: Buffer) => chunks.push(c));
-        res.on("end", () => {
-          const text = Buffer.concat(chunks).toString("utf8");
-          let parsed: Any = text;
-          try {
-            parsed = JSON.parse(text);
-          } catch {
-            // not JSON
-          }
-          resolve({ status: res.statusCode ?? 0, body: parsed });
-        });
-      },
-    );
-    req.on("error", reject);
-    req.end(data);
-  });
+  const target = {
+    server: peer("KUBE_SERVER"),
+    ca: await readFile(peer("KUBE_CA_FILE")),
+    token: peer("KUBE_ADMIN_TOKEN"),
+  };
+  return kubeRequest(target, method, path, body);
 }
 
-/**
- * The contract labels Cluster API's own kustomizations (`config/crd/kustomization.yaml`) put on
- * its CRDs; the peer's CRDs are the bare bases. Without them the core manager cannot resolve a
- * Machine's KubeadmConfig ("contract version label(s) are either missing or empty").
- */
-const CAPI_CONTRACT_LABELS = { "cluster.x-k8s.io/v1beta1": "v1beta1", "cluster.x-k8s.io/v1beta2": "v1beta2" };
-
-/** Cluster API's CRDs (the capi peer, with their contract labels) and ours, created or updated, then established. */
-export async function installCrds(): Promise<void> {
-  const capiFiles = (await readdir(peer("CAPI_CRDS_DIR"))).map((f) => join(peer("CAPI_CRDS_DIR"), f));
-  const files = [
-    ...capiFiles,
-    join(REPO, "deploy/helm/bootseal/crds/bootstrap.bootseal.dev_bootsealconfigs.yaml"),
-    join(REPO, "deploy/helm/bootseal/crds/bootstrap.bootseal.dev_bootsealconfigtemplates.yaml"),
-  ];
+/** CRDs created or updated (as written), then established. */
+export async function applyCrds(crds: readonly Any[]): Promise<void> {
   const base = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
-  for (const file of files) {
-    const crd = parse(await readFile(file, "utf8")) as Any;
-    if (capiFiles.includes(file)) crd.metadata.labels = { ...crd.metadata.labels, ...CAPI_CONTRACT_LABELS };
+  for (const crd of crds) {
     let r = await rawRequest("POST", base, crd);
     if (r.status === 409) {
       const old = await rawRequest("GET", `${base}/${crd.metadata.name}`);
@@ -149,6 +104,15 @@ export async function installCrds(): Promise<void> {
       );
     });
   }
+}
+
+/** bootseal's CRDs from the chart (Cluster API's own are applied by the capi peer, with their contract labels). */
+export async function installCrds(): Promise<void> {
+  const files = [
+    "deploy/helm/bootseal/crds/bootstrap.bootseal.dev_bootsealconfigs.yaml",
+    "deploy/helm/bootseal/crds/bootstrap.bootseal.dev_bootsealconfigtemplates.yaml",
+  ];
+  await applyCrds(await Promise.all(files.map(async (f) => parse(await readFile(join(REPO, f), "utf8")))));
 }
 
 export async function namespace(prefix: string): Promise<string> {
