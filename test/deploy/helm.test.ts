@@ -17,8 +17,7 @@
  *   BootsealConfigTemplate of docs/cluster-api.md dry-run-created against the installed CRDs.
  */
 import assert from "node:assert/strict";
-import { randomBytes } from "node:crypto";
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, dirname, join } from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -30,90 +29,35 @@ import {
   KubernetesObjectApi,
   VersionApi,
 } from "@kubernetes/client-node";
-import { parseAllDocuments, parse as parseYaml } from "yaml";
+import { parse as parseYaml } from "yaml";
 import { applyEnv, validateServiceConfig } from "../../src/config/service-config.ts";
-import { runChild } from "../helpers/child.ts";
 import { peer, uniqueName } from "../helpers/peers.ts";
 import { until } from "../helpers/until.ts";
+import {
+  CHART,
+  chartTools,
+  KUBE_VERSION,
+  localized,
+  type Obj,
+  only,
+  parseAll,
+  RELEASE,
+  ROOT,
+} from "./chart.ts";
 
-const ROOT = join(import.meta.dirname, "..", "..");
-const CHART = join(ROOT, "deploy", "helm", "bootseal");
 const FIELD_MANAGER = "bootseal-helm-test";
-const RELEASE = "mgmt";
 const ns = uniqueName("bootseal-helm");
 const dir = mkdtempSync(join(tmpdir(), "bootseal-helm-"));
 after(() => rmSync(dir, { recursive: true, force: true }));
-
-// ---------------------------------------------------------------- helm
-
-/** helm with its cache, config and data homes in the test's directory (nothing under ~). */
-async function helm(args: readonly string[]): Promise<string> {
-  const home = join(dir, "helm-home");
-  const result = await runChild(peer("HELM_BIN"), args, {
-    env: {
-      PATH: process.env.PATH,
-      HOME: home,
-      HELM_CACHE_HOME: join(home, "cache"),
-      HELM_CONFIG_HOME: join(home, "config"),
-      HELM_DATA_HOME: join(home, "data"),
-    },
-  });
-  assert.equal(result.status, 0, `helm ${args.join(" ")} failed:\n${result.stderr}${result.stdout}`);
-  return result.stdout.toString();
-}
-
-function valuesFile(name: string, values: object): string {
-  const path = join(dir, `${name}.json`);
-  writeFileSync(path, JSON.stringify(values));
-  return path;
-}
-
-/** A rendered object: untyped YAML, whose shape the assertions check as they walk it. */
-// biome-ignore lint/suspicious/noExplicitAny: rendered manifests are walked by the assertions themselves
-type Obj = Record<string, any>;
-
-/** helm template with these values must fail: its error output. */
-async function templateRefused(values: object, name: string): Promise<string> {
-  const result = await runChild(
-    peer("HELM_BIN"),
-    ["template", RELEASE, CHART, "--kube-version", kubeVersion, "--values", valuesFile(name, values)],
-    { env: { PATH: process.env.PATH, HOME: join(dir, "helm-home") } },
-  );
-  assert.notEqual(result.status, 0, `helm accepted ${JSON.stringify(values)}`);
-  return result.stderr;
-}
-
-/**
- * The Kubernetes version helm renders for: the kube peer's (scripts/peers/kube.sh; the API-server
- * tests check the server reports it). A constant, so the rendering tests need no API server.
- */
-const kubeVersion = "v1.34.4";
-
-async function render(values?: object, name = "values"): Promise<Obj[]> {
-  const args = ["template", RELEASE, CHART, "--namespace", ns, "--kube-version", kubeVersion];
-  if (values) args.push("--values", valuesFile(name, values));
-  return parseAll(await helm(args));
-}
-
-function parseAll(text: string): Obj[] {
-  return parseAllDocuments(text)
-    .map((d) => {
-      assert.deepEqual(d.errors, [], "helm rendered YAML that does not parse");
-      return d.toJS() as Obj | null;
-    })
-    .filter((o): o is Obj => o !== null);
-}
-
-function only(objects: Obj[], kind: string, name?: string): Obj {
-  const found = objects.filter((o) => o.kind === kind && (name === undefined || o.metadata?.name === name));
-  assert.equal(found.length, 1, `expected one ${kind}${name ? ` ${name}` : ""}, rendered ${found.length}`);
-  return found[0] as Obj;
-}
+const { helm, valuesFile, render, templateRefused } = chartTools(dir, ns);
 
 // ---------------------------------------------------------------- values
 
 const ARN = "arn:aws:kms:eu-west-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab";
 const RECIPIENT = "age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p";
+
+/** The one value without a default: what a first install must set. */
+const MINIMAL = { publicUrl: "https://bootseal.mgmt.example.com" };
 
 /** Every optional feature on, S3 store, bootseal.yaml inline. */
 const ALL_S3 = {
@@ -133,6 +77,7 @@ const ALL_S3 = {
       controllers: [{ name: "ci", tokenSha256: "a".repeat(64), scopes: ["status:read"] }],
       kubernetesBindings: [{ serviceAccount: "monitoring/*", scopes: ["status:read"] }],
       oneTimeFetch: "after-success",
+      limits: { maxConnections: 1024, maxConnectionsPerAddress: 8 },
       machineAuth: {
         bindings: [
           {
@@ -159,7 +104,13 @@ const ALL_S3 = {
   serviceAccount: {
     annotations: { "eks.amazonaws.com/role-arn": "arn:aws:iam::111122223333:role/bootseal" },
   },
-  service: { type: "LoadBalancer", loadBalancerSourceRanges: ["10.0.0.0/8"], annotations: { a: "b" } },
+  service: {
+    type: "LoadBalancer",
+    externalTrafficPolicy: "Local",
+    loadBalancerSourceRanges: ["10.0.0.0/8"],
+    annotations: { a: "b" },
+  },
+  trustProxy: ["10.244.0.0/16"],
   podDisruptionBudget: { minAvailable: 2 },
   networkPolicy: {
     ingress: { from: [{ ipBlock: { cidr: "10.0.0.0/8" } }] },
@@ -352,25 +303,6 @@ function assertNoSecretsInPlaintext(objects: Obj[]): void {
       }
     }
   }
-}
-
-/** The rendered bootseal.yaml: the chart's paths mapped to files in the test directory. */
-function localized(raw: Record<string, unknown>, caPem: string): Record<string, unknown> {
-  const files = join(dir, "files", randomBytes(4).toString("hex"));
-  mkdirSync(files, { recursive: true });
-  const map = (v: unknown): unknown => {
-    if (typeof v === "string" && /^\/(etc\/bootseal|var\/run\/secrets)\//.test(v)) {
-      const local = join(files, v.replaceAll("/", "_"));
-      if (v.endsWith("ca.crt")) writeFileSync(local, caPem);
-      else if (v.includes("derivation")) writeFileSync(local, randomBytes(32), { mode: 0o600 });
-      else writeFileSync(local, "placeholder\n", { mode: 0o600 });
-      return local;
-    }
-    if (Array.isArray(v)) return v.map(map);
-    if (v && typeof v === "object") return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, map(x)]));
-    return v;
-  };
-  return map(raw) as Record<string, unknown>;
 }
 
 function checkServerWiring(
@@ -646,14 +578,22 @@ describe("the chart itself", () => {
     assert.equal(chart.appVersion, pkg.version);
   });
 
-  test("helm lint --strict passes with the default values and with every feature on", async () => {
-    await helm(["lint", "--strict", CHART, "--kube-version", kubeVersion]);
+  test("helm lint --strict passes with the default values (and publicUrl) and with every feature on", async () => {
     await helm([
       "lint",
       "--strict",
       CHART,
       "--kube-version",
-      kubeVersion,
+      KUBE_VERSION,
+      "--values",
+      valuesFile("lint-minimal", MINIMAL),
+    ]);
+    await helm([
+      "lint",
+      "--strict",
+      CHART,
+      "--kube-version",
+      KUBE_VERSION,
       "--values",
       valuesFile("lint-s3", ALL_S3),
     ]);
@@ -662,7 +602,7 @@ describe("the chart itself", () => {
       "--strict",
       CHART,
       "--kube-version",
-      kubeVersion,
+      KUBE_VERSION,
       "--values",
       valuesFile("lint-gcs", ALL_GCS),
     ]);
@@ -673,6 +613,10 @@ describe("the chart itself", () => {
       [{ store: { url: "file:///data" } }, /store\.url|store/],
       [{ replicas: 2 }, /replicas/],
       [{ controller: { scopes: ["configs:write", "root"] } }, /scopes/],
+      [{ ...MINIMAL, trustProxy: true }, /trustProxy/],
+      [{ ...MINIMAL, trustProxy: ["10.0.0.0/8", "ingress.example.com"] }, /trustProxy/],
+      [{ ...MINIMAL, limits: { maxConnectionsPerAddress: -1 } }, /maxConnectionsPerAddress/],
+      [{ ...MINIMAL, service: { externalTrafficPolicy: "local" } }, /externalTrafficPolicy/],
     ];
     for (const [i, [values, message]] of cases.entries()) {
       assert.match(await templateRefused(values, `bad-${i}`), message);
@@ -680,18 +624,33 @@ describe("the chart itself", () => {
   });
 
   test("config.existingSecret and config.inline together are refused", async () => {
-    const values = { config: { existingSecret: "x", inline: { creation_rules: [{ age: RECIPIENT }] } } };
+    const values = {
+      ...MINIMAL,
+      config: { existingSecret: "x", inline: { creation_rules: [{ age: RECIPIENT }] } },
+    };
     assert.match(
       await templateRefused(values, "both-configs"),
       /config\.existingSecret or config\.inline, not both/,
     );
   });
+
+  test("publicUrl is required, with a message that says what it is", async () => {
+    for (const [name, values] of [
+      ["no-public-url", {}],
+      ["no-public-url-secret", { config: { existingSecret: "bootseal-config" } }],
+    ] as const) {
+      assert.match(
+        await templateRefused(values, name),
+        /publicUrl is required: the URL machines reach the service at .*Host header/,
+      );
+    }
+  });
 });
 
-describe("helm template, default values", () => {
+describe("helm template, default values (and publicUrl)", () => {
   let objects: Obj[] = [];
   before(async () => {
-    objects = await render();
+    objects = await render(MINIMAL, "minimal");
   });
 
   test("two service replicas, hardened pods, probes, PDB, Service, ServiceAccounts", () => {
@@ -723,7 +682,7 @@ describe("helm template, default values", () => {
 
   test("the rendered bootseal.yaml lacks only what the operator must give: store and creation_rules", () => {
     const cm = only(objects, "ConfigMap");
-    const raw = localized(parseYaml(cm.data["bootseal.yaml"]), caPem);
+    const raw = localized(dir, parseYaml(cm.data["bootseal.yaml"]), caPem);
     assert.throws(() => validateServiceConfig(raw, dir), /store|creation_rules/);
     const completed = { ...raw, store: "s3://bootseal/configs", creation_rules: [{ age: RECIPIENT }] };
     const config = validateServiceConfig(completed, dir);
@@ -802,7 +761,7 @@ describe("helm template, every feature on (S3, inline configuration)", () => {
 
   test("the rendered bootseal.yaml is a valid configuration for the service", () => {
     const cm = only(objects, "ConfigMap");
-    const config = validateServiceConfig(localized(parseYaml(cm.data["bootseal.yaml"]), caPem), dir);
+    const config = validateServiceConfig(localized(dir, parseYaml(cm.data["bootseal.yaml"]), caPem), dir);
     assert.equal(config.store, "s3://bootseal-configs/prod");
     assert.equal(config.publicUrl, "https://bootseal.mgmt.example.com");
     assert.ok(config.tls, "TLS on");
@@ -810,6 +769,11 @@ describe("helm template, every feature on (S3, inline configuration)", () => {
     assert.deepEqual(config.controllerAuth.kubernetes?.audiences, ["bootseal-prod"]);
     assert.equal(config.controllers.length, 1);
     assert.equal(config.kubernetesBindings.length, 3);
+    // The chart owns the per-address cap (64: the Service hands the pods the machines' own
+    // addresses) and trustProxy; the file's other limits stay.
+    assert.deepEqual(config.trustProxy, ["10.244.0.0/16"]);
+    assert.equal(config.limits.maxConnectionsPerAddress, 64);
+    assert.equal(config.limits.maxConnections, 1024);
   });
 });
 
@@ -839,7 +803,7 @@ describe("helm template, every feature on (GCS, configuration in an existing Sec
 
     // The operator's Secret holds the rest; with the chart's variables it is a valid configuration.
     const secretConfig = { creation_rules: [{ gcp_kms: "projects/p/locations/l/keyRings/r/cryptoKeys/k" }] };
-    const merged = validateServiceConfig(localized(applyEnv(secretConfig, env), caPem), dir);
+    const merged = validateServiceConfig(localized(dir, applyEnv(secretConfig, env), caPem), dir);
     assert.equal(merged.store, "gs://bootseal-configs/prod");
     assert.ok(merged.tls && merged.bootstrapToken.derivationKey);
     checkController(objects, applyEnv({}, env), { tls: true, audience: "bootseal" });
@@ -851,10 +815,82 @@ describe("helm template, every feature on (GCS, configuration in an existing Sec
   });
 });
 
+describe("helm template, behind a balancer: trustProxy and the per-address cap", () => {
+  /** The service's own reading of what the chart renders for these values (either source). */
+  async function served(values: Obj, name: string): Promise<{ objects: Obj[]; config: Obj }> {
+    const objects = await render({ ...MINIMAL, ...values }, name);
+    const base = { store: "s3://bootseal/configs", creation_rules: [{ age: RECIPIENT }] };
+    if (values.config?.existingSecret) {
+      const [c] = deployments(objects).server.spec.template.spec.containers;
+      const env = Object.fromEntries(
+        c.env.filter((e: Obj) => "value" in e).map((e: Obj) => [e.name, e.value]),
+      );
+      return { objects, config: validateServiceConfig(localized(dir, applyEnv(base, env), caPem), dir) };
+    }
+    const raw = parseYaml(only(objects, "ConfigMap").data["bootseal.yaml"]);
+    return { objects, config: validateServiceConfig(localized(dir, { ...base, ...raw }, caPem), dir) };
+  }
+
+  test("the cap is off wherever the pods see balancer hops, 64 where they see each machine", async () => {
+    const cases: [string, Obj, number, string | undefined][] = [
+      ["clusterip", {}, 0, undefined],
+      ["lb-cluster", { service: { type: "LoadBalancer" } }, 0, undefined],
+      [
+        "lb-cluster-explicit",
+        { service: { type: "LoadBalancer", externalTrafficPolicy: "Cluster" } },
+        0,
+        "Cluster",
+      ],
+      ["lb-local", { service: { type: "LoadBalancer", externalTrafficPolicy: "Local" } }, 64, "Local"],
+      ["nodeport-local", { service: { type: "NodePort", externalTrafficPolicy: "Local" } }, 64, "Local"],
+      // ClusterIP has no external traffic: the field is not rendered (the API refuses it there).
+      ["clusterip-local", { service: { externalTrafficPolicy: "Local" } }, 0, undefined],
+      [
+        "explicit",
+        { service: { type: "LoadBalancer" }, limits: { maxConnectionsPerAddress: 128 } },
+        128,
+        undefined,
+      ],
+      [
+        "secret-local",
+        {
+          config: { existingSecret: "bootseal-config" },
+          service: { type: "LoadBalancer", externalTrafficPolicy: "Local" },
+        },
+        64,
+        "Local",
+      ],
+      ["secret-clusterip", { config: { existingSecret: "bootseal-config" } }, 0, undefined],
+    ];
+    for (const [name, values, cap, policy] of cases) {
+      const { objects, config } = await served(values, `cap-${name}`);
+      assert.equal(config.limits.maxConnectionsPerAddress, cap, `${name}: the per-address cap`);
+      assert.equal(config.trustProxy, false, `${name}: no X-Forwarded-For believed by default`);
+      assert.equal(
+        only(objects, "Service").spec.externalTrafficPolicy,
+        policy,
+        `${name}: the Service's policy`,
+      );
+    }
+  });
+
+  test("trustProxy reaches the service as a list, from the ConfigMap and as BOOTSEAL_TRUST_PROXY", async () => {
+    const trustProxy = ["10.244.0.0/16", "fd00:10:244::/56"];
+    for (const [name, values] of [
+      ["inline", { trustProxy, config: { inline: { trustProxy: true } } }],
+      ["secret", { trustProxy, config: { existingSecret: "bootseal-config" } }],
+    ] as const) {
+      const { config } = await served(values, `trust-${name}`);
+      assert.deepEqual(config.trustProxy, trustProxy, `${name}: the chart's list replaces the file's`);
+    }
+  });
+});
+
 describe("helm template, the service alone", () => {
   test("controller.enabled=false: no controller, no ClusterRole; the service still reviews tokens", async () => {
     const objects = await render(
       {
+        ...MINIMAL,
         controller: { enabled: false },
         kubernetesBindings: [{ serviceAccount: "team-a/*", scopes: ["status:read"] }],
       },
@@ -872,7 +908,10 @@ describe("helm template, the service alone", () => {
   });
 
   test("controller.enabled without controllerAuth.kubernetes is refused with a reason", async () => {
-    const stderr = await templateRefused({ controllerAuth: { kubernetes: { enabled: false } } }, "no-review");
+    const stderr = await templateRefused(
+      { ...MINIMAL, controllerAuth: { kubernetes: { enabled: false } } },
+      "no-review",
+    );
     assert.match(stderr, /controller\.enabled needs controllerAuth\.kubernetes\.enabled/);
   });
 });
@@ -892,7 +931,7 @@ describe("against the real API server", () => {
   });
 
   test("the API server is the version the chart is rendered for", async () => {
-    assert.equal((await kubeConfig().makeApiClient(VersionApi).getCode()).gitVersion, kubeVersion);
+    assert.equal((await kubeConfig().makeApiClient(VersionApi).getCode()).gitVersion, KUBE_VERSION);
   });
 
   test("the CRDs in crds/ install, are established, and carry Cluster API's contract label", async () => {
@@ -934,7 +973,7 @@ describe("against the real API server", () => {
     );
     for (const crd of serviceMonitorCrd) await installCrd(crd);
     for (const [name, values] of [
-      ["default", undefined],
+      ["default", MINIMAL],
       ["all-s3", ALL_S3],
       ["all-gcs", ALL_GCS],
     ] as const) {
@@ -945,7 +984,7 @@ describe("against the real API server", () => {
   });
 
   test("a field the API does not know is refused (the dry run really checks)", async () => {
-    const objects = await render();
+    const objects = await render(MINIMAL, "minimal-unknown-field");
     const d = structuredClone(deployments(objects).server);
     d.spec.template.spec.containers[0].securityContext.readOnlyRootFileSystem = true;
     await assert.rejects(api.dryRunCreate(d), (err: Error & { code?: number }) => {

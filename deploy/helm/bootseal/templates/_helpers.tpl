@@ -96,6 +96,22 @@ controllerToken: /var/run/secrets/bootseal/token
 controllerCa: /etc/bootseal/tls/ca.crt
 {{- end }}
 
+{{/*
+limits.maxConnectionsPerAddress: the value when set; otherwise 64 (the service's default) when
+the pods see each machine's own address (a LoadBalancer or NodePort Service with
+externalTrafficPolicy Local), else 0: every peer is a balancer hop (a node after kube-proxy's
+SNAT, an ingress controller's pod, a cloud load balancer) that carries the whole fleet.
+*/}}
+{{- define "bootseal.maxConnectionsPerAddress" -}}
+{{- if not (kindIs "invalid" .Values.limits.maxConnectionsPerAddress) }}
+{{- .Values.limits.maxConnectionsPerAddress | int }}
+{{- else if and (has .Values.service.type (list "LoadBalancer" "NodePort")) (eq .Values.service.externalTrafficPolicy "Local") }}
+{{- 64 }}
+{{- else }}
+{{- 0 }}
+{{- end }}
+{{- end }}
+
 {{/* The service's scheme and URL inside the cluster (what the controller uses by default). */}}
 {{- define "bootseal.scheme" -}}
 {{- if .Values.tls.existingSecret }}https{{ else }}http{{ end }}
@@ -129,7 +145,9 @@ ConfigMap, or turned into BOOTSEAL_* variables beside an existing Secret.
 {{- $p := include "bootseal.paths" . | fromYaml }}
 {{- $c := dict }}
 {{- with .Values.store.url }}{{ $_ := set $c "store" . }}{{ end }}
-{{- with .Values.publicUrl }}{{ $_ := set $c "publicUrl" . }}{{ end }}
+{{- $_ := set $c "publicUrl" (required "publicUrl is required: the URL machines reach the service at (e.g. https://bootseal.mgmt.example.com); every user-data stub names it, and the service never takes it from a request's Host header" .Values.publicUrl) }}
+{{- with .Values.trustProxy }}{{ $_ := set $c "trustProxy" . }}{{ end }}
+{{- $_ := set $c "limits" (dict "maxConnectionsPerAddress" (include "bootseal.maxConnectionsPerAddress" . | atoi)) }}
 {{- $s3 := dict }}
 {{- with .Values.store.s3.endpoint }}{{ $_ := set $s3 "endpoint" . }}{{ end }}
 {{- with .Values.store.s3.region }}{{ $_ := set $s3 "region" . }}{{ end }}
@@ -156,11 +174,10 @@ ConfigMap, or turned into BOOTSEAL_* variables beside an existing Secret.
 {{- if and (hasKey $chart "kubernetesBindings") (hasKey $cfg "kubernetesBindings") }}
 {{- $_ := set $chart "kubernetesBindings" (concat (get $chart "kubernetesBindings") (get $cfg "kubernetesBindings")) }}
 {{- end }}
-{{- if and (hasKey $chart "bootstrapToken") (hasKey $cfg "bootstrapToken") }}
-{{- $_ := set $chart "bootstrapToken" (merge (get $chart "bootstrapToken") (get $cfg "bootstrapToken")) }}
+{{- range $key := list "bootstrapToken" "tls" "limits" }}
+{{- if and (hasKey $chart $key) (hasKey $cfg $key) }}
+{{- $_ := set $chart $key (merge (get $chart $key) (get $cfg $key)) }}
 {{- end }}
-{{- if and (hasKey $chart "tls") (hasKey $cfg "tls") }}
-{{- $_ := set $chart "tls" (merge (get $chart "tls") (get $cfg "tls")) }}
 {{- end }}
 {{- toYaml (mergeOverwrite $cfg $chart) }}
 {{- end }}
@@ -176,6 +193,12 @@ ConfigMap, or turned into BOOTSEAL_* variables beside an existing Secret.
 - name: BOOTSEAL_PUBLIC_URL
   value: {{ . | quote }}
 {{- end }}
+{{- with $c.trustProxy }}
+- name: BOOTSEAL_TRUST_PROXY
+  value: {{ join "," . | quote }}
+{{- end }}
+- name: BOOTSEAL_LIMITS_MAX_CONNECTIONS_PER_ADDRESS
+  value: {{ $c.limits.maxConnectionsPerAddress | quote }}
 {{- with $c.s3 }}
 {{- with .endpoint }}
 - name: BOOTSEAL_S3_ENDPOINT
