@@ -579,36 +579,24 @@ describe("the chart itself", () => {
   });
 
   test("helm lint --strict passes with the default values (and publicUrl) and with every feature on", async () => {
-    await helm([
-      "lint",
-      "--strict",
-      CHART,
-      "--kube-version",
-      KUBE_VERSION,
-      "--values",
-      valuesFile("lint-minimal", MINIMAL),
-    ]);
-    await helm([
-      "lint",
-      "--strict",
-      CHART,
-      "--kube-version",
-      KUBE_VERSION,
-      "--values",
-      valuesFile("lint-s3", ALL_S3),
-    ]);
-    await helm([
-      "lint",
-      "--strict",
-      CHART,
-      "--kube-version",
-      KUBE_VERSION,
-      "--values",
-      valuesFile("lint-gcs", ALL_GCS),
-    ]);
+    for (const [name, values] of [
+      ["lint-minimal", MINIMAL],
+      ["lint-s3", ALL_S3],
+      ["lint-gcs", ALL_GCS],
+    ] as const) {
+      await helm([
+        "lint",
+        "--strict",
+        CHART,
+        "--kube-version",
+        KUBE_VERSION,
+        "--values",
+        valuesFile(name, values),
+      ]);
+    }
   });
 
-  test("values.schema.json refuses a file:// store, an unknown key and a bad scope", async () => {
+  test("values.schema.json refuses a file:// store, an unknown key, a bad scope, trustProxy true, a bad cap", async () => {
     const cases: [object, RegExp][] = [
       [{ store: { url: "file:///data" } }, /store\.url|store/],
       [{ replicas: 2 }, /replicas/],
