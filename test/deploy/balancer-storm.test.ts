@@ -192,7 +192,7 @@ async function behindBalancer<T>(
   }
 }
 
-describe("a balanced deployment boots 200 machines at once through one address", () => {
+describe("a balanced deployment boots 200 machines at once through one address (the balancer: a TCP proxy double of the Service)", () => {
   test("balanced (a LoadBalancer Service, the chart's defaults): 0 refused, every status recorded", async () => {
     const settings = await rendered(
       installValues("balanced", { service: { type: "LoadBalancer" } }),
