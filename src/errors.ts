@@ -52,6 +52,7 @@ export type ErrorCode =
   | "DUPLICATE_KEY_KIND" // a key kind named twice in --decryption-order
   | "NOT_MODIFIED" // edit: the file was not changed
   | "NO_EDITOR" // edit: no editor could be run
+  | "CHECK_FAILED" // bootseal check: at least one check of the deployment failed
   | "INTERNAL";
 
 export const ERROR_CODES: readonly ErrorCode[] = [
@@ -97,6 +98,7 @@ export const ERROR_CODES: readonly ErrorCode[] = [
   "DUPLICATE_KEY_KIND",
   "NOT_MODIFIED",
   "NO_EDITOR",
+  "CHECK_FAILED",
   "INTERNAL",
 ];
 

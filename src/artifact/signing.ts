@@ -24,7 +24,7 @@ import { readFileBounded } from "../files/read-bounded.ts";
 export const SIGNATURE_BYTES = 64;
 
 /** Ed25519 signs the whole message at once; 1 GiB is far above a 130 MiB executable. */
-const MAX_ARTIFACT_BYTES = 1024 * 1024 * 1024;
+export const MAX_ARTIFACT_BYTES = 1024 * 1024 * 1024;
 
 /** The artifact's bytes; it is not a document, so its cap is its own (not MAX_DOCUMENT_BYTES). */
 export function readArtifact(path: string): Promise<Uint8Array> {

@@ -88,6 +88,10 @@ export const COMMANDS: readonly CommandEntry[] = [
     load: async () => (await import("./commands/status.ts")).statusCommand,
   },
   {
+    name: "check",
+    load: async () => (await import("./commands/check.ts")).checkCommand,
+  },
+  {
     name: "userdata",
     load: async () => (await import("./commands/userdata.ts")).userdataCommand,
   },

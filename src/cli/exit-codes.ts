@@ -150,6 +150,10 @@ export const EXIT_CLASSES: Readonly<Record<ErrorCode, ExitClass>> = {
     exit: 60,
     meaning: "`fetch`: a bootstrap command (bootcmd, runcmd, `--exec`) exited non-zero or was killed",
   },
+  CHECK_FAILED: {
+    exit: 50,
+    meaning: "`check`: at least one check of the deployment failed (its line starts with `✗` or `FAIL`)",
+  },
   INTERNAL: { exit: 70, meaning: "a bug: please report it" },
   KEY_ACCESS_DENIED: {
     exit: 129,

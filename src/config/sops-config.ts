@@ -221,6 +221,11 @@ export function matchCreationRule(
   const relative = absolute.startsWith(dirPrefix) ? absolute.slice(dirPrefix.length) : absolute;
   const found = config.creationRules.find((r) => r.regex === null || r.regex.test(relative));
   if (!found) throw new BootsealError("USAGE", "no matching creation rules found");
+  return resolveCreationRule(found, options);
+}
+
+/** A parsed rule with its keys resolved (the shorthand lists become one group). */
+export function resolveCreationRule(found: ParsedCreationRule, options: MatchOptions = {}): CreationRule {
   let keyGroups: readonly (readonly KeyEntry[])[];
   if (found.keyGroups !== null) {
     keyGroups = found.keyGroups;

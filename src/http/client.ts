@@ -19,6 +19,8 @@ export interface HttpRequest {
   readonly signal?: AbortSignal;
   /** Extra trusted CA certificates (PEM) for https. */
   readonly ca?: string | Buffer;
+  /** The largest answer read (default MAX_DOCUMENT_BYTES); an executable is bigger than a document. */
+  readonly maxBytes?: number;
 }
 
 export interface HttpResponse {
@@ -98,7 +100,7 @@ function connectionError(err: unknown, what: string): BootsealError {
   return new BootsealError("SERVICE_UNAVAILABLE", `${what}: no answer (${why})`, { cause: err });
 }
 
-/** Sends the request and reads the whole answer (at most MAX_DOCUMENT_BYTES). Never throws on a status. */
+/** Sends the request and reads the whole answer (at most `maxBytes`). Never throws on a status. */
 export function send(req: HttpRequest): Promise<HttpResponse> {
   const what = `${req.method} ${req.url.origin}${req.url.pathname}`;
   const isHttps = req.url.protocol === "https:";
@@ -115,19 +117,15 @@ export function send(req: HttpRequest): Promise<HttpResponse> {
       // The private CA is for this request only (never the global agent's).
       ca: isHttps ? req.ca : undefined,
     };
+    const maxBytes = req.maxBytes ?? MAX_DOCUMENT_BYTES;
     const onResponse = (res: import("node:http").IncomingMessage): void => {
       const chunks: Buffer[] = [];
       let size = 0;
       res.on("data", (chunk: Buffer) => {
         size += chunk.length;
-        if (size > MAX_DOCUMENT_BYTES) {
+        if (size > maxBytes) {
           res.destroy();
-          reject(
-            new BootsealError(
-              "TOO_LARGE",
-              `${what}: answer larger than ${describeBytes(MAX_DOCUMENT_BYTES)}`,
-            ),
-          );
+          reject(new BootsealError("TOO_LARGE", `${what}: answer larger than ${describeBytes(maxBytes)}`));
           return;
         }
         chunks.push(chunk);

@@ -18,6 +18,9 @@ const STATUS_PREFIX = "status/";
 /** A key the layout never uses for a machine: a head of it is a cheap read-access probe. */
 export const READINESS_PROBE_KEY = `${STATUS_PREFIX}.readyz`;
 
+/** Where `POST /v1/check` writes, reads back and deletes its probe (never a machine's key). */
+export const writeProbeKey = (nonce: string): string => `${STATUS_PREFIX}.check-${nonce}`;
+
 export const configKey = (m: MachineId): string => `${CONFIGS_PREFIX}${m.namespace}/${m.name}`;
 export const tokenKey = (m: MachineId): string => `${TOKENS_PREFIX}${m.namespace}/${m.name}.json`;
 export const statusKey = (m: MachineId): string => `${STATUS_PREFIX}${m.namespace}/${m.name}.json`;

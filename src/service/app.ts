@@ -32,6 +32,7 @@ import {
 import { createMetrics, metricsPlugin } from "./plugins/metrics.ts";
 import { RecordCache } from "./record-cache.ts";
 import { artifactsRoutes } from "./routes/artifacts.ts";
+import { checkRoutes } from "./routes/check.ts";
 import { docsRoutes } from "./routes/docs.ts";
 import { eventsRoutes } from "./routes/events.ts";
 import { fleetRoutes } from "./routes/fleet.ts";
@@ -258,6 +259,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
       authFailuresPerMinute: config.rateLimit.authFailuresPerMinute,
     });
     artifactsRoutes(api, ctx);
+    checkRoutes(api, ctx);
     eventsRoutes(api, ctx);
     // Own context: the config routes swap the body parsers for one raw-bytes parser.
     await api.register(async (raw) => machineConfigRoutes(raw, ctx));

@@ -19,6 +19,7 @@
  * current token (`token`), so a status post checks its token and appends its entry with one
  * read and one conditional write of that record.
  */
+import { randomUUID } from "node:crypto";
 import type {
   ObjectInfo,
   ObjectStore,
@@ -26,6 +27,7 @@ import type {
   WriteCondition,
 } from "../../providers/stores/object-store.ts";
 import type { CallOptions } from "../call-options.ts";
+import { BootsealError } from "../errors.ts";
 import type { MachineId } from "../machine/machine-id.ts";
 import type { Phase } from "../machine/status-protocol.ts";
 import {
@@ -35,6 +37,7 @@ import {
   statusKey,
   statusPrefix,
   tokenKey,
+  writeProbeKey,
 } from "../machine/store-layout.ts";
 import type { RecordCache } from "./record-cache.ts";
 import { isLostRace, Records, type Seen, type Versioned } from "./records.ts";
@@ -52,6 +55,8 @@ import {
 export interface MachineStore {
   /** One cheap read of a key that is normally absent: the store answers and lets us read. */
   probe(options?: CallOptions): Promise<void>;
+  /** A probe object created, read back and deleted: the store takes writes (POST /v1/check). */
+  probeWrite(options?: CallOptions): Promise<void>;
   /** The stored document, or null when none is published. */
   getConfig(m: MachineId, options?: CallOptions): Promise<StoredObject | null>;
   /** The stored config's ETag as the store gives it, or null when none is published. */
@@ -158,6 +163,22 @@ export function machineStore(store: ObjectStore, cache?: RecordCache): MachineSt
   return {
     async probe(options = {}) {
       await store.head(READINESS_PROBE_KEY, options);
+    },
+
+    async probeWrite(options = {}) {
+      const key = writeProbeKey(randomUUID());
+      const body = new TextEncoder().encode(`bootseal check ${new Date().toISOString()}\n`);
+      await store.put(key, body, { ifNoneMatch: "*" }, { ...options, contentType: "text/plain" });
+      try {
+        const back = await store.get(key, options);
+        if (!back || Buffer.compare(Buffer.from(back.body), Buffer.from(body)) !== 0)
+          throw new BootsealError(
+            "STORE_UNAVAILABLE",
+            `the probe object ${key} did not read back as written`,
+          );
+      } finally {
+        await store.delete(key, undefined, options);
+      }
     },
 
     getConfig: (m, options = {}) => store.get(configKey(m), options),

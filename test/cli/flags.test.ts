@@ -185,6 +185,7 @@ const EXPECTED_FLAGS: Record<string, string> = {
   publish:
     "bootstrap-token-out:s ca-file:s deadline:s=30s format:s if-match:s if-none-match:b json:b machine:s server:s token-file:s",
   status: "ca-file:s deadline:s=30s json:b namespace:s phase:s server:s token-file:s",
+  check: "artifact-public-key:s ca-file:s config:s deadline:s=10s json:b machine-url:s server:s token-file:s",
   userdata: "ca-file:s deadline:s=30s format:s=cloud-init machine:s output:s server:s token-file:s",
 };
 

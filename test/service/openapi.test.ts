@@ -144,6 +144,7 @@ describe("the document passes the linters", () => {
   test("every operation is named, tagged and answers its errors as {code, message}", () => {
     const ids = operations().map(({ op }) => op.operationId);
     assert.deepEqual([...ids].sort(), [
+      "checkDeployment",
       "deleteConfig",
       "getArtifact",
       "getConfig",
@@ -423,6 +424,19 @@ describe("the live answers are what the document says", () => {
       304,
     );
     await check("getArtifact", await fetch(url("/v1/artifacts/passwd")), 404);
+
+    // checkDeployment: the store and key checks; a reader lacks admin; no credential.
+    await check(
+      "checkDeployment",
+      await fetch(url("/v1/check"), { method: "POST", headers: auth(ADMIN) }),
+      200,
+    );
+    await check(
+      "checkDeployment",
+      await fetch(url("/v1/check"), { method: "POST", headers: auth(READER) }),
+      403,
+    );
+    await check("checkDeployment", await fetch(url("/v1/check"), { method: "POST" }), 401);
 
     // healthz, readyz, metrics.
     await check("healthz", await fetch(url("/healthz")), 200);

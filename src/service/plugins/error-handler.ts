@@ -51,6 +51,8 @@ export const HTTP_STATUS: Record<ErrorCode, number> = {
   DUPLICATE_KEY_KIND: 500,
   NOT_MODIFIED: 500,
   NO_EDITOR: 500,
+  // The CLI's own (bootseal check); no route answers it.
+  CHECK_FAILED: 500,
   INTERNAL: 500,
 };
 
