@@ -21,4 +21,5 @@ openbao_setup() {
 openbao_env() {
   printf 'export BOOTSEAL_TEST_VAULT_ADDR=%q\n' "http://127.0.0.1:$OPENBAO_PORT"
   printf 'export BOOTSEAL_TEST_VAULT_TOKEN=%q\n' "$OPENBAO_TOKEN"
+  printf 'export BOOTSEAL_TEST_BAO_BIN=%q\n' "$VENV/bin/bao"
 }

@@ -20,8 +20,10 @@
  */
 import assert from "node:assert/strict";
 import { execFileSync, spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import {
   cpSync,
+  existsSync,
   mkdirSync,
   mkdtempSync,
   readdirSync,
@@ -34,6 +36,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { after, before, test } from "node:test";
 import { REPO } from "../fetcher/helpers.ts";
+import { peer } from "../helpers/peers.ts";
 import { type DocBlock, docBlocks } from "./doc-blocks.ts";
 
 const SERVICE = "http://127.0.0.1:7480";
@@ -83,8 +86,12 @@ interface Session {
   readonly installed: boolean;
   /** A reader's placeholders → this run's values. */
   readonly placeholders?: Readonly<Record<string, string>>;
-  /** What the reader already has at hand (shell, run before the first block). */
+  /** What the reader already has at hand (shell, run after `npm start` and before the first block). */
   readonly setup?: string;
+  /** Run the blocks in a new, empty directory (a client project of the reader's), not the checkout. */
+  readonly newProject?: boolean;
+  /** Directories of the tools the page assumes installed (helm, promtool, …), put on PATH. */
+  readonly tools?: readonly string[];
   readonly env?: Readonly<Record<string, string>>;
 }
 
@@ -110,17 +117,19 @@ function sessionScript(session: Session, blocks: readonly DocBlock[], work: stri
     `cd ${shellQuote(copy)}`,
   ];
   if (session.netns) lines.push("ip link set lo up", "rm -rf data");
-  if (session.setup) lines.push(session.setup);
   if (session.npmStart) {
     lines.push(
       `setsid npm start > ${shellQuote(join(work, "npm-start.log"))} 2>&1 & bg+=($!)`,
       waitForService("npm start"),
     );
   }
+  if (session.setup) lines.push(session.setup);
+  if (session.newProject) lines.push(`mkdir project && cd project`);
   blocks.forEach((block, i) => {
     let code = block.code;
     for (const [from, to] of Object.entries(session.placeholders ?? {})) code = code.replaceAll(from, to);
-    lines.push(`echo "::doc-test ${block.file}:${block.line}" >&2`);
+    // On a line of its own even after output without a final newline.
+    lines.push(`printf '\\n::doc-test %s\\n' ${block.file}:${block.line} >&2`);
     if (block.role.kind === "background") {
       const file = join(work, `block-${i}.sh`);
       writeFileSync(file, code);
@@ -132,11 +141,18 @@ function sessionScript(session: Session, blocks: readonly DocBlock[], work: stri
       lines.push(code);
     }
   });
-  lines.push('echo "::doc-test done" >&2');
+  lines.push("printf '\\n::doc-test done\\n' >&2");
   return `${lines.join("\n")}\n`;
 }
 
 function runSession(session: Session): Promise<SessionResult> {
+  if (session.page !== "README.md" && !existsSync(join(copy, "node_modules"))) {
+    // The README's quickstart installs the copy; a run of one page alone does it here.
+    execFileSync("npm", ["ci", "--prefer-offline", "--no-audit", "--no-fund"], {
+      cwd: copy,
+      stdio: "ignore",
+    });
+  }
   const blocks = blocksOf(session.page);
   const work = mkdtempSync(join(root, "session-"));
   for (const b of blocks) {
@@ -145,7 +161,9 @@ function runSession(session: Session): Promise<SessionResult> {
   const ran = blocks.filter((b) => b.role.kind === "run" || b.role.kind === "background");
   const script = join(work, "session.sh");
   writeFileSync(script, sessionScript(session, ran, work));
-  const path = session.installed ? `${userBin}:${process.env.PATH}` : process.env.PATH;
+  const path = [...(session.installed ? [userBin] : []), ...(session.tools ?? []), process.env.PATH].join(
+    ":",
+  );
   const env = {
     PATH: path,
     HOME: process.env.HOME ?? root,
@@ -205,4 +223,176 @@ test("README: npm ci && npm start, publish, a machine fetches, runs its command 
     readFileSync(join(copy, "worker-0/etc/kubernetes/join.conf"), "utf8"),
     "a secret only worker-0 can read\n",
   );
+});
+
+/** Copies what the reader already has into the working directory. */
+const readerHas = (...files: string[]) => files.map((f) => `cp ${f} .`).join("\n");
+const onService = {
+  netns: true,
+  npmStart: true,
+  installed: true,
+  placeholders: { "https://bootseal.example.com": SERVICE },
+};
+
+test("docs/configuration.md: npx bootseal serve on the embedded default, then a publish with curl", {
+  timeout: 600_000,
+}, async () => {
+  const r = await runSession({
+    page: "docs/configuration.md",
+    netns: true,
+    installed: true,
+    setup: "printf '#cloud-config\\nruncmd: [[true]]\\n' > user-data.yaml",
+  });
+  assertSessionPassed(r);
+  assert.match(r.output, /"version":1/);
+});
+
+test("docs/userdata.md: publish and take the cloud-init, Ignition and PowerShell user data", {
+  timeout: 600_000,
+}, async () => {
+  const r = await runSession({
+    ...onService,
+    page: "docs/userdata.md",
+    setup: `${readerHas("data/keys/controller-token", "test/fixtures/e2e/kubeadm-join.yaml", "test/fixtures/e2e/ignition-join.json")}\nprintf 'join' > payload`,
+  });
+  assertSessionPassed(r);
+  const cloudInit = readFileSync(join(copy, "user-data"), "utf8");
+  assert.match(cloudInit, /^#cloud-config\n/);
+  assert.match(cloudInit, /BOOTSEAL_SERVER='http:\/\/127\.0\.0\.1:7480'/);
+  const ignition = JSON.parse(readFileSync(join(copy, "config.ign"), "utf8")) as {
+    ignition: { version: string };
+  };
+  assert.match(ignition.ignition.version, /^3\./);
+  assert.match(readFileSync(join(copy, "user-data.ps1"), "utf8"), /^#ps1_sysnative/);
+});
+
+test("docs/cli.md: rotate a whole store to a second age recipient, then decrypt with it alone", {
+  timeout: 600_000,
+}, async () => {
+  const r = await runSession({
+    ...onService,
+    page: "docs/cli.md",
+    tools: [dirname(peer("AGE_KEYGEN_BIN"))],
+    setup: [
+      "npx bootseal publish --server http://127.0.0.1:7480 --machine default/worker-0 --token-file data/keys/controller-token --bootstrap-token-out worker-0.token README.md",
+    ].join("\n"),
+  });
+  assertSessionPassed(r);
+  assert.match(r.output, /rotated 1, unchanged 0, skipped 0, failed 0/);
+  assert.ok(
+    r.output.includes(readFileSync(join(REPO, "README.md"), "utf8").slice(0, 200)),
+    `the document opened with the new identity:\n${r.output.slice(-3000)}`,
+  );
+});
+
+test("docs/api.md: generate a typed client from the served OpenAPI document, in a project of the reader's", {
+  timeout: 600_000,
+}, async () => {
+  // The page installs openapi-fetch into the reader's project; the namespace has no registry, so
+  // npm's cache gets it first (the version the page names).
+  execFileSync("npm", ["cache", "add", "openapi-fetch@0.17.0"], { stdio: "ignore" });
+  const r = await runSession({ ...onService, page: "docs/api.md", newProject: true });
+  assertSessionPassed(r);
+  assert.match(
+    readFileSync(join(copy, "project/bootseal-api.ts"), "utf8"),
+    /"\/v1\/machines\/\{ns\}\/\{name\}\/config"/,
+  );
+});
+
+test("docs/operations.md: promtool checks and tests the alert rules", { timeout: 120_000 }, async () => {
+  const r = await runSession({
+    page: "docs/operations.md",
+    netns: false,
+    installed: true,
+    tools: [dirname(peer("PROMTOOL"))],
+  });
+  assertSessionPassed(r);
+  assert.match(r.output, /SUCCESS/);
+});
+
+test("docs/providers.md: the OpenBao AppRole role for the machines, against the real OpenBao", {
+  timeout: 120_000,
+}, async () => {
+  const env = { BAO_ADDR: peer("VAULT_ADDR"), BAO_TOKEN: peer("VAULT_TOKEN") };
+  const bao = (...args: string[]) =>
+    execFileSync(peer("BAO_BIN"), args, { env: { ...process.env, ...env, HOME: root } });
+  bao("auth", "enable", "approle");
+  try {
+    const r = await runSession({
+      page: "docs/providers.md",
+      netns: false,
+      installed: true,
+      tools: [dirname(peer("BAO_BIN"))],
+      env: { ...env, HOME: root },
+    });
+    assertSessionPassed(r);
+    assert.match(r.output, /wrapping_token:/);
+  } finally {
+    bao("auth", "disable", "approle");
+  }
+});
+
+test("docs/cluster-api.md: the chart installed as the page says, on a real API server", {
+  timeout: 300_000,
+}, async () => {
+  const kubeconfig = join(root, "kubeconfig");
+  // The reader's namespace, new each run: this API server has no namespace controller to finish deleting one.
+  const namespace = `bootseal-system-${randomBytes(3).toString("hex")}`;
+  writeFileSync(
+    kubeconfig,
+    JSON.stringify({
+      apiVersion: "v1",
+      kind: "Config",
+      clusters: [
+        {
+          name: "peer",
+          cluster: { server: peer("KUBE_SERVER"), "certificate-authority": peer("KUBE_CA_FILE") },
+        },
+      ],
+      users: [{ name: "admin", user: { token: peer("KUBE_ADMIN_TOKEN") } }],
+      contexts: [{ name: "peer", context: { cluster: "peer", user: "admin" } }],
+      "current-context": "peer",
+    }),
+  );
+  const r = await runSession({
+    page: "docs/cluster-api.md",
+    netns: false,
+    installed: true,
+    tools: [dirname(peer("HELM_BIN"))],
+    env: { KUBECONFIG: kubeconfig, HOME: root },
+    placeholders: { "=…": "=placeholder", "bootseal-system": namespace },
+  });
+  try {
+    assertSessionPassed(r);
+    const objects = execFileSync(
+      "kubectl",
+      ["--kubeconfig", kubeconfig, "-n", namespace, "get", "deployments,secrets", "-o", "name"],
+      {
+        encoding: "utf8",
+      },
+    );
+    for (const name of [
+      "deployment.apps/bootseal",
+      "secret/bootseal-store",
+      "secret/bootseal-derivation-key",
+    ]) {
+      assert.ok(
+        objects.split("\n").some((line) => line.startsWith(name)),
+        `${name} in ${objects}`,
+      );
+    }
+  } finally {
+    execFileSync(peer("HELM_BIN"), ["--kubeconfig", kubeconfig, "uninstall", "bootseal", "-n", namespace], {
+      stdio: "ignore",
+    });
+  }
+});
+
+test("docs/releases.md: a signed build of the three executables, verified with sha256sum, OpenSSL, bootseal and Node", {
+  timeout: 900_000,
+}, async () => {
+  const r = await runSession({ page: "docs/releases.md", netns: false, installed: true });
+  assertSessionPassed(r);
+  assert.match(r.output, /bootseal-linux-x64: OK/);
+  assert.match(r.output, /Signature Verified Successfully/);
 });

@@ -28,6 +28,7 @@ export type PeerName =
   | "AZURE_KV_URL" // https://localhost:<port>: test/fakes/azure-kv-fake.ts (lowkey-vault is not on Maven Central)
   | "VAULT_ADDR" // http://127.0.0.1:<port> (OpenBao dev server, transit enabled)
   | "VAULT_TOKEN"
+  | "BAO_BIN" // path of the OpenBao CLI (bao) the openbao peer runs
   | "ZSH_BIN" // path of zsh (Debian package), for the completion script
   | "FISH_BIN" // path of fish (Debian package), for the completion script
   | "CLOUD_INIT_BIN" // path of cloud-init 22.4.2 (Debian package): `cloud-init schema -c FILE`
