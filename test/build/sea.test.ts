@@ -15,6 +15,7 @@ import { after, before, test } from "node:test";
 import { seaCacheDir } from "../../scripts/sea/node-dist.ts";
 import { inputsDigest, STAMP, stampHolds } from "../../scripts/sea/release-files.ts";
 import { ageKey, machineEnv, REPO, type RunResult, run, tempDir } from "../fetcher/helpers.ts";
+import { BUILD_ENV } from "../helpers/built-sea.ts";
 import { peer } from "../helpers/peers.ts";
 import {
   elfMachine,
@@ -37,15 +38,6 @@ let version: string;
 let payload: Buffer;
 let doc: string;
 let ageKeyFile: string;
-
-/** The build's environment: PATH, and what says where the registry, its CA and the caches are. */
-const BUILD_ENV = Object.fromEntries(
-  Object.entries(process.env).filter(([k]) =>
-    /^(PATH|HOME|XDG_CACHE_HOME|BOOTSEAL_SEA_CACHE|NODE_EXTRA_CA_CERTS|https?_proxy|HTTPS?_PROXY|NO_PROXY|no_proxy|npm_config_registry)$/.test(
-      k,
-    ),
-  ),
-) as Record<string, string>;
 
 const sha256 = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex");
 

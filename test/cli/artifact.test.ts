@@ -1,6 +1,6 @@
 /**
- * The single executable, built in this test run (`npm run build:sea` into a temporary
- * directory): --version, one fetch end to end, sign-artifact / verify-artifact, and a flipped
+ * The single executable, this tree's linux-x64 build in the package's sea/ (built once for
+ * every test that runs it: test/helpers/built-sea.ts): --version, one fetch end to end, sign-artifact / verify-artifact, and a flipped
  * byte refused. Also checks the signature with OpenSSL, as the user-data stubs do.
  */
 import assert from "node:assert/strict";
@@ -10,22 +10,17 @@ import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { EXIT_CODES } from "../../src/cli/exit-codes.ts";
 import { ageKey, encrypt, MANIFEST, machineEnv, REPO, run, tempDir } from "../fetcher/helpers.ts";
+import { builtSea } from "../helpers/built-sea.ts";
 
 let dir: { path: string; remove: () => Promise<void> };
 let exe: string;
+let seaDir: string;
 
 before(async () => {
   dir = await tempDir("sea");
-  const out = join(dir.path, "sea");
-  const build = await run(
-    ["scripts/build-sea.ts", "--out", out, "--platform", "linux-x64"],
-    { PATH: process.env.PATH },
-    process.execPath,
-    // A build on a loaded 2-core machine, beside the suite's other builds, can take minutes.
-    900_000,
-  );
-  assert.equal(build.code, 0, build.stderr);
-  exe = join(out, "bootseal-linux-x64");
+  const sea = await builtSea();
+  exe = sea.linuxX64;
+  seaDir = sea.dir;
 });
 after(async () => {
   await dir?.remove();
@@ -39,7 +34,7 @@ test("the executable runs --version and --help without Node installed beside it"
   const h = await run(["--help"], { PATH: "/usr/bin:/bin" }, exe);
   assert.match(h.stdout, /fetch/);
   assert.match(h.stdout, /verify-artifact/);
-  const sha = (await readFile(join(dir.path, "sea/SHA256SUMS"), "utf8")).split(" ")[0];
+  const sha = (await readFile(join(seaDir, "SHA256SUMS"), "utf8")).split(" ")[0];
   const check = spawnSync("sha256sum", [exe], { encoding: "utf8" });
   assert.equal(check.stdout.split(" ")[0], sha);
 });

@@ -8,10 +8,10 @@
  * `<cluster>-kubeconfig` secret points back at it).
  */
 import assert from "node:assert/strict";
-import { mkdir, readFile, writeFile } from "node:fs/promises";
+import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { parseAllDocuments } from "yaml";
-import { DIST, type E2EService, ensureBundle, startE2EService } from "../e2e/service.ts";
+import { type E2EService, ensureBundle, startE2EService } from "../e2e/service.ts";
 import { type AgeKey, ageKey, REPO, tempDir } from "../fetcher/helpers.ts";
 import { peer } from "../helpers/peers.ts";
 import { until } from "../helpers/until.ts";
@@ -293,8 +293,8 @@ export interface ControllerWorld {
 }
 
 /**
- * A real `bootseal serve` (the bundle) for the machine's age key, serving as its fetcher a
- * wrapper around the bundle (as test/e2e/userdata-kubeadm.test.ts does), with Cluster API's and
+ * The service as `npm start` starts it (test/e2e/service.ts) for the machine's age key, serving
+ * as its fetcher the real single executable from the package's sea/, with Cluster API's and
  * bootseal's CRDs and the test infrastructure provider installed, and a kubeconfig for the
  * controller. `service` adds to the service's options (it may write files into the directory first).
  */
@@ -305,19 +305,9 @@ export async function controllerWorld(
   await ensureBundle();
   const dir = await tempDir(prefix);
   const key = await ageKey(dir.path, "machine");
-  const artifacts = join(dir.path, "artifacts");
-  await mkdir(artifacts);
-  await writeFile(
-    join(artifacts, "bootseal-linux-x64"),
-    `#!/bin/sh\nexec '${process.execPath}' '${DIST}' "$@"\n`,
-    {
-      mode: 0o755,
-    },
-  );
   const started = await startE2EService({
     dir: dir.path,
     ageRecipient: key.recipient,
-    artifactsDir: artifacts,
     bootstrapCommands: [],
     ...(await service(dir.path)),
   });

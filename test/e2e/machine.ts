@@ -1,15 +1,13 @@
 /**
  * The machine's side of a user-data stub, done by hand under a temporary root the way
- * cloud-init, Ignition and systemd would do it on a real machine: write the stub's files,
+ * cloud-init and systemd would do it on a real machine: write the stub's files,
  * read /etc/bootseal/fetch.env as systemd's EnvironmentFile= does, and turn the unit's
  * ExecStart=/ExecStartPre= lines into argv (systemd's quoting and ${VAR} expansion), with
  * the machine paths moved under the root.
  */
 import assert from "node:assert/strict";
-import { createHash } from "node:crypto";
 import { chmod, mkdir, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
-import { gunzipSync } from "node:zlib";
 
 /** Writes one file under the root with exactly this mode (no umask), parents 0755. */
 export async function writeUnder(root: string, path: string, bytes: string | Uint8Array, mode: number) {
@@ -92,37 +90,4 @@ export function underRoot(argv: readonly string[], root: string): string[] {
     if (argv[i - 1] === "--root") return root;
     return /^\/(etc\/bootseal|usr\/local)\//.test(word) ? join(root, word) : word;
   });
-}
-
-/** What Ignition does with one `contents.source`: a data: URL decoded, anything else fetched. */
-export async function ignitionSource(source: string): Promise<Buffer> {
-  if (source.startsWith("data:")) {
-    const comma = source.indexOf(",");
-    const meta = source.slice(5, comma);
-    const data = source.slice(comma + 1);
-    return meta.endsWith(";base64") ? Buffer.from(data, "base64") : Buffer.from(decodeURIComponent(data));
-  }
-  const res = await fetch(source);
-  assert.equal(res.status, 200, `GET ${source}`);
-  return Buffer.from(await res.arrayBuffer());
-}
-
-export type IgnitionFile = {
-  path: string;
-  mode?: number;
-  contents: { source: string; compression?: string; verification?: { hash: string } };
-};
-
-/** Ignition's files stage for one file: download, verify the hash (as Ignition: sha512), write. */
-export async function applyIgnitionFile(root: string, f: IgnitionFile): Promise<Buffer> {
-  let bytes = await ignitionSource(f.contents.source);
-  const hash = f.contents.verification?.hash;
-  if (hash !== undefined) {
-    const [algo, hex] = hash.split("-") as [string, string];
-    assert.equal(algo, "sha512", "the stub pins SHA-512");
-    assert.equal(createHash("sha512").update(bytes).digest("hex"), hex, `${f.path}: verification.hash`);
-  }
-  if (f.contents.compression === "gzip") bytes = gunzipSync(bytes);
-  await writeUnder(root, f.path, bytes, f.mode ?? 0o644);
-  return bytes;
 }

@@ -1,7 +1,12 @@
 /**
- * The service side of the end-to-end test: a real `bootseal serve` from the bundle
- * (dist/cli/main.js) with a file store, an age recipient for the machine, a controller, a
- * token derivation key (so GET …/userdata is stable) and an artifact directory.
+ * The service side of the end-to-end tests: the service as `npm start` starts it (package.json's
+ * `start` script, literally: `npm start -- --config FILE --listen ADDRESS` in the repository,
+ * so the bundle dist/cli/main.js with the script's Node flags, and its `prestart` build, a no-op
+ * once test/helpers/built-sea.ts built this tree), serving the real single executables from
+ * its default artifacts directory, the package's sea/. The configuration file is an
+ * operator's: a file store, an age recipient for the machine, a controller, a token
+ * derivation key (so GET …/userdata is stable), its data directory and audit log in the test's
+ * directory; it names no artifacts directory and no signing key (both defaults).
  */
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
@@ -9,6 +14,7 @@ import { createHash, randomBytes } from "node:crypto";
 import { access, mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { REPO } from "../fetcher/helpers.ts";
+import { builtSea } from "../helpers/built-sea.ts";
 import { freePort } from "../helpers/ports.ts";
 import { until } from "../helpers/until.ts";
 
@@ -42,7 +48,6 @@ export interface E2EService {
 export async function startE2EService(opts: {
   dir: string;
   ageRecipient: string;
-  artifactsDir: string;
   bootstrapCommands: readonly { match: string; command: string }[];
   /** More controllers, each limited to its namespaces (a tenant's token). */
   controllers?: readonly {
@@ -88,9 +93,6 @@ export async function startE2EService(opts: {
         `  - match: ${JSON.stringify(c.match)}`,
         `    command: ${JSON.stringify(c.command)}`,
       ]),
-      "artifacts:",
-      `  dir: ${opts.artifactsDir}`,
-      `  signingKeyFile: ${join(dir, "keys", "artifact-signing.pem")}`,
       `dataDir: ${join(dir, "data")}`,
       "audit:",
       `  path: ${join(dir, "audit.log")}`,
@@ -99,11 +101,18 @@ export async function startE2EService(opts: {
       "",
     ].join("\n"),
   );
+  await builtSea();
   const port = await freePort();
+  // Its own process group: npm, the script's shell and the service stop together.
   const child: ChildProcess = spawn(
-    process.execPath,
-    [DIST, "serve", "--config", config, "--listen", `127.0.0.1:${port}`],
-    { cwd: dir, env: { PATH: process.env.PATH, HOME: dir }, stdio: ["ignore", "pipe", "pipe"] },
+    "npm",
+    ["start", "--", "--config", config, "--listen", `127.0.0.1:${port}`],
+    {
+      cwd: REPO,
+      detached: true,
+      env: { PATH: process.env.PATH, HOME: dir, npm_config_update_notifier: "false" },
+      stdio: ["ignore", "pipe", "pipe"],
+    },
   );
   let output = "";
   child.stdout?.on("data", (c) => {
@@ -112,18 +121,30 @@ export async function startE2EService(opts: {
   child.stderr?.on("data", (c) => {
     output += c;
   });
-  const exited = new Promise<void>((r) => child.once("exit", () => r()));
+  // 'close': every process of the group that held the pipes has exited, the service included.
+  const closed = new Promise<void>((r) => child.once("close", () => r()));
+  const stop = () => {
+    try {
+      process.kill(-(child.pid as number), "SIGTERM");
+    } catch {
+      // ESRCH: the group has already gone.
+    }
+    return closed;
+  };
   const url = `http://127.0.0.1:${port}`;
   // Up once /healthz answers and the artifacts are hashed (the stub needs their pins).
   await until(
-    "bootseal serve to come up with its artifacts",
+    "npm start to serve with its artifacts",
     async () => {
-      if (child.exitCode !== null) throw new Error(`bootseal serve exited: ${output}`);
+      if (child.exitCode !== null) throw new Error(`npm start exited: ${output}`);
       const res = await fetch(`${url}/v1/artifacts/SHA256SUMS`).catch(() => undefined);
       return res?.status === 200 && (await res.text()).includes("bootseal-linux-x64");
     },
     { tries: 900 },
-  );
+  ).catch(async (err: unknown) => {
+    await stop();
+    throw err;
+  });
   const auth = { authorization: `Bearer ${controllerToken}` };
   return {
     url,
@@ -131,9 +152,6 @@ export async function startE2EService(opts: {
     controllerTokenFile,
     log: () => output,
     get: (path) => fetch(`${url}${path}`, { headers: auth }),
-    stop: () => {
-      if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
-      return exited;
-    },
+    stop,
   };
 }

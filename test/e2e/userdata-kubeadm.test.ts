@@ -1,46 +1,40 @@
 /**
  * End to end with real processes, as Cluster API would drive it: `bootseal publish` a
- * kubeadm-provider-shaped payload to a real `bootseal serve` (the bundle), GET the machine's
- * user-data stub, do on a temporary root what cloud-init or Ignition and systemd would do
- * with it, and run the fetch command line the stub's unit carries.
+ * kubeadm-provider-shaped payload to the service as `npm start` starts it (test/e2e/service.ts),
+ * GET the machine's user-data stub, do on a temporary root what cloud-init or Ignition and
+ * systemd would do with it, and run the fetch command line the stub's unit carries with the
+ * real single executable: the linux-x64 one `npm start` builds into the package's sea/
+ * (test/helpers/built-sea.ts) and the service serves from there, signed with its own key.
  *
- * The fetcher executable served from /v1/artifacts is a small shell wrapper that runs
- * `node dist/cli/main.js "$@"`, not the single executable: building that takes minutes on a
- * loaded 2-core machine, and test/service/artifacts-sea.test.ts already downloads, verifies
- * and runs the real one. The wrapper still goes through the whole chain: the service hashes
- * and signs it, the stub pins its SHA-256 (cloud-init) or SHA-512 (Ignition), and the stub's
- * own install script or verify step checks it with sha256sum and OpenSSL before it runs.
- *
- * cloud-init machine: the files equal what cloud-init 22.4.2's own write_files writes from
- * the same config (the oracle of cloud-config-differential.test.ts), the stand-in kubeadm ran
- * with the provider's arguments after the files were in place, the sentinel exists only on
- * success, and the status history ends `succeeded`, or `failed` with the exit code (then no
- * sentinel, no marker). Ignition machine: the stub's storage.files applied as Ignition does
- * (source downloaded, verification.hash checked; Ignition v2.27.0's own ignition-apply on the
- * same stub gives the same files), the payload's files and unit equal what ignition-apply
- * writes from the payload, the recording systemctl called, the bootstrap command (a service
- * rule) run, and the same ends.
+ * cloud-init machine: the stub's own install script (ExecStartPre) downloads the executable,
+ * checks the pinned SHA-256 and the Ed25519 signature, installs it; the unit's ExecStart line
+ * runs it. The files equal what cloud-init 22.4.2's own write_files writes from the same
+ * config (the oracle of cloud-config-differential.test.ts), the stand-in kubeadm ran with the
+ * provider's arguments after the files were in place, the sentinel exists only on success, and
+ * the status history ends `succeeded`, or `failed` with the exit code (then no sentinel, no
+ * marker). An executable altered on the way (or its pin with it) is refused by the install
+ * script: nothing is installed, nothing runs. Ignition machine: Ignition v2.27.0's own
+ * ignition-apply writes the stub (the executable downloaded from the service and checked
+ * against the SHA-512 of the config, the unit, its drop-ins, the preset), the verify drop-in
+ * (ExecStartPre) checks the signature with OpenSSL, the unit's ExecStart runs the executable:
+ * the payload's files and unit equal what ignition-apply writes from the payload, the
+ * recording systemctl called, the bootstrap command (a service rule) run, and the same ends.
  */
 import assert from "node:assert/strict";
-import { randomBytes } from "node:crypto";
-import { access, mkdir, readFile, stat, writeFile } from "node:fs/promises";
-import { join } from "node:path";
+import { createHash, randomBytes } from "node:crypto";
+import { access, mkdir, readdir, readFile, stat, writeFile } from "node:fs/promises";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { dirname, join } from "node:path";
 import { after, before, test } from "node:test";
 import { parse } from "yaml";
 import { EXIT_CODES } from "../../src/cli/exit-codes.ts";
 import { cloudInitPython, type Entry, runOracle, seedRoot, snapshot } from "../fetcher/cloud-init-oracle.ts";
 import { type AgeKey, ageKey, REPO, type RunResult, run, tempDir } from "../fetcher/helpers.ts";
+import { builtSea } from "../helpers/built-sea.ts";
 import { peer } from "../helpers/peers.ts";
 import { until } from "../helpers/until.ts";
-import {
-  applyIgnitionFile,
-  effective,
-  envFileValues,
-  type IgnitionFile,
-  systemdArgv,
-  underRoot,
-  writeUnder,
-} from "./machine.ts";
+import { effective, envFileValues, systemdArgv, underRoot, writeUnder } from "./machine.ts";
 import { DIST, type E2EService, ensureBundle, startE2EService } from "./service.ts";
 
 const SENTINEL = "run/cluster-api/bootstrap-success.complete";
@@ -51,21 +45,18 @@ const IGN_COMMAND = "kubeadm join --config /etc/kubeadm/join.yaml";
 let dir: { path: string; remove: () => Promise<void> };
 let key: AgeKey;
 let service: E2EService;
-let wrapper: string;
+/** The single executable as built (sea/bootseal-linux-x64): what every machine must install and run. */
+let executable: Buffer;
 let cloudConfig: string;
 
 before(async () => {
   await ensureBundle();
+  executable = await readFile((await builtSea()).linuxX64);
   dir = await tempDir("e2e-userdata");
   key = await ageKey(dir.path, "machine");
-  const artifacts = join(dir.path, "artifacts");
-  await mkdir(artifacts);
-  wrapper = `#!/bin/sh\n# stand-in for the single executable (see the test's header)\nexec '${process.execPath}' '${DIST}' "$@"\n`;
-  await writeFile(join(artifacts, "bootseal-linux-x64"), wrapper, { mode: 0o755 });
   service = await startE2EService({
     dir: dir.path,
     ageRecipient: key.recipient,
-    artifactsDir: artifacts,
     bootstrapCommands: [{ match: "^default/flatcar-", command: IGN_COMMAND }],
   });
   // The provider's runcmd, with the sentinel under --root (on a machine BOOTSEAL_ROOT is /).
@@ -186,7 +177,11 @@ const payloadPath = (p: string) =>
 const payloadEntries = async (root: string): Promise<Entry[]> =>
   (await snapshot(root)).filter((e) => payloadPath(e.path));
 
-async function cloudInitMachine(machine: string, exit: number) {
+/**
+ * cloud-init's part (write_files) and the unit's ExecStartPre, the install script, with the
+ * settings of fetch.env (`tamper` changes them as an attacker on the way would).
+ */
+async function cloudInitInstall(machine: string, tamper: Record<string, string> = {}) {
   await publish(machine, cloudConfig);
   const text = await stub(machine, "cloud-init");
   assert.ok(text.startsWith("#cloud-config\n"));
@@ -212,17 +207,24 @@ async function cloudInitMachine(machine: string, exit: number) {
   const bin = join(root, "usr/local/bin/bootseal");
   const install = await exec(underRoot(systemdArgv(pre[0] as string, env), root), {
     ...env,
+    ...tamper,
     PATH: process.env.PATH,
     BOOTSEAL_BIN: bin,
     BOOTSEAL_ARTIFACT_PUBKEY: join(root, "etc/bootseal/artifact.pub"),
   });
+  return { root, unit, env, bin, install };
+}
+
+async function cloudInitMachine(machine: string, exit: number) {
+  const { root, unit, env, bin, install } = await cloudInitInstall(machine);
   assert.equal(install.code, 0, install.stderr);
   assert.match(install.stderr, /SHA-256 and signature verified/);
-  assert.equal(await readFile(bin, "utf8"), wrapper);
+  assert.ok((await readFile(bin)).equals(executable), "the installed executable is the built one");
   assert.equal((await stat(bin)).mode & 0o777, 0o755);
-  // ExecStart: the fetch command line, paths under the root.
+  // ExecStart: the fetch command line, paths under the root: the installed executable.
   const [line] = effective("ExecStart", unit, []);
   const argv = underRoot(systemdArgv(line as string, env), root);
+  assert.equal(argv[0], bin);
   assert.deepEqual(argv.slice(1, 3), ["fetch", "--from"]);
   const r = await exec(argv, unitEnv(root, env, exit));
   return { r, root, posts: await history(machine) };
@@ -270,13 +272,61 @@ test("cloud-init machine, kubeadm fails: failed with exit code 1, fetch exit 60,
   assert.match(String(last.output), /kubeadm stand-in exiting 1/);
 });
 
+test("cloud-init machine, the executable altered on the way: the install script refuses it (SHA-256; with the pin altered too, the signature), nothing installed, nothing runs", {
+  timeout: 300_000,
+}, async () => {
+  // An attacker between the machine and the service (a test double of one): the built
+  // executable with one bit flipped, served in place of the service's.
+  const tampered = Buffer.from(executable);
+  tampered[tampered.length >> 1] = (tampered[tampered.length >> 1] as number) ^ 1;
+  const attacker = createServer((_req, res) => {
+    res.writeHead(200, { "content-length": tampered.length });
+    res.end(tampered);
+  });
+  await new Promise<void>((r) => attacker.listen(0, "127.0.0.1", r));
+  try {
+    const url = `http://127.0.0.1:${(attacker.address() as AddressInfo).port}/v1/artifacts/bootseal-linux-x64`;
+    const cases = [
+      ["default/ubuntu-2", { BOOTSEAL_ARTIFACT_URL: url }, /SHA-256 mismatch/],
+      [
+        "default/ubuntu-3",
+        {
+          BOOTSEAL_ARTIFACT_URL: url,
+          BOOTSEAL_ARTIFACT_SHA256: createHash("sha256").update(tampered).digest("hex"),
+        },
+        /Ed25519 signature check failed/,
+      ],
+    ] as const;
+    for (const [machine, tamper, refusal] of cases) {
+      const { root, bin, install } = await cloudInitInstall(machine, tamper);
+      assert.equal(install.code, 1, install.stderr);
+      assert.match(install.stderr, refusal);
+      assert.deepEqual(await readdir(dirname(bin)), [], `${machine}: nothing installed, no download left`);
+      // systemd starts no ExecStart after a failed ExecStartPre, and there is nothing to start.
+      assert.equal(await exists(join(root, "kubeadm.args")), false);
+      const res = await service.get(`/v1/machines/${machine}/status`);
+      const { history } = (await res.json()) as { history: { phase: string }[] };
+      assert.deepEqual(
+        history.map((h) => h.phase),
+        ["published"],
+        `${machine}: nothing fetched`,
+      );
+    }
+  } finally {
+    attacker.closeAllConnections();
+    await new Promise((r) => attacker.close(r));
+  }
+});
+
 async function ignitionMachine(machine: string, exit: number) {
   const payload = await readFile(join(REPO, "test/fixtures/e2e/ignition-join.json"), "utf8");
   await publish(machine, payload);
   const stubText = await stub(machine, "ignition");
   const config = JSON.parse(stubText) as {
     ignition: { version: string };
-    storage: { files: IgnitionFile[] };
+    storage: {
+      files: { path: string; mode: number; contents: { source: string; verification?: { hash: string } } }[];
+    };
     systemd: {
       units: {
         name: string;
@@ -288,37 +338,43 @@ async function ignitionMachine(machine: string, exit: number) {
   };
   assert.equal(config.ignition.version, "3.0.0");
   const root = await machineRoot(machine.replace("/", "-"));
-  // Ignition's files stage: every storage.files entry, the executable through its SHA-512.
-  const written = new Map<string, Buffer>();
-  for (const f of config.storage.files) written.set(f.path, await applyIgnitionFile(root, f));
-  assert.equal(written.get("/usr/local/bin/bootseal")?.toString(), wrapper);
+  // Ignition itself (v2.27.0, ignition-apply) writes the stub onto the machine: the
+  // executable downloaded from the service and checked against the config's SHA-512.
+  await ignitionApply(root, stubText, false);
+  const bin = config.storage.files.find((f) => f.path === "/usr/local/bin/bootseal");
+  assert.equal(
+    bin?.contents.verification?.hash,
+    `sha512-${createHash("sha512").update(executable).digest("hex")}`,
+  );
+  assert.ok(
+    (await readFile(join(root, bin.path))).equals(executable),
+    "the installed executable is the built one",
+  );
+  for (const f of config.storage.files) {
+    assert.equal((await stat(join(root, f.path))).mode & 0o7777, f.mode, `${f.path} mode`);
+  }
   const [unit] = config.systemd.units;
   assert.ok(unit?.enabled);
-  const unitDir = "etc/systemd/system";
-  await writeUnder(root, `${unitDir}/${unit.name}`, unit.contents, 0o644);
-  for (const d of unit.dropins)
-    await writeUnder(root, `${unitDir}/${unit.name}.d/${d.name}`, d.contents, 0o644);
-  const dropins = [...unit.dropins].sort((a, b) => a.name.localeCompare(b.name)).map((d) => d.contents);
-  // Ignition itself (v2.27.0, ignition-apply) on the same stub, sources fetched: the same files.
-  const real = join(dir.path, `${machine.replace("/", "-")}-ignition-apply`);
-  await ignitionApply(real, stubText, false);
-  for (const f of config.storage.files) {
-    assert.deepEqual(await readFile(join(real, f.path)), written.get(f.path), f.path);
-    assert.equal((await stat(join(real, f.path))).mode & 0o7777, f.mode, `${f.path} mode`);
-  }
-  for (const d of unit.dropins) {
-    assert.equal(await readFile(join(real, unitDir, `${unit.name}.d`, d.name), "utf8"), d.contents);
-  }
-  assert.match(await readFile(join(real, PRESET), "utf8"), /^enable bootseal-fetch\.service$/m);
-  const env = envFileValues(written.get("/etc/bootseal/fetch.env")?.toString() ?? "");
+  assert.match(await readFile(join(root, PRESET), "utf8"), /^enable bootseal-fetch\.service$/m);
+  // The unit and its drop-ins as Ignition wrote them, read as systemd does (drop-ins in name order).
+  const unitDir = join(root, "etc/systemd/system");
+  const unitText = await readFile(join(unitDir, unit.name), "utf8");
+  assert.equal(unitText, unit.contents);
+  const dropinNames = (await readdir(join(unitDir, `${unit.name}.d`))).sort();
+  assert.deepEqual(dropinNames, unit.dropins.map((d) => d.name).sort());
+  const dropins = await Promise.all(
+    dropinNames.map((n) => readFile(join(unitDir, `${unit.name}.d`, n), "utf8")),
+  );
+  const env = envFileValues(await readFile(join(root, "etc/bootseal/fetch.env"), "utf8"));
   // ExecStartPre (the verify drop-in): OpenSSL checks the Ed25519 signature first.
-  const pre = effective("ExecStartPre", unit.contents, dropins);
+  const pre = effective("ExecStartPre", unitText, dropins);
   assert.equal(pre.length, 1);
   const verify = await exec(underRoot(systemdArgv(pre[0] as string, env), root), { PATH: process.env.PATH });
   assert.equal(verify.code, 0, verify.stderr);
-  const start = effective("ExecStart", unit.contents, dropins);
+  const start = effective("ExecStart", unitText, dropins);
   assert.equal(start.length, 1, "the machine drop-in replaces the unit's ExecStart");
   const argv = underRoot(systemdArgv(start[0] as string, env), root);
+  assert.equal(argv[0], join(root, bin.path));
   assert.equal(argv.at(-2), "--exec");
   assert.equal(argv.at(-1), IGN_COMMAND);
   const r = await exec(
@@ -328,9 +384,8 @@ async function ignitionMachine(machine: string, exit: number) {
   return { r, root, posts: await history(machine) };
 }
 
-/** Ignition v2.27.0's own files stage (ignition-apply, the peer) on a config, into a root. */
+/** Ignition v2.27.0's own files stage (ignition-apply, the peer) on a config, into a seeded root. */
 async function ignitionApply(root: string, config: string, offline: boolean): Promise<void> {
-  await seedRoot(root);
   const file = `${root}.ign`;
   await writeFile(file, config);
   const args = ["--root", root, ...(offline ? ["--offline"] : []), file];
@@ -352,6 +407,7 @@ const ignitionPayloadPath = (p: string) =>
 /** The fetcher's result equals what Ignition itself writes from the same payload (bytes, modes, owners). */
 async function assertIgnitionFiles(root: string): Promise<void> {
   const oracle = join(dir.path, `oracle-${randomBytes(4).toString("hex")}`);
+  await seedRoot(oracle);
   await ignitionApply(
     oracle,
     await readFile(join(REPO, "test/fixtures/e2e/ignition-join.json"), "utf8"),

@@ -27,6 +27,7 @@ import {
   S3Client,
 } from "@aws-sdk/client-s3";
 import { EXIT_CODES } from "../../src/cli/exit-codes.ts";
+import { builtSea } from "../helpers/built-sea.ts";
 import { peer, uniqueName } from "../helpers/peers.ts";
 import { freePort } from "../helpers/ports.ts";
 import { type Service, startService } from "../helpers/serve-process.ts";
@@ -535,18 +536,10 @@ test("one-time mode: the machine deletes its config after succeeded", async () =
   assert.match(r.stderr, /one-time: config deleted/);
 });
 
-test("the single executable (built here) fetches from the service too", async () => {
-  const out = join(dir.path, "sea");
-  const build = await run(
-    ["scripts/build-sea.ts", "--out", out, "--platform", "linux-x64"],
-    { PATH: process.env.PATH },
-    process.execPath,
-    // A build on a loaded 2-core machine, beside the suite's other builds, can take minutes.
-    900_000,
-  );
-  assert.equal(build.code, 0, build.stderr);
+test("the single executable (this tree's build in sea/) fetches from the service too", async () => {
+  const { linuxX64 } = await builtSea();
   const token = await publish("default/sea", MANIFEST);
-  const { r, root } = await fetchAs("default/sea", token, [], machineAws, join(out, "bootseal-linux-x64"));
+  const { r, root } = await fetchAs("default/sea", token, [], machineAws, linuxX64);
   assert.equal(r.code, 0, r.stderr);
   await checkHappy(root);
   assert.equal((await history("default/sea")).at(-1)!.phase, "succeeded");
