@@ -4,6 +4,7 @@
  * walked from the start and skipped up to it (the ObjectStore interface hides paging), then
  * status records are read a few at a time.
  */
+import { type BootSummary, bootSummary } from "../../machine/boot-summary.ts";
 import { formatMachineId, type MachineId } from "../../machine/machine-id.ts";
 import type { Phase } from "../../machine/status-protocol.ts";
 import type { ServiceContext } from "../context.ts";
@@ -20,7 +21,8 @@ export interface ListQuery {
   readonly visible?: (namespace: string) => boolean;
 }
 
-export interface MachineSummary {
+/** A machine in the list: its record's head and its current boot (../../machine/boot-summary.ts). */
+export interface MachineSummary extends BootSummary {
   readonly namespace: string;
   readonly name: string;
   readonly phase: Phase;
@@ -43,6 +45,7 @@ export function summary(r: StatusRecord): MachineSummary {
     version: r.version,
     updatedAt: r.updatedAt,
     published: r.config !== null,
+    ...bootSummary(r),
   };
 }
 

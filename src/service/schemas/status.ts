@@ -1,4 +1,5 @@
 /** Schemas of the status routes, the machine list and the events stream. */
+import { REASON_MAX_BYTES } from "../../machine/boot-summary.ts";
 import {
   PHASES,
   REPORT_MESSAGE_MAX_BYTES,
@@ -43,6 +44,39 @@ const summary = {
   version: { type: "integer" },
   updatedAt: { type: "string", format: "date-time" },
   published: { type: "boolean", description: "a config is stored for the machine" },
+} as const;
+
+/** When a phase was reached, per phase (src/machine/boot-summary.ts). */
+const phaseTimes = {
+  type: "object",
+  properties: Object.fromEntries(PHASES.map((p) => [p, { type: "string", format: "date-time" }])),
+  additionalProperties: false,
+} as const;
+
+/** A machine in the list: the summary and its current boot (src/machine/boot-summary.ts). */
+const listItem = {
+  type: "object",
+  properties: {
+    ...summary,
+    since: { type: "string", format: "date-time", description: "when the current phase began" },
+    reached: {
+      ...phaseTimes,
+      description: "when this boot (the latest publish) first reached each phase, as far as the history goes",
+    },
+    failure: {
+      type: "object",
+      description: "phase `failed` only: the latest failed report of this boot",
+      properties: {
+        reason: {
+          type: "string",
+          description: `the first line of its message, at most ${REASON_MAX_BYTES} UTF-8 bytes ("" when none)`,
+        },
+        exitCode: { type: "integer" },
+      },
+      required: ["reason"],
+    },
+  },
+  required: ["namespace", "name", "phase", "version", "since", "reached"],
 } as const;
 
 export const statusRecordResponse = {
@@ -133,7 +167,7 @@ export const listSchema = {
       properties: {
         items: {
           type: "array",
-          items: { type: "object", properties: summary, required: ["namespace", "name", "phase", "version"] },
+          items: listItem,
         },
         next: { type: "string", description: "cursor for the next page; absent on the last page" },
       },
