@@ -29,8 +29,8 @@ export interface FleetService {
   readonly url: string;
   /** A call to the API; fails the test on an answer of 300 or more. */
   api(method: string, path: string, token: string, body?: unknown): Promise<Record<string, unknown>>;
-  /** Publishes a config for `ns/name`; its bootstrap token. */
-  publish(ns: string, name: string): Promise<string>;
+  /** Publishes a config for `ns/name` (with the publish's query, if any); its bootstrap token. */
+  publish(ns: string, name: string, query?: string): Promise<string>;
   /** A machine's status report, with its bootstrap token. */
   report(ns: string, name: string, token: string, body: Record<string, unknown>): Promise<unknown>;
 }
@@ -76,8 +76,8 @@ export async function startService(store: ObjectStore): Promise<FleetService> {
     app,
     url,
     api,
-    publish: async (ns, name) =>
-      (await api("PUT", `/v1/machines/${ns}/${name}/config`, ADMIN, "payload: not a secret\n"))
+    publish: async (ns, name, query = "") =>
+      (await api("PUT", `/v1/machines/${ns}/${name}/config${query}`, ADMIN, "payload: not a secret\n"))
         .bootstrapToken as string,
     report: (ns, name, token, body) => api("POST", `/v1/machines/${ns}/${name}/status`, token, body),
   };

@@ -191,6 +191,13 @@ async function waitForText(page: Page, selector: string, want: string | RegExp):
   }
 }
 
+/** Empties the search box as typing would (an input event). */
+const clearSearch = (page: Page) =>
+  page.$eval("#search", (n) => {
+    (n as unknown as { value: string }).value = "";
+    (n as unknown as { dispatchEvent(e: Event): void }).dispatchEvent(new Event("input"));
+  });
+
 /** Clicks inside the page in one step (a redraw between finding and clicking would detach a handle). */
 const click = (page: Page, selector: string) =>
   page.evaluate((sel) => document.querySelector(sel)?.click(), selector);
@@ -227,7 +234,9 @@ describe("a storm of 340 machines", () => {
 
   test("machines reported through the API while the page is open join the counts and the groups", async () => {
     for (let i = 1; i <= 4; i++) {
-      const token = await service.publish("live", `live-${i}`);
+      // As the controller publishes: naming the Cluster API objects.
+      const capi = `?capiCluster=prod-eu&capiMachine=live-${i}&capiBootsealConfig=live-${i}-bs`;
+      const token = await service.publish("live", `live-${i}`, capi);
       await service.report("live", `live-${i}`, token, { phase: "fetching" });
       await service.report("live", `live-${i}`, token, { phase: "failed", exitCode: 1, message: REFUSED });
     }
@@ -236,6 +245,11 @@ describe("a storm of 340 machines", () => {
       page,
       "#failure-groups li:first-child button",
       `${past.counts.refused + 4} × ${REFUSED} (exit 1)`,
+    );
+    await waitForText(
+      page,
+      '#machines tr[data-machine="live/live-3"] td.capi',
+      "prod-eu / live-3 / live-3-bs",
     );
   });
 
@@ -285,11 +299,12 @@ describe("a storm of 340 machines", () => {
       "storm/worker-33",
       ...Array.from({ length: 10 }, (_, i) => `storm/worker-${330 + i}`),
     ]);
-    await page.$eval("#search", (n) => {
-      (n as unknown as { value: string }).value = "";
-      (n as unknown as { dispatchEvent(e: Event): void }).dispatchEvent(new Event("input"));
-    });
+    await clearSearch(page);
     await page.select("#filter-namespace", "");
+    await page.type("#search", "prod-eu");
+    await waitForText(page, "#shown", "1–4 of 4");
+    assert.deepEqual(await listed(page), ["live/live-1", "live/live-2", "live/live-3", "live/live-4"]);
+    await clearSearch(page);
     await waitForText(page, "#shown", "1–200 of 344");
   });
 
@@ -385,10 +400,7 @@ describe("20,000 machines", () => {
     // worker-198, worker-1980 … 1989, worker-19800 … 19899
     await page.type("#search", "worker-198");
     await waitForText(page, "#shown", "1–111 of 111");
-    await page.$eval("#search", (n) => {
-      (n as unknown as { value: string }).value = "";
-      (n as unknown as { dispatchEvent(e: Event): void }).dispatchEvent(new Event("input"));
-    });
+    await clearSearch(page);
     for (const column of ["boot", "inPhase", "updated", "phase", "name"]) {
       await click(page, `#machine-head th[data-sort="${column}"] button`);
       await page.waitForFunction(

@@ -8,7 +8,7 @@ import { type BootSummary, bootSummary } from "../../machine/boot-summary.ts";
 import { formatMachineId, type MachineId } from "../../machine/machine-id.ts";
 import type { Phase } from "../../machine/status-protocol.ts";
 import type { ServiceContext } from "../context.ts";
-import type { StatusRecord } from "../status-record.ts";
+import type { CapiRef, StatusRecord } from "../status-record.ts";
 
 const READ_CONCURRENCY = 8;
 
@@ -29,6 +29,8 @@ export interface MachineSummary extends BootSummary {
   readonly version: number;
   readonly updatedAt: string;
   readonly published: boolean;
+  /** The Cluster API objects its config was published for, when the publisher named them. */
+  readonly capi?: CapiRef;
 }
 
 export interface MachinePage {
@@ -45,6 +47,7 @@ export function summary(r: StatusRecord): MachineSummary {
     version: r.version,
     updatedAt: r.updatedAt,
     published: r.config !== null,
+    ...(r.config?.capi ? { capi: r.config.capi } : {}),
     ...bootSummary(r),
   };
 }

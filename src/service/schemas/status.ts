@@ -46,6 +46,18 @@ const summary = {
   published: { type: "boolean", description: "a config is stored for the machine" },
 } as const;
 
+/** The Cluster API objects a config was published for (status-record.ts CapiRef). */
+const capiRef = {
+  type: "object",
+  description: "the Cluster API objects the config was published for, when the publisher named them",
+  properties: {
+    cluster: { type: "string" },
+    machine: { type: "string" },
+    bootsealConfig: { type: "string" },
+  },
+  additionalProperties: false,
+} as const;
+
 /** When a phase was reached, per phase (src/machine/boot-summary.ts). */
 const phaseTimes = {
   type: "object",
@@ -58,6 +70,7 @@ const listItem = {
   type: "object",
   properties: {
     ...summary,
+    capi: capiRef,
     since: { type: "string", format: "date-time", description: "when the current phase began" },
     reached: {
       ...phaseTimes,
@@ -90,6 +103,7 @@ export const statusRecordResponse = {
         sha256: { type: "string" },
         publishedAt: { type: "string", format: "date-time" },
         format: { type: "string", enum: ["binary", "json", "yaml"] },
+        capi: capiRef,
       },
     },
     history: { type: "array", items: historyEntry },

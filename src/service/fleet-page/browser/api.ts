@@ -35,7 +35,7 @@ export interface HistoryEntry {
 
 export interface StatusRecord extends Summary {
   updatedAt: string;
-  config: { publishedAt?: string; format?: string } | null;
+  config: { publishedAt?: string; format?: string; capi?: Summary["capi"] } | null;
   history: HistoryEntry[];
 }
 

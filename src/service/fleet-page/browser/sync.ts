@@ -183,6 +183,7 @@ export class FleetSync {
       version: record.version,
       updatedAt: record.updatedAt,
       published: record.config !== null,
+      ...(record.config?.capi ? { capi: record.config.capi } : {}),
       ...bootSummary(record),
     };
     const old = this.rows.get(key);

@@ -56,7 +56,16 @@ function row(r: Row, now: number, stuckAfterMs: number, selected: boolean): HTML
     ),
     el("td", { class: "updated", title: iso(updated) }, agoText(updated, now)),
     el("td", { class: "reason" }, failure),
-    el("td", { class: "capi" }, capi),
+    el(
+      "td",
+      {
+        class: "capi",
+        title: r.capi
+          ? `Cluster ${r.capi.cluster ?? "?"}, Machine ${r.capi.machine ?? "?"}, BootsealConfig ${r.capi.bootsealConfig ?? "?"}`
+          : "",
+      },
+      capi,
+    ),
     el("td", {}, r.published ? "yes" : "no"),
   );
   if (stuck) tr.classList.add("stuck");
