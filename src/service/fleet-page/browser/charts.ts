@@ -86,6 +86,20 @@ export function phaseChart(series: PhaseSeries): SVGElement {
   return root;
 }
 
+/** The phase chart's colours: a swatch and the phase's name each. */
+export function phaseLegend(): SVGElement {
+  const root = svg("svg", { viewBox: `0 0 ${W} 14`, class: "chart legend", "aria-hidden": "true" });
+  const step = (W - PAD_L) / PHASES.length;
+  PHASES.forEach((phase, i) => {
+    const x = PAD_L + i * step;
+    root.append(
+      svg("rect", { class: `phase-${phase}`, x: fmt(x), y: 3, width: 9, height: 9 }),
+      svg("text", { class: "tick", x: fmt(x + 12), y: 11 }, phase),
+    );
+  });
+  return root;
+}
+
 /** `succeeded` per step, as bars. */
 export function rateChart(series: PhaseSeries): SVGElement {
   const samples = series.succeeded.length;

@@ -4,7 +4,7 @@
  * the stuck machines per phase, each group a button that filters the table to it.
  */
 import type { Phase } from "../../../machine/status-protocol.ts";
-import { histogramChart, phaseChart, rateChart } from "./charts.ts";
+import { histogramChart, phaseChart, phaseLegend, rateChart } from "./charts.ts";
 import { $, el } from "./dom.ts";
 import { bootHistogram, failureGroups, phaseSeries, stuckCounts } from "./fleet-stats.ts";
 import type { Row } from "./row.ts";
@@ -21,7 +21,7 @@ export function renderStorm(
 ): void {
   const series = phaseSeries(rows, now);
   const histogram = bootHistogram(rows);
-  $("chart-phases").replaceChildren(phaseChart(series));
+  $("chart-phases").replaceChildren(phaseChart(series), phaseLegend());
   $("chart-rate").replaceChildren(rateChart(series));
   $("chart-durations").replaceChildren(histogramChart(histogram));
   $("percentiles").textContent =
