@@ -122,8 +122,11 @@ const CASES: readonly Case[] = [
   C("src/service/fleet-page/browser/d.ts", "node:crypto", true),
   C("src/service/fleet-page/browser/e.ts", "fastify", true),
   C("src/service/fleet-page/browser/f.ts", "@fastify/swagger", true),
-  // ... and the one pure file of the status protocol (its phases), nothing else outside it.
+  // ... and the two pure files of the status protocol (its phases) and of a machine's boot
+  // summary (what the list shows of it), nothing else outside it.
   C("src/service/fleet-page/browser/g.ts", "../../../machine/status-protocol.ts", false),
+  C("src/service/fleet-page/browser/l.ts", "../../../machine/boot-summary.ts", false),
+  C("src/service/fleet-page/browser/m.ts", "../../../machine/text-budget.ts", true),
   C("src/service/fleet-page/browser/h.ts", "../../../machine/machine-id.ts", true),
   C("src/service/fleet-page/browser/i.ts", "../../../machine/status-protocol.ts/../machine-id.ts", true),
   C("src/service/fleet-page/browser/j.ts", "../status-protocol.ts", true),

@@ -358,7 +358,11 @@ export class Reconciler {
     ) {
       let published: { version: number };
       try {
-        published = await this.#d.service.publish(c.id, data, c.spec.bootstrapCommand);
+        published = await this.#d.service.publish(c.id, data, c.spec.bootstrapCommand, {
+          cluster: c.clusterName || undefined,
+          machine: c.id.name,
+          bootsealConfig: name,
+        });
       } catch (err) {
         return new Stop(await this.#serviceDown(obj, draft, err, "publish"));
       }

@@ -35,6 +35,13 @@ export interface Published {
   readonly sha256: string;
 }
 
+/** The Cluster API objects a publish is for: the service keeps them with the config. */
+export interface CapiObjects {
+  readonly cluster?: string | undefined;
+  readonly machine?: string | undefined;
+  readonly bootsealConfig?: string | undefined;
+}
+
 export interface StatusAnswer extends MachineStatus {
   readonly published: boolean;
   readonly config: { readonly sha256: string } | null;
@@ -95,11 +102,24 @@ export class ServiceApi {
     return opts.ok === false ? send(req) : sendOk(req);
   }
 
-  /** PUT …/config with the plaintext bytes (the service encrypts them for the machine). */
-  async publish(m: MachineId, data: Uint8Array, bootstrapCommand?: string): Promise<Published> {
+  /**
+   * PUT …/config with the plaintext bytes (the service encrypts them for the machine), naming
+   * the Cluster API objects it is for (the fleet page shows them).
+   */
+  async publish(
+    m: MachineId,
+    data: Uint8Array,
+    bootstrapCommand?: string,
+    capi?: CapiObjects,
+  ): Promise<Published> {
     const headers: Record<string, string> = { "content-type": "application/octet-stream" };
     if (bootstrapCommand !== undefined) headers["x-bootseal-bootstrap-command"] = bootstrapCommand;
-    const res = await this.#send("PUT", path(m, "config"), { body: data, headers });
+    const query = new URLSearchParams();
+    if (capi?.cluster) query.set("capiCluster", capi.cluster);
+    if (capi?.machine) query.set("capiMachine", capi.machine);
+    if (capi?.bootsealConfig) query.set("capiBootsealConfig", capi.bootsealConfig);
+    const tail = query.size > 0 ? `config?${query}` : "config";
+    const res = await this.#send("PUT", path(m, tail), { body: data, headers });
     const body = JSON.parse(new TextDecoder().decode(res.body)) as { version: number; sha256: string };
     return { version: body.version, sha256: body.sha256 };
   }

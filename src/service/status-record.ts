@@ -23,11 +23,23 @@ export interface StatusEntry {
   readonly truncated?: boolean;
 }
 
+/**
+ * The Cluster API objects a publish was made for, as the controller names them (each a
+ * Kubernetes object name, checked by the publish route's schema): shown by the fleet page.
+ */
+export interface CapiRef {
+  readonly cluster?: string;
+  readonly machine?: string;
+  readonly bootsealConfig?: string;
+}
+
 export interface PublishedConfig {
   readonly etag: string;
   readonly sha256: string;
   readonly publishedAt: string;
   readonly format: DocumentFormat;
+  /** Set when the publisher named its Cluster API objects (`?capiCluster=` …). */
+  readonly capi?: CapiRef;
 }
 
 /** The machine's current bootstrap token as its status record mirrors it (never the token). */

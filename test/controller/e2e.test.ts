@@ -231,6 +231,12 @@ test(
         assert.equal(condition(w0, t)?.status, "True", `${t}: ${JSON.stringify(condition(w0, t))}`);
       assert.equal(w0.metadata.finalizers.includes("bootstrap.bootseal.dev/config"), true);
       assert.equal(w0.metadata.annotations["bootstrap.bootseal.dev/published-version"], "1");
+      // The publish named its Cluster API objects: the service keeps them (the fleet page shows them).
+      assert.deepEqual((await statusOf(`${ns}/worker-0`))?.config?.capi, {
+        cluster: (await getMachine(ns, "worker-0")).spec.clusterName,
+        machine: "worker-0",
+        bootsealConfig: w0.metadata.name,
+      });
       assert.deepEqual(
         w0.metadata.ownerReferences.map((r: Any) => [r.kind, r.name]),
         [["Machine", "worker-0"]],

@@ -96,3 +96,46 @@ test("the kept status answers are bounded: past the bound the least recently rea
     await app.close();
   }
 });
+
+test("a publish names its Cluster API objects: the status and the list show them; a name that is not a Kubernetes name is 400", async () => {
+  const { app, origin } = await listening();
+  try {
+    const api = new ServiceApi({ server: origin, token: ADMIN });
+    const capi = { cluster: "prod-eu", machine: "prod-eu-md-0-7f9c", bootsealConfig: "prod-eu-md-0-7f9c-bs" };
+    await api.publish(
+      { namespace: "ns", name: "prod-eu-md-0-7f9c" },
+      new TextEncoder().encode("p"),
+      undefined,
+      capi,
+    );
+    await api.publish({ namespace: "ns", name: "plain" }, new TextEncoder().encode("p"));
+    const read = async (url: string) =>
+      (await app.inject({ method: "GET", url, headers: { authorization: `Bearer ${ADMIN}` } })).json();
+    assert.deepEqual((await read("/v1/machines/ns/prod-eu-md-0-7f9c/status")).config.capi, capi);
+    const items = (await read("/v1/machines")).items as { name: string; capi?: unknown }[];
+    assert.deepEqual(
+      items.map((i) => [i.name, i.capi]),
+      [
+        ["plain", undefined],
+        ["prod-eu-md-0-7f9c", capi],
+      ],
+    );
+    for (const bad of [
+      "capiCluster=Prod",
+      "capiMachine=a%20b",
+      `capiBootsealConfig=${"a".repeat(254)}`,
+      "capiCluster=",
+    ]) {
+      const res = await app.inject({
+        method: "PUT",
+        url: `/v1/machines/ns/plain/config?${bad}`,
+        headers: { authorization: `Bearer ${ADMIN}`, "content-type": "application/octet-stream" },
+        payload: "p",
+      });
+      assert.equal(res.statusCode, 400, bad);
+      assert.equal(res.json().code, "BAD_INPUT", bad);
+    }
+  } finally {
+    await app.close();
+  }
+});

@@ -8,21 +8,24 @@
  * CSP is sent and never violated.
  */
 import assert from "node:assert/strict";
-import { createHash } from "node:crypto";
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
-import { generateX25519Identity, identityToRecipient } from "age-encryption";
-import type { FastifyInstance } from "fastify";
-import puppeteer, { type Browser, type Page } from "puppeteer-core";
+import type { Page } from "puppeteer-core";
 import { createFileStore } from "../../providers/stores/file.ts";
-import { parseSopsConfig } from "../../src/config/sops-config.ts";
-import { buildApp } from "../../src/service/app.ts";
 import { PAGE_CSP } from "../../src/service/plugins/http-edge.ts";
 import { REPO } from "../fetcher/helpers.ts";
-import { peer } from "../helpers/peers.ts";
-import { appConfig } from "./app-config.ts";
+import {
+  type FleetBrowser,
+  type FleetService,
+  launchBrowser,
+  PUBLISHER,
+  READER,
+  signIn as signInWith,
+  startService,
+  WAIT,
+} from "./fleet-page-harness.ts";
 
 // The callbacks handed to page.evaluate and friends run in the page; these are the DOM names
 // they use (the root tsconfig has no DOM types; module-local declarations, not globals).
@@ -33,120 +36,35 @@ interface PageElement {
 declare const document: {
   querySelector(selector: string): PageElement | null;
   getElementById(id: string): PageElement | null;
-  addEventListener(
-    type: string,
-    listener: (e: { violatedDirective: string; blockedURI: string }) => void,
-  ): void;
 };
 declare const window: object;
 
-const ADMIN = "fleet-admin-token-0123456789abcdefghijkl";
-const READER = "fleet-reader-token-0123456789abcdefghijk";
-const PUBLISHER = "fleet-publisher-token-0123456789abcdefgh";
-const sha = (s: string) => createHash("sha256").update(s).digest("hex");
-/** Generous: a loaded machine; the page waits on the DOM, never on a clock. */
-const WAIT = { timeout: 120_000 };
 const HOSTILE = `<img src=x onerror="window.__pwned=1"> disk </td><script>window.__pwned=2</script>`;
 
-let app: FastifyInstance;
-let url: string;
-let browser: Browser;
+let service: FleetService;
+let chromium: FleetBrowser;
 let page: Page;
+let url: string;
 let dir: string;
-const requests: string[] = [];
-const consoleErrors: string[] = [];
-const violations: string[] = [];
 
 before(async () => {
-  const chromium = peer("CHROMIUM_BIN");
   dir = mkdtempSync(join(tmpdir(), "bootseal-fleet-page-"));
-  const recipient = await identityToRecipient(await generateX25519Identity());
-  app = buildApp({
-    logger: false,
-    store: createFileStore(join(dir, "store")),
-    config: appConfig({
-      creationRules: parseSopsConfig(`creation_rules:\n  - age: ${recipient}\n`, "t"),
-      controllers: [
-        { name: "admin", tokenSha256: sha(ADMIN), scopes: ["admin"] },
-        { name: "reader", tokenSha256: sha(READER), scopes: ["status:read"] },
-        { name: "publisher", tokenSha256: sha(PUBLISHER), scopes: ["configs:write"] },
-      ],
-      trustProxy: false,
-    }),
-  });
-  await app.listen({ host: "127.0.0.1", port: 0 });
-  const address = app.server.address();
-  assert.ok(address && typeof address === "object");
-  url = `http://127.0.0.1:${address.port}`;
-
-  browser = await puppeteer.launch({
-    executablePath: chromium,
-    args: ["--no-sandbox", "--headless=new", "--disable-gpu", "--no-first-run"],
-    headless: true,
-    userDataDir: join(dir, "chromium"),
-    // Generous: 2 shared cores can be busy for minutes.
-    timeout: 180_000,
-    protocolTimeout: 180_000,
-  });
-  page = await browser.newPage();
-  page.setDefaultTimeout(WAIT.timeout);
-  await page.setViewport({ width: 1280, height: 900 });
-  await page.setRequestInterception(true);
-  page.on("request", (request) => {
-    requests.push(request.url());
-    if (new URL(request.url()).origin === url || request.url().startsWith("data:")) {
-      void request.continue();
-    } else {
-      void request.abort();
-    }
-  });
-  page.on("console", (message) => {
-    if (message.type() === "error") consoleErrors.push(message.text());
-  });
-  // Every document reports its CSP violations here (a CDP binding and a script injected
-  // before the page's own: neither is subject to the page's CSP).
-  await page.exposeFunction("__cspViolation", (v: string) => {
-    violations.push(v);
-  });
-  await page.evaluateOnNewDocument(() => {
-    const report = (window as unknown as { __cspViolation(v: string): void }).__cspViolation;
-    document.addEventListener("securitypolicyviolation", (e) => {
-      report(`${e.violatedDirective} ${e.blockedURI}`);
-    });
-  });
+  service = await startService(createFileStore(join(dir, "store")));
+  url = service.url;
+  chromium = await launchBrowser(url, dir);
+  page = chromium.page;
 });
 
 after(async () => {
-  await browser?.close();
-  await app?.close();
+  await chromium?.browser.close();
+  await service?.app.close();
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-async function api(method: string, path: string, token: string, body?: unknown) {
-  const res = await fetch(`${url}${path}`, {
-    method,
-    headers: {
-      authorization: `Bearer ${token}`,
-      ...(body === undefined
-        ? {}
-        : typeof body === "string"
-          ? { "content-type": "application/octet-stream" }
-          : { "content-type": "application/json" }),
-    },
-    ...(body === undefined ? {} : { body: typeof body === "string" ? body : JSON.stringify(body) }),
-  });
-  const text = await res.text();
-  assert.ok(res.status < 300, `${method} ${path}: ${res.status} ${text}`);
-  return text ? (JSON.parse(text) as Record<string, unknown>) : {};
-}
-
-async function publish(name: string): Promise<string> {
-  const answer = await api("PUT", `/v1/machines/fleet/${name}/config`, ADMIN, "payload: not a secret\n");
-  return answer.bootstrapToken as string;
-}
-
+const publish = (name: string) => service.publish("fleet", name);
 const report = (name: string, token: string, body: Record<string, unknown>) =>
-  api("POST", `/v1/machines/fleet/${name}/status`, token, body);
+  service.report("fleet", name, token, body);
+const signIn = (token: string) => signInWith(page, token);
 
 /** The text of the count of `phase` (the DOM, read in the page). */
 const countOf = (phase: string) =>
@@ -169,13 +87,6 @@ async function waitForRowPhase(machine: string, phase: string): Promise<void> {
     machine,
     phase,
   );
-}
-
-async function signIn(token: string): Promise<void> {
-  await page.waitForSelector("#signin-form", { visible: true, ...WAIT });
-  await page.type("#token", token);
-  await page.waitForSelector("#signin-form button[type=submit]", { visible: true, ...WAIT });
-  await page.click("#signin-form button[type=submit]");
 }
 
 test("the page renders with its CSP; a status:read token shows the counts; the stream goes live", async () => {
@@ -275,6 +186,7 @@ test("a wrong credential and one without status:read are refused: message shown,
 });
 
 test("every request stayed on the origin; no CSP violation", async () => {
+  const { requests, violations, consoleErrors } = chromium;
   assert.ok(requests.length > 0);
   const foreign = requests.filter((r) => new URL(r).origin !== url && !r.startsWith("data:"));
   assert.deepEqual(foreign, []);

@@ -4,10 +4,11 @@
  * walked from the start and skipped up to it (the ObjectStore interface hides paging), then
  * status records are read a few at a time.
  */
+import { type BootSummary, bootSummary } from "../../machine/boot-summary.ts";
 import { formatMachineId, type MachineId } from "../../machine/machine-id.ts";
 import type { Phase } from "../../machine/status-protocol.ts";
 import type { ServiceContext } from "../context.ts";
-import type { StatusRecord } from "../status-record.ts";
+import type { CapiRef, StatusRecord } from "../status-record.ts";
 
 const READ_CONCURRENCY = 8;
 
@@ -20,13 +21,16 @@ export interface ListQuery {
   readonly visible?: (namespace: string) => boolean;
 }
 
-export interface MachineSummary {
+/** A machine in the list: its record's head and its current boot (../../machine/boot-summary.ts). */
+export interface MachineSummary extends BootSummary {
   readonly namespace: string;
   readonly name: string;
   readonly phase: Phase;
   readonly version: number;
   readonly updatedAt: string;
   readonly published: boolean;
+  /** The Cluster API objects its config was published for, when the publisher named them. */
+  readonly capi?: CapiRef;
 }
 
 export interface MachinePage {
@@ -43,6 +47,8 @@ export function summary(r: StatusRecord): MachineSummary {
     version: r.version,
     updatedAt: r.updatedAt,
     published: r.config !== null,
+    ...(r.config?.capi ? { capi: r.config.capi } : {}),
+    ...bootSummary(r),
   };
 }
 

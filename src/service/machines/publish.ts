@@ -17,6 +17,7 @@ import { formatMachineId, type MachineId } from "../../machine/machine-id.ts";
 import { quoteEtag, type ServiceContext } from "../context.ts";
 import { errorLabel } from "../plugins/metrics.ts";
 import { type PreparedDocument, prepareDocument } from "../prepare-document.ts";
+import type { CapiRef } from "../status-record.ts";
 import { mintDerivedToken, mintToken, newSalt, sha256Hex, type TokenRecord } from "../tokens.ts";
 
 export interface PublishRequest {
@@ -31,6 +32,8 @@ export interface PublishRequest {
   readonly signal: AbortSignal;
   /** The bootstrap command for this version (checked: checkBootstrapCommand); none: the rules'. */
   readonly bootstrapCommand: string | undefined;
+  /** The Cluster API objects the publish is for (the controller's), kept with the config. */
+  readonly capi?: CapiRef | undefined;
 }
 
 export interface PublishResult {
@@ -146,7 +149,13 @@ export async function publishConfig(
     // short between the two never answered, so its token was never handed out, and the
     // controller's retry writes both. A new machine most likely has no status record yet.
     const status = await machines.recordPublish(m, {
-      config: { etag, sha256, publishedAt: now.toISOString(), format: prepared.format },
+      config: {
+        etag,
+        sha256,
+        publishedAt: now.toISOString(),
+        format: prepared.format,
+        ...(request.capi ? { capi: request.capi } : {}),
+      },
       by: request.by,
       now,
       token: (version) => mint(version).record,

@@ -80,11 +80,25 @@ export function machineConfigRoutes(parent: FastifyInstance, ctx: ServiceContext
         throw new BootsealError("BAD_INPUT", `a ?format=${request.query.format} payload must be UTF-8 text`);
       }
       const bootstrapCommand = bootstrapCommandHeader(request.headers["x-bootseal-bootstrap-command"]);
+      const {
+        capiCluster: cluster,
+        capiMachine: machine,
+        capiBootsealConfig: bootsealConfig,
+      } = request.query;
+      const capi =
+        cluster || machine || bootsealConfig
+          ? {
+              ...(cluster ? { cluster } : {}),
+              ...(machine ? { machine } : {}),
+              ...(bootsealConfig ? { bootsealConfig } : {}),
+            }
+          : undefined;
       const result = await publishConfig(
         ctx,
         { namespace: request.params.ns, name: request.params.name },
         {
           bootstrapCommand,
+          capi,
           body: payload,
           contentType: request.headers["content-type"],
           format: request.query.format,

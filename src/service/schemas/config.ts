@@ -1,6 +1,16 @@
 /** Schemas of the config routes (publish, fetch, delete) and the user-data stub. */
 import { AUTH_ERRORS, errorResponses, machineParams } from "./common.ts";
 
+/** A Kubernetes object name (DNS-1123 subdomain): what a Cluster API reference may be. */
+const kubeName = (what: string) =>
+  ({
+    type: "string",
+    minLength: 1,
+    maxLength: 253,
+    pattern: "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+    description: `the Cluster API ${what} this publish is for (shown by the fleet page and the list)`,
+  }) as const;
+
 export const publishQuery = {
   type: "object",
   properties: {
@@ -9,6 +19,9 @@ export const publishQuery = {
       enum: ["yaml", "json"],
       description: "publish a YAML or JSON payload with visible keys instead of the byte-exact binary store",
     },
+    capiCluster: kubeName("Cluster"),
+    capiMachine: kubeName("Machine"),
+    capiBootsealConfig: kubeName("BootsealConfig"),
   },
   additionalProperties: false,
 } as const;

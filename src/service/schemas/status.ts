@@ -1,4 +1,5 @@
 /** Schemas of the status routes, the machine list and the events stream. */
+import { REASON_MAX_BYTES } from "../../machine/boot-summary.ts";
 import {
   PHASES,
   REPORT_MESSAGE_MAX_BYTES,
@@ -45,6 +46,52 @@ const summary = {
   published: { type: "boolean", description: "a config is stored for the machine" },
 } as const;
 
+/** The Cluster API objects a config was published for (status-record.ts CapiRef). */
+const capiRef = {
+  type: "object",
+  description: "the Cluster API objects the config was published for, when the publisher named them",
+  properties: {
+    cluster: { type: "string" },
+    machine: { type: "string" },
+    bootsealConfig: { type: "string" },
+  },
+  additionalProperties: false,
+} as const;
+
+/** When a phase was reached, per phase (src/machine/boot-summary.ts). */
+const phaseTimes = {
+  type: "object",
+  properties: Object.fromEntries(PHASES.map((p) => [p, { type: "string", format: "date-time" }])),
+  additionalProperties: false,
+} as const;
+
+/** A machine in the list: the summary and its current boot (src/machine/boot-summary.ts). */
+const listItem = {
+  type: "object",
+  properties: {
+    ...summary,
+    capi: capiRef,
+    since: { type: "string", format: "date-time", description: "when the current phase began" },
+    reached: {
+      ...phaseTimes,
+      description: "when this boot (the latest publish) first reached each phase, as far as the history goes",
+    },
+    failure: {
+      type: "object",
+      description: "phase `failed` only: the latest failed report of this boot",
+      properties: {
+        reason: {
+          type: "string",
+          description: `the first line of its message, at most ${REASON_MAX_BYTES} UTF-8 bytes ("" when none)`,
+        },
+        exitCode: { type: "integer" },
+      },
+      required: ["reason"],
+    },
+  },
+  required: ["namespace", "name", "phase", "version", "since", "reached"],
+} as const;
+
 export const statusRecordResponse = {
   type: "object",
   properties: {
@@ -56,6 +103,7 @@ export const statusRecordResponse = {
         sha256: { type: "string" },
         publishedAt: { type: "string", format: "date-time" },
         format: { type: "string", enum: ["binary", "json", "yaml"] },
+        capi: capiRef,
       },
     },
     history: { type: "array", items: historyEntry },
@@ -133,7 +181,7 @@ export const listSchema = {
       properties: {
         items: {
           type: "array",
-          items: { type: "object", properties: summary, required: ["namespace", "name", "phase", "version"] },
+          items: listItem,
         },
         next: { type: "string", description: "cursor for the next page; absent on the last page" },
       },

@@ -3,21 +3,26 @@
  * machine list a page at a time, one machine's status, and the event stream. The stream is
  * read with fetch() (EventSource cannot send the bearer token) and resumed with Last-Event-ID.
  */
+import type { BootSummary } from "../../../machine/boot-summary.ts";
+import type { Phase } from "../../../machine/status-protocol.ts";
 import type { SseParser } from "./sse.ts";
 
 const PAGE_LIMIT = 1000;
 
-export interface Summary {
+/** A machine as GET /v1/machines lists it (its current boot: src/machine/boot-summary.ts). */
+export interface Summary extends Partial<BootSummary> {
   namespace: string;
   name: string;
-  phase: string;
+  phase: Phase;
   version: number;
   updatedAt?: string;
   published?: boolean;
+  /** The Cluster API objects the machine was published for, when the controller published it. */
+  capi?: { cluster?: string; machine?: string; bootsealConfig?: string };
 }
 
 export interface HistoryEntry {
-  phase: string;
+  phase: Phase;
   at: string;
   by: string;
   message?: string;
@@ -30,7 +35,7 @@ export interface HistoryEntry {
 
 export interface StatusRecord extends Summary {
   updatedAt: string;
-  config: { publishedAt?: string; format?: string } | null;
+  config: { publishedAt?: string; format?: string; capi?: Summary["capi"] } | null;
   history: HistoryEntry[];
 }
 

@@ -7,6 +7,9 @@
  * `pending` phase, and the machine is read again after PENDING_RECHECK_MS.
  * No DOM: what happens is told through `SyncEvents` (main.ts hands it to view.ts).
  */
+
+import { bootSummary } from "../../../machine/boot-summary.ts";
+import type { Phase } from "../../../machine/status-protocol.ts";
 import {
   errorText,
   isAbort,
@@ -18,6 +21,7 @@ import {
   type StatusRecord,
   type Summary,
 } from "./api.ts";
+import { keyOf, type Reported, type Row } from "./row.ts";
 import { SseParser } from "./sse.ts";
 
 /** The most machines the page lists (more are counted as "not listed"). */
@@ -32,22 +36,18 @@ const PENDING_RECHECK_MS = 6_000;
  */
 const READS_AT_ONCE = 6;
 
-/** A phase an event reported, and when. */
-interface Reported {
-  phase: string;
-  at: string;
-}
-
-export interface Row extends Summary {
-  /** A phase reported (event) after the stored one: held by the service, not yet written. */
-  pending?: Reported;
-}
-
-export const keyOf = (m: { namespace: string; name: string }) => `${m.namespace}/${m.name}`;
+/** Two summaries of one status record version (its updates all move updatedAt or version). */
+const sameRecord = (a: Summary, b: Summary) =>
+  a.updatedAt === b.updatedAt &&
+  a.version === b.version &&
+  a.phase === b.phase &&
+  a.published === b.published;
 
 export interface SyncEvents {
   /** The rows changed. */
   readonly changed: () => void;
+  /** A page of the list was read (before the rows change to the whole list). */
+  readonly pageRead: (rows: readonly Row[]) => void;
   /** The selected machine's status was read. */
   readonly selectedRead: (record: StatusRecord) => void;
   /** The event stream is connected (true) or reconnecting (false). */
@@ -115,7 +115,9 @@ export class FleetSync {
     let truncated = false;
     for (;;) {
       const page = await listMachines(this.#token, after, signal);
-      for (const item of page.items) rows.set(keyOf(item), this.#keepPending(item));
+      const read = page.items.map((item) => this.#keepPending(item));
+      for (const row of read) rows.set(keyOf(row), row);
+      this.#on.pageRead(read);
       if (!page.next) break;
       if (rows.size >= MAX_MACHINES) {
         truncated = true;
@@ -135,6 +137,9 @@ export class FleetSync {
     if (pending && (!s.updatedAt || s.updatedAt < pending.at) && s.phase !== pending.phase) {
       return { ...s, pending };
     }
+    // The same record as before: the same row object, so what the view derived from it
+    // (parsed times, sort keys: kept per row object) is not derived again for 20,000 rows.
+    if (old && !old.pending && sameRecord(old, s)) return old;
     return { ...s };
   }
 
@@ -178,6 +183,8 @@ export class FleetSync {
       version: record.version,
       updatedAt: record.updatedAt,
       published: record.config !== null,
+      ...(record.config?.capi ? { capi: record.config.capi } : {}),
+      ...bootSummary(record),
     };
     const old = this.rows.get(key);
     const pending = reported ?? old?.pending;
@@ -212,7 +219,7 @@ export class FleetSync {
           this.#lastEventId = e.lastEventId;
           if (e.type !== "status") return;
           try {
-            const ev = JSON.parse(e.data) as { namespace: string; name: string; phase: string; at: string };
+            const ev = JSON.parse(e.data) as { namespace: string; name: string; phase: Phase; at: string };
             this.#wake(ev.namespace, ev.name, { phase: ev.phase, at: ev.at });
           } catch {
             // Not JSON: nothing to wake up for.

@@ -1,14 +1,32 @@
 /**
- * The fleet page's DOM: the counts per phase, the filters, the machine table, one machine's
- * history, the message line, the live badge, and the sign-in and sign-out forms. Everything
- * from the API reaches the DOM as text (textContent, never innerHTML).
+ * The fleet page's DOM: the counts per phase, the storm view (storm.ts), the filters and the
+ * machine table (table.ts) with the query they share, one machine's history, the message
+ * line, the live badge, and the sign-in and sign-out forms. Everything from the API reaches
+ * the DOM as text (textContent, never innerHTML).
  */
-import { PHASES } from "../../../machine/status-protocol.ts";
+import { PHASES, type Phase } from "../../../machine/status-protocol.ts";
 import type { StatusRecord } from "./api.ts";
-import { keyOf, type Row } from "./sync.ts";
+import { $, el } from "./dom.ts";
+import { phaseOf } from "./machine-time.ts";
+import { keyOf, type Row } from "./row.ts";
+import { renderStorm } from "./storm.ts";
+import { PAGE_ROWS, renderTable } from "./table.ts";
+import {
+  DEFAULT_QUERY,
+  prepareRow,
+  SORT_COLUMNS,
+  type SortColumn,
+  selectRows,
+  type TableQuery,
+} from "./table-query.ts";
 
-/** The most table rows drawn at once (the filter narrows them). */
-const MAX_ROWS = 500;
+/** The stuck thresholds offered (ms), the default first. */
+const STUCK_AFTER = [300_000, 60_000, 120_000, 900_000, 3_600_000];
+
+/** What the table shows: the controls' state, kept here, not in the DOM. */
+const query: TableQuery = { ...DEFAULT_QUERY };
+let offset = 0;
+let stuckAfterMs = STUCK_AFTER[0]!;
 
 /** What the table draws (FleetSync is one). */
 export interface Fleet {
@@ -25,22 +43,6 @@ export interface Actions {
   /** A filter changed: draw the table again. */
   readonly redraw: () => void;
 }
-
-const $ = <T extends HTMLElement>(id: string): T => {
-  const found = document.getElementById(id);
-  if (!found) throw new Error(`#${id} is missing`);
-  return found as T;
-};
-
-/** An element with attributes and children; strings become text nodes. */
-function el(tag: string, attrs: Record<string, string> = {}, ...children: (Node | string)[]): HTMLElement {
-  const node = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
-  for (const c of children) node.append(typeof c === "string" ? document.createTextNode(c) : c);
-  return node;
-}
-
-const phaseOf = (r: Row) => r.pending?.phase ?? r.phase;
 
 export function setMessage(text: string, kind: "info" | "error" = "info"): void {
   const box = $("message");
@@ -67,13 +69,9 @@ export function showSignIn(): void {
   $("detail").replaceChildren();
   $("counts").replaceChildren();
   $("machines").replaceChildren();
-}
-
-function filters(): { namespace: string; phase: string } {
-  return {
-    namespace: ($("filter-namespace") as HTMLSelectElement).value,
-    phase: ($("filter-phase") as HTMLSelectElement).value,
-  };
+  for (const id of ["chart-phases", "chart-rate", "chart-durations", "failure-groups", "stuck-groups"]) {
+    $(id).replaceChildren();
+  }
 }
 
 export function render(fleet: Fleet): void {
@@ -102,35 +100,23 @@ export function render(fleet: Fleet): void {
   );
   nsSelect.value = current;
 
-  const f = filters();
-  const shown = rows
-    .filter((r) => (!f.namespace || r.namespace === f.namespace) && (!f.phase || phaseOf(r) === f.phase))
-    .sort((a, b) => keyOf(a).localeCompare(keyOf(b)));
-  const body = $("machines");
-  body.replaceChildren(
-    ...shown.slice(0, MAX_ROWS).map((r) => {
-      const key = keyOf(r);
-      const phase = phaseOf(r);
-      const phaseCell = el("td", { class: "phase", "data-phase": phase }, phase);
-      if (r.pending) {
-        phaseCell.title = `reported at ${r.pending.at}; stored: ${r.phase}`;
-        phaseCell.append(el("span", { class: "held" }, " (held)"));
-      }
-      const tr = el(
-        "tr",
-        { "data-machine": key },
-        el("td", {}, r.namespace),
-        el("td", {}, el("button", { type: "button", class: "link", "data-machine": key }, r.name)),
-        phaseCell,
-        el("td", {}, r.updatedAt ?? ""),
-        el("td", {}, r.published ? "yes" : "no"),
-      );
-      if (key === fleet.selected) tr.classList.add("selected");
-      return tr;
-    }),
-  );
-  $("shown").textContent =
-    shown.length > MAX_ROWS ? `showing ${MAX_ROWS} of ${shown.length}: narrow the filter` : "";
+  const now = Date.now();
+  $("failure-filter").hidden = !query.failure;
+  const shown = selectRows(fleet.rows, query, now, stuckAfterMs);
+  offset = renderTable(shown, offset, query, fleet.selected, now, stuckAfterMs);
+}
+
+/** The storm view: drawn in a task of its own after render(), so neither blocks the page long. */
+export function renderStormView(fleet: Fleet): void {
+  renderStorm([...fleet.rows.values()], Date.now(), stuckAfterMs, query.failure);
+}
+
+/**
+ * A page of the list just read: what the table and the charts derive from each row (parsed
+ * times, sort keys) is derived now, a page at a time, not all at the first draw.
+ */
+export function prepare(rows: readonly Row[]): void {
+  for (const r of rows) prepareRow(r);
 }
 
 export function renderLoading(key: string): void {
@@ -183,12 +169,25 @@ export function renderDetail(record: StatusRecord): void {
   );
 }
 
-/** The phase filter's options, and the controls bound to their actions. */
+/** A control changed the query: back to the first page, and draw again. */
+function requery(actions: Actions): void {
+  offset = 0;
+  actions.redraw();
+}
+
+/** The controls' options, and the controls bound to their actions. */
 export function setUp(actions: Actions): void {
   ($("filter-phase") as HTMLSelectElement).replaceChildren(
     el("option", { value: "" }, "all phases"),
     ...PHASES.map((p) => el("option", { value: p }, p)),
   );
+  const stuckSelect = $("stuck-after") as HTMLSelectElement;
+  stuckSelect.replaceChildren(
+    ...[...STUCK_AFTER]
+      .sort((a, b) => a - b)
+      .map((ms) => el("option", { value: String(ms) }, `${ms / 60_000} min`)),
+  );
+  stuckSelect.value = String(stuckAfterMs);
   $("signin-form").addEventListener("submit", (e) => {
     e.preventDefault();
     const input = $("token") as HTMLInputElement;
@@ -197,17 +196,74 @@ export function setUp(actions: Actions): void {
     if (token) actions.signIn(token);
   });
   $("signout").addEventListener("click", () => actions.signOut());
-  $("filter-namespace").addEventListener("change", () => actions.redraw());
-  $("filter-phase").addEventListener("change", () => actions.redraw());
+  $("filter-namespace").addEventListener("change", (e) => {
+    query.namespace = (e.target as HTMLSelectElement).value;
+    requery(actions);
+  });
+  $("filter-phase").addEventListener("change", (e) => {
+    query.phase = (e.target as HTMLSelectElement).value as Phase | "";
+    requery(actions);
+  });
+  $("search").addEventListener("input", (e) => {
+    query.search = (e.target as HTMLInputElement).value;
+    requery(actions);
+  });
+  $("filter-stuck").addEventListener("change", (e) => {
+    query.stuckOnly = (e.target as HTMLInputElement).checked;
+    requery(actions);
+  });
+  stuckSelect.addEventListener("change", () => {
+    stuckAfterMs = Number(stuckSelect.value);
+    requery(actions);
+  });
+  $("failure-filter").addEventListener("click", () => {
+    query.failure = "";
+    requery(actions);
+  });
   $("counts").addEventListener("click", (e) => {
     const phase = (e.target as HTMLElement).closest("button")?.dataset.phase;
     if (phase === undefined) return;
-    const sel = $("filter-phase") as HTMLSelectElement;
-    sel.value = sel.value === phase ? "" : phase;
+    setPhase(query.phase === phase ? "" : (phase as Phase));
+    requery(actions);
+  });
+  $("failure-groups").addEventListener("click", (e) => {
+    const key = (e.target as HTMLElement).closest("button")?.dataset.failure;
+    if (key === undefined) return;
+    query.failure = query.failure === key ? "" : key;
+    setPhase("");
+    requery(actions);
+  });
+  $("stuck-groups").addEventListener("click", (e) => {
+    const phase = (e.target as HTMLElement).closest("button")?.dataset.stuck;
+    if (phase === undefined) return;
+    setPhase(phase as Phase);
+    query.stuckOnly = true;
+    ($("filter-stuck") as HTMLInputElement).checked = true;
+    requery(actions);
+  });
+  $("machine-head").addEventListener("click", (e) => {
+    const column = (e.target as HTMLElement).closest("th")?.dataset.sort;
+    if (!column || !(SORT_COLUMNS as readonly string[]).includes(column)) return;
+    query.descending = query.sort === column ? !query.descending : false;
+    query.sort = column as SortColumn;
+    requery(actions);
+  });
+  $("page-prev").addEventListener("click", () => {
+    offset = Math.max(0, offset - PAGE_ROWS);
+    actions.redraw();
+  });
+  $("page-next").addEventListener("click", () => {
+    offset += PAGE_ROWS;
     actions.redraw();
   });
   $("machines").addEventListener("click", (e) => {
     const key = (e.target as HTMLElement).closest("button")?.dataset.machine;
     if (key) actions.select(key);
   });
+}
+
+/** The phase filter, in the query and its select. */
+function setPhase(phase: Phase | ""): void {
+  query.phase = phase;
+  ($("filter-phase") as HTMLSelectElement).value = phase;
 }
