@@ -219,6 +219,9 @@ test("README: npm ci && npm start, publish, a machine fetches, runs its command 
   assertSessionPassed(r);
   assert.match(r.output, /succeeded/);
   assert.match(r.output, /joined with 32 bytes of config/);
+  // bootseal check on the quickstart's service: every line ok or a warning, none failed.
+  assert.match(r.output, /\d+ checks: \d+ ok, \d+ warnings?, 0 failed/);
+  assert.match(r.output, /^ +ok +store +a probe object was written, read back and deleted$/m);
   assert.equal(
     readFileSync(join(copy, "worker-0/etc/kubernetes/join.conf"), "utf8"),
     "a secret only worker-0 can read\n",
