@@ -13,26 +13,18 @@ export interface Bundle {
 }
 
 /**
- * A small entry calls main() itself (main.ts recognises its own entry point by file path)
- * and answers --version from the version baked in here: there is no package.json beside
- * the executable.
+ * A small entry calls main() itself (main.ts recognises its own entry point by file path,
+ * which the bundle has not got).
  */
-function entry(version: string): string {
-  return `
+const ENTRY = `
 import { main } from "./src/cli/main.ts";
-const argv = process.argv.slice(2);
-if (argv.length === 1 && (argv[0] === "--version" || argv[0] === "version")) {
-  process.stdout.write(${JSON.stringify(`bootseal ${version}\n`)});
-} else {
-  const io = { stdout: process.stdout, stderr: process.stderr, stdin: process.stdin, env: process.env, cwd: process.cwd() };
-  main(argv, io).then((code) => { process.exitCode = code; });
-}
+const io = { stdout: process.stdout, stderr: process.stderr, stdin: process.stdin, env: process.env, cwd: process.cwd() };
+main(process.argv.slice(2), io).then((code) => { process.exitCode = code; });
 `;
-}
 
 export async function bundle(repo: string, version: string): Promise<Bundle> {
   const result = await build({
-    stdin: { contents: entry(version), resolveDir: repo, sourcefile: "sea-entry.ts", loader: "ts" },
+    stdin: { contents: ENTRY, resolveDir: repo, sourcefile: "sea-entry.ts", loader: "ts" },
     absWorkingDir: repo,
     bundle: true,
     platform: "node",
@@ -48,9 +40,10 @@ export async function bundle(repo: string, version: string): Promise<Bundle> {
     // import() in a SEA main script has no module loader behind it: turn every dynamic
     // import, built-in modules included, into require().
     supported: { "dynamic-import": false },
-    // The CommonJS output has no import.meta: main.ts reads it only for --version (answered
-    // above) and to recognise its own entry point (not needed: the entry calls main()).
-    define: { "import.meta.url": "undefined" },
+    // The CommonJS output has no import.meta, and the executable no package around it:
+    // src/config/package-root.ts then has no package root, and takes the version baked in
+    // here (`bootseal --version`, the metrics' build info).
+    define: { "import.meta.url": "undefined", BOOTSEAL_SEA_VERSION: JSON.stringify(version) },
   });
   for (const w of result.warnings) console.warn(`esbuild: ${w.text}`);
   const out = result.outputFiles[0];

@@ -4,34 +4,16 @@
  * on stderr and exit with the code of their class (./exit-codes.ts, docs/cli.md: sops's
  * number where sops has the failure); a stack trace appears only with BOOTSEAL_DEBUG=1.
  */
-import { createRequire, enableCompileCache } from "node:module";
+import { enableCompileCache } from "node:module";
 import { fileURLToPath } from "node:url";
+import { packageVersion } from "../config/package-root.ts";
 import { BootsealError, describeError, type ErrorCode } from "../errors.ts";
+import { nodeFs } from "../files/node-fs.ts";
 import type { CliIo, Command } from "./command.ts";
 import { COMMAND_NAMES, COMMANDS, loadAllCommands, loadCommand } from "./command-registry.ts";
 import { EXIT_CODES, EXIT_OK } from "./exit-codes.ts";
 import { helpText } from "./flags.ts";
 import { isLegacyForm, runLegacy, takeVerbose } from "./legacy-args.ts";
-
-/**
- * node:fs without an ESM import, and `process` as the global: an ESM import of node:fs or
- * node:process evaluates every lazy getter of the module (fs streams, process.stdin, …), a
- * few milliseconds of start-up for every command (docs/benchmarks.md). Called lazily:
- * import.meta.url is empty in the CommonJS single-executable bundle, which has
- * process.getBuiltinModule (Node 22.3+) instead.
- */
-function nodeFs(): typeof import("node:fs") {
-  return process.getBuiltinModule?.("node:fs") ?? createRequire(import.meta.url)("node:fs");
-}
-
-function version(): string {
-  try {
-    const pkg = JSON.parse(nodeFs().readFileSync(new URL("../../package.json", import.meta.url), "utf8"));
-    return String(pkg.version);
-  } catch {
-    return "unknown";
-  }
-}
 
 /**
  * The summaries come from each command's own table (one source), so this loads every command:
@@ -86,7 +68,7 @@ export async function main(args: readonly string[], cliIo: CliIo): Promise<numbe
     return EXIT_OK;
   }
   if (name === "--version" || name === "version") {
-    io.stdout.write(`bootseal ${version()}\n`);
+    io.stdout.write(`bootseal ${packageVersion()}\n`);
     return EXIT_OK;
   }
   const entry = COMMANDS.find((c) => c.name === name);

@@ -272,7 +272,10 @@ export const SERVICE_CONFIG_SCHEMA: SchemaNode = {
       properties: {
         dir: text(
           "where the service finds the fetcher executables it serves at `/v1/artifacts/` (`bootseal-linux-x64`, `bootseal-linux-arm64`, `bootseal-windows-x64.exe`, as `npm run build:sea` writes them); only those present are served",
-          { "x-doc-default": "the package's `sea/`" },
+          {
+            "x-doc-default":
+              'the package\'s `sea/` (an npm install has none: docs/cli.md, "Install from the package"); in the single executable, the directory it is in',
+          },
         ),
         signingKeyFile: text(
           "the Ed25519 private key (PKCS#8 PEM) the service signs them with; generated (mode 0600) on first start when missing",

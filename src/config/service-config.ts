@@ -15,7 +15,7 @@ import { parseDuration } from "../duration.ts";
 import { compileRegex, type GoRegexp } from "../envelope/sops/walk.ts";
 import { BootsealError } from "../errors.ts";
 import { type MachineAuthConfig, parseMachineAuth, type RawMachineAuth } from "./machine-auth.ts";
-import { packageRoot } from "./package-root.ts";
+import { defaultArtifactsDir } from "./package-root.ts";
 import { schemaChecker } from "./schema-check.ts";
 import {
   configLeaves,
@@ -100,22 +100,6 @@ export function checkBootstrapCommand(value: unknown, where: string): string {
     );
   }
   return value;
-}
-
-/**
- * The package's `sea/` directory, where `npm run build:sea` writes the executables (beside the
- * package.json above this module, wherever the bundle put it: package-root.ts). The CommonJS
- * single-executable bundle has no import.meta.url: then `./sea` of the working directory.
- */
-function packageSeaDir(cwd: string): string {
-  let url: string | undefined;
-  try {
-    url = import.meta.url;
-  } catch {
-    url = undefined;
-  }
-  const root = packageRoot(url);
-  return root === undefined ? resolve(cwd, "sea") : join(root, "sea");
 }
 
 /**
@@ -503,7 +487,7 @@ export function validateServiceConfig(rawInput: Raw, cwd: string = process.cwd()
     },
     bootstrapCommands: parseBootstrapCommands(c.bootstrapCommands),
     artifacts: {
-      dir: c.artifacts.dir === undefined ? packageSeaDir(cwd) : resolve(cwd, c.artifacts.dir),
+      dir: c.artifacts.dir === undefined ? defaultArtifactsDir() : resolve(cwd, c.artifacts.dir),
       signingKeyFile: resolve(
         cwd,
         c.artifacts.signingKeyFile ?? join(c.dataDir, "keys", "artifact-signing.pem"),

@@ -99,20 +99,34 @@ async function regularFile(path: string): Promise<{ size: number; mtimeMs: numbe
   }
 }
 
-/**
- * The executables present in `dir`, hashed and signed. No executable: nothing served and no
- * key generated. The signature needs the whole file (Ed25519 signs the message, not a
- * digest), read once within the artifact cap and let go before the next.
- */
-export async function loadArtifacts(dir: string, signingKeyFile: string): Promise<ArtifactSet> {
-  const found: { platform: ArtifactPlatform; file: string; path: string; size: number; mtimeMs: number }[] =
-    [];
+/** An executable found in the artifacts directory, not yet hashed. */
+export interface FoundArtifact {
+  readonly platform: ArtifactPlatform;
+  readonly file: string;
+  readonly path: string;
+  readonly size: number;
+  readonly mtimeMs: number;
+}
+
+/** The executables present in `dir` (regular files of the fixed names), in platform order. */
+export async function findArtifacts(dir: string): Promise<FoundArtifact[]> {
+  const found: FoundArtifact[] = [];
   for (const platform of ARTIFACT_PLATFORMS) {
     const file = ARTIFACT_FILES[platform];
     const path = join(dir, file);
     const info = await regularFile(path);
     if (info) found.push({ platform, file, path, ...info });
   }
+  return found;
+}
+
+/**
+ * The executables present in `dir`, hashed and signed. No executable: nothing served and no
+ * key generated. The signature needs the whole file (Ed25519 signs the message, not a
+ * digest), read once within the artifact cap and let go before the next.
+ */
+export async function loadArtifacts(dir: string, signingKeyFile: string): Promise<ArtifactSet> {
+  const found = await findArtifacts(dir);
   if (found.length === 0) return { ...EMPTY_ARTIFACTS, dir };
   const { privatePem, publicPem } = await ensureSigningKey(signingKeyFile);
   const key = loadPrivateKey(privatePem, signingKeyFile);

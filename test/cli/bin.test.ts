@@ -5,36 +5,18 @@
  */
 import assert from "node:assert/strict";
 import { type SpawnSyncReturns, spawnSync } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { before, test } from "node:test";
 import { EXIT_CODES } from "../../src/cli/exit-codes.ts";
 import { EXIT_INTERNAL, EXIT_USAGE, MIN_NODE_MAJOR, nodeVersionProblem } from "../../src/cli/node-version.ts";
 import { REPO } from "../fetcher/helpers.ts";
+import { DIST_BIN, ensureDist } from "../helpers/built-dist.ts";
+import { oldNode } from "../helpers/old-node.ts";
 
-const BIN = join(REPO, "dist/cli/main.js");
+const BIN = DIST_BIN;
 
-before(() => {
-  // Built when missing, as the other bundle tests do; a dist/ from before the split into
-  // main.js and bootseal.js has no bootseal.js, so it is rebuilt too.
-  if (existsSync(join(REPO, "dist/cli/bootseal.js"))) return;
-  const r: SpawnSyncReturns<string> = spawnSync(process.execPath, ["scripts/bundle.ts"], {
-    cwd: REPO,
-    encoding: "utf8",
-    timeout: 300_000,
-  });
-  assert.equal(r.status, 0, `scripts/bundle.ts: ${r.stderr}`);
-});
-
-function oldNode(): { path: string; version: string } | undefined {
-  for (const path of [process.env.BOOTSEAL_TEST_OLD_NODE, "/usr/bin/node", "/usr/local/bin/node"]) {
-    if (!path || !existsSync(path)) continue;
-    const r = spawnSync(path, ["-p", "process.versions.node"], { encoding: "utf8" });
-    const version = r.stdout.trim();
-    if (r.status === 0 && Number(version.split(".")[0]) < MIN_NODE_MAJOR) return { path, version };
-  }
-  return undefined;
-}
+before(ensureDist);
 
 test("the version floor matches package.json's engines, the exit codes exit-codes.ts", () => {
   const pkg = JSON.parse(readFileSync(join(REPO, "package.json"), "utf8")) as {

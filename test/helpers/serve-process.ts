@@ -20,16 +20,26 @@ export async function startService(
   env: Record<string, string | undefined>,
   port?: number,
 ): Promise<Service> {
+  return startServeCommand([process.execPath, CLI, "serve", "--config", config], { env, cwd: REPO }, port);
+}
+
+/**
+ * Starts `command` (a `bootseal serve` command line: the source, the bundle, an installed bin,
+ * the single executable), with `--listen` on a free loopback port appended, and waits (bounded,
+ * 60 s) until /healthz answers.
+ */
+export async function startServeCommand(
+  command: readonly [string, ...string[]],
+  options: { readonly env: Record<string, string | undefined>; readonly cwd: string },
+  port?: number,
+): Promise<Service> {
   const listen = port ?? (await freePort());
-  const child = spawn(
-    process.execPath,
-    [CLI, "serve", "--config", config, "--listen", `127.0.0.1:${listen}`],
-    {
-      env: env as NodeJS.ProcessEnv,
-      cwd: REPO,
-      stdio: ["ignore", "pipe", "pipe"],
-    },
-  );
+  const [file, ...args] = command;
+  const child = spawn(file, [...args, "--listen", `127.0.0.1:${listen}`], {
+    env: options.env as NodeJS.ProcessEnv,
+    cwd: options.cwd,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   let output = "";
   child.stdout?.on("data", (c) => {
     output += c;

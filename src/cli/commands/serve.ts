@@ -9,6 +9,7 @@ import {
   setConfigPath,
   validateServiceConfig,
 } from "../../config/service-config.ts";
+import { findArtifacts } from "../../service/artifacts.ts";
 import { type EmbeddedDefault, prepareEmbeddedDefault } from "../../service/embedded-default.ts";
 import { checkListen, closeOnSignals, startServer } from "../../service/server.ts";
 import type { Command } from "../command.ts";
@@ -60,6 +61,16 @@ const spec = {
   ],
   notes: ["Settings: flags, then BOOTSEAL_* variables, then the config file (docs/configuration.md)."],
 } as const satisfies CommandSpec;
+
+/**
+ * Where the executables for the user-data stubs are looked for, and which are there: an npm
+ * install has none (the package carries no executables), and this says so at start.
+ */
+async function artifactsLine(dir: string): Promise<string> {
+  const found = await findArtifacts(dir);
+  if (found.length > 0) return `${dir} (${found.map((a) => a.file).join(", ")})`;
+  return `${dir}: no executables, so no user-data stubs without fetcherArtifact (build them with \`npm run build:sea\` in a bootseal checkout and copy them here, or set artifacts.dir: docs/releases.md)`;
+}
 
 /**
  * Configuration, lowest precedence first: the embedded default (no --config), the config
@@ -115,6 +126,7 @@ export const serveCommand: Command = {
       `bootseal listening on ${server.url}`,
       `  store:            ${config.store}`,
       `  audit log:        ${config.audit.path === "-" ? "standard error" : config.audit.path}`,
+      `  artifacts:        ${await artifactsLine(config.artifacts.dir)}`,
     ];
     if (embedded) {
       lines.push(

@@ -193,7 +193,7 @@ async function artifactFor(ctx: ServiceContext, req: UserdataRequest): Promise<U
   if (!served || set.publicKeyPem === undefined) {
     throw new BootsealError(
       "UNSUPPORTED",
-      `${req.format} user-data stubs need the ${windows ? "Windows" : "Linux"} executable ${ARTIFACT_FILES[platform]}: build it with \`npm run build:sea\` (the service serves it from artifacts.dir), or configure ${windows ? "fetcherArtifactWindows" : "fetcherArtifact"}`,
+      `${req.format} user-data stubs need the ${windows ? "Windows" : "Linux"} executable ${ARTIFACT_FILES[platform]}: build it with \`npm run build:sea\` in a bootseal checkout and put it in the service's artifacts.dir (docs/releases.md), or configure ${windows ? "fetcherArtifactWindows" : "fetcherArtifact"}`,
     );
   }
   const url = `${req.serviceUrl}/v1/artifacts/${served.file}`;

@@ -8,11 +8,11 @@
  * Every label value is lower case; error codes become snake case (`PRECONDITION_FAILED` ->
  * `precondition_failed`). One registry per app, so tests can build several apps in one process.
  */
-import { readFileSync } from "node:fs";
 import type { FastifyInstance } from "fastify";
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 import type { ObjectStore } from "../../../providers/stores/object-store.ts";
 import type { CallOptions } from "../../call-options.ts";
+import { packageVersion } from "../../config/package-root.ts";
 import type { MasterKey } from "../../envelope/sops/master-key.ts";
 import { BootsealError, ERROR_CODES } from "../../errors.ts";
 import { PHASES } from "../../machine/status-protocol.ts";
@@ -60,22 +60,6 @@ const KNOWN_CODES: ReadonlySet<string> = new Set(ERROR_CODES);
 export function failureReason(message: string | undefined): string {
   const code = /^([A-Z][A-Z0-9_]*):/.exec(message ?? "")?.[1];
   return code && KNOWN_CODES.has(code) ? labelValue(code) : "other";
-}
-
-/** The package version, as `bootseal --version` reads it; found upwards of this module (src/ or dist/). */
-function packageVersion(): string {
-  for (const up of ["../../../package.json", "../../package.json", "../package.json"]) {
-    try {
-      const pkg = JSON.parse(readFileSync(new URL(up, import.meta.url), "utf8")) as {
-        name?: string;
-        version?: string;
-      };
-      if (pkg.name === "bootseal" && typeof pkg.version === "string") return pkg.version;
-    } catch {
-      // not this one
-    }
-  }
-  return "unknown";
 }
 
 /** `nodejs_active_{handles,requests,resources}_total`: gauges named like counters (sum the unsuffixed gauges instead). */

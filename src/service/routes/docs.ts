@@ -12,6 +12,7 @@ import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import swaggerUi from "@fastify/swagger-ui";
 import type { FastifyInstance } from "fastify";
+import { runningPackageRoot } from "../../config/package-root.ts";
 import { DOCS_CSP } from "../plugins/http-edge.ts";
 
 type Spec = {
@@ -33,12 +34,14 @@ const LOGO = {
 const escapeHtml = (s: string) => s.replace(/[&<>"]/g, (c) => `&#${c.charCodeAt(0)};`);
 
 /**
- * The directory of Swagger UI's files, when the package is installed beside this code;
- * undefined in the single executable (no import.meta.url there, no node_modules).
+ * The directory of Swagger UI's files, as the package resolves its dependency; undefined in
+ * the single executable (no package there, no node_modules).
  */
 export function swaggerUiFiles(): string | undefined {
+  const root = runningPackageRoot();
+  if (root === undefined) return undefined;
   try {
-    const require = createRequire(import.meta.url);
+    const require = createRequire(join(root, "package.json"));
     const dir = join(dirname(require.resolve("@fastify/swagger-ui")), "static");
     return existsSync(join(dir, "swagger-ui-bundle.js")) ? dir : undefined;
   } catch {
