@@ -115,7 +115,7 @@ export function setupFromConfig(
 }
 
 /** An unreadable .sops.yaml is a configuration error (sops exits 1), not a local I/O failure. */
-function loadConfigFile(path: string): ReturnType<typeof loadSopsConfig> {
+export function loadConfigFile(path: string): ReturnType<typeof loadSopsConfig> {
   try {
     return loadSopsConfig(path);
   } catch (err) {

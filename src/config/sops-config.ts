@@ -59,7 +59,37 @@ export interface SopsConfig {
   readonly path: string;
   /** null: no `creation_rules` key (sops then behaves as if there were no config file). */
   readonly creationRules: readonly ParsedCreationRule[] | null;
+  /** `destination_rules`, for `publish` (empty when the file has none). */
+  readonly destinationRules: readonly DestinationRule[];
   readonly stores: SopsStoresConfig;
+}
+
+/**
+ * Where `publish` sends a file (sops's publish.Destination), normalised as sops's
+ * constructors do: a Vault path and mount end in `/`, the mount defaults to `secret/`, and a
+ * KV version other than 1 or 2 is 2.
+ */
+export type PublishDestination =
+  | { readonly kind: "s3"; readonly bucket: string; readonly prefix: string }
+  | { readonly kind: "gcs"; readonly bucket: string; readonly prefix: string }
+  | {
+      readonly kind: "vault";
+      /** "" means the Vault client's default (VAULT_ADDR, else https://127.0.0.1:8200). */
+      readonly address: string;
+      readonly path: string;
+      readonly mount: string;
+      readonly kvVersion: 1 | 2;
+    };
+
+/** One `destination_rules` entry. */
+export interface DestinationRule {
+  readonly pathRegex: string | null;
+  readonly regex: GoRegexp | null;
+  /** null: the rule names no destination (publish refuses the file). */
+  readonly destination: PublishDestination | null;
+  /** Its `recreation_rule`: with keys, S3 and GCS uploads are re-encrypted for them. */
+  readonly recreationRule: ParsedCreationRule;
+  readonly omitExtensions: boolean;
 }
 
 export interface CreationRule {
@@ -128,8 +158,8 @@ export function loadSopsConfig(path: string): SopsConfig {
   return parseSopsConfig(text, path);
 }
 
-function parseRule(v: Tree, index: number): ParsedCreationRule {
-  const r = map(v, `creation_rules[${index}]`);
+function parseRule(v: Tree | undefined, where: string): ParsedCreationRule {
+  const r = map(v, where);
   const pathRegex = str(r.get("path_regex"), "path_regex") || null;
   const selected: SelectionRule[] = [];
   for (const kind of RULE_KINDS) {
@@ -165,6 +195,46 @@ function parseRule(v: Tree, index: number): ParsedCreationRule {
   };
 }
 
+function withSlash(path: string): string {
+  return path.endsWith("/") ? path : `${path}/`;
+}
+
+/** sops's parseDestinationRuleForFile checks, made when the file is read (see the top). */
+function parseDestinationRule(v: Tree, index: number): DestinationRule {
+  const where = `destination_rules[${index}]`;
+  const r = map(v, where);
+  const pathRegex = str(r.get("path_regex"), "path_regex") || null;
+  const field = (name: string) => str(r.get(name), `${where}.${name}`) ?? "";
+  const s3Bucket = field("s3_bucket");
+  const gcsBucket = field("gcs_bucket");
+  const vaultPath = field("vault_path");
+  if ([s3Bucket, gcsBucket, vaultPath].filter((b) => b !== "").length > 1) {
+    throw bad(
+      "more than one destinations were found in a single destination rule, you can only use one per rule",
+    );
+  }
+  let destination: PublishDestination | null = null;
+  if (s3Bucket) destination = { kind: "s3", bucket: s3Bucket, prefix: field("s3_prefix") };
+  else if (gcsBucket) destination = { kind: "gcs", bucket: gcsBucket, prefix: field("gcs_prefix") };
+  else if (vaultPath) {
+    const version = int(r.get("vault_kv_version"), `${where}.vault_kv_version`);
+    destination = {
+      kind: "vault",
+      address: field("vault_address"),
+      path: withSlash(vaultPath),
+      mount: withSlash(field("vault_kv_mount_name") || "secret/"),
+      kvVersion: version === 1 ? 1 : 2,
+    };
+  }
+  return {
+    pathRegex,
+    regex: pathRegex === null ? null : compilePathRegex(pathRegex),
+    destination,
+    recreationRule: parseRule(r.get("recreation_rule"), `${where}.recreation_rule`),
+    omitExtensions: bool(r.get("omit_extensions"), `${where}.omit_extensions`),
+  };
+}
+
 function indent(stores: ReadonlyMap<string, Tree>, name: string): number | undefined {
   return int(map(stores.get(name), `stores.${name}`).get("indent"), `stores.${name}.indent`);
 }
@@ -188,7 +258,10 @@ export function parseSopsConfig(text: string, path: string): SopsConfig {
     };
     return {
       path,
-      creationRules: isNull(rulesNode) ? null : seq(rulesNode, "creation_rules").map(parseRule),
+      creationRules: isNull(rulesNode)
+        ? null
+        : seq(rulesNode, "creation_rules").map((r, i) => parseRule(r, `creation_rules[${i}]`)),
+      destinationRules: seq(top.get("destination_rules"), "destination_rules").map(parseDestinationRule),
       stores: storesConfig,
     };
   } catch (err) {
@@ -222,6 +295,17 @@ export function matchCreationRule(
   const found = config.creationRules.find((r) => r.regex === null || r.regex.test(relative));
   if (!found) throw new BootsealError("USAGE", "no matching creation rules found");
   return resolveCreationRule(found, options);
+}
+
+/**
+ * The first destination rule with no `path_regex` or one that matches `filePath` as the user
+ * gave it (sops matches the raw path here, not the path relative to the config file).
+ */
+export function matchDestinationRule(config: SopsConfig, filePath: string): DestinationRule {
+  const found = config.destinationRules.find((r) => r.regex === null || r.regex.test(filePath));
+  if (!found)
+    throw new BootsealError("USAGE", "error loading config: no matching destination found in config");
+  return found;
 }
 
 /** A parsed rule with its keys resolved (the shorthand lists become one group). */

@@ -183,7 +183,7 @@ const EXPECTED_FLAGS: Record<string, string> = {
   "sign-artifact": "generate-key:s key:s public-out:s sha256-out:s signature-out:s",
   "verify-artifact": "public-key:s sha256:s signature:s",
   publish:
-    "bootstrap-token-out:s ca-file:s deadline:s=30s format:s if-match:s if-none-match:b json:b machine:s server:s token-file:s",
+    "bootstrap-token-out:s ca-file:s config:s deadline:s=30s decryption-order:s enable-local-keyservice:b=true format:s if-match:s if-none-match:b json:b keyservice:s machine:s omit-extensions:b recursive:b server:s token-file:s yes/-y:b",
   status: "ca-file:s deadline:s=30s json:b namespace:s phase:s server:s token-file:s",
   check: "artifact-public-key:s ca-file:s config:s deadline:s=10s json:b machine-url:s server:s token-file:s",
   userdata: "ca-file:s deadline:s=30s format:s=cloud-init machine:s output:s server:s token-file:s",

@@ -142,7 +142,7 @@ function parsePlaintext(format: Format, input: Uint8Array): Branch[] {
   return branches;
 }
 
-function indentFromConfig(
+export function indentFromConfig(
   format: string,
   indent: { yaml?: number; json?: number; binary?: number } | undefined,
 ): string | undefined {

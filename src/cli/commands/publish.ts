@@ -1,11 +1,18 @@
+/**
+ * publish: two programs share the name. sops's `publish FILE` (../sops-publish/) unless a
+ * flag of bootseal's service client is given: that client (`publish --server URL --machine
+ * NS/NAME FILE`) always needs --machine, and none of its flags is a sops publish flag, so
+ * every existing call keeps its meaning (docs/cli.md "publish", docs/compatibility.md).
+ */
 import { BootsealError } from "../../errors.ts";
 import { writeFileAtomic } from "../../files/atomic-write.ts";
 import { parseMachineId } from "../../machine/machine-id.ts";
 import type { Command } from "../command.ts";
 import { readInput } from "../file-io.ts";
 import { CLIENT_FLAGS, JSON_FLAG } from "../flag-groups.ts";
-import { type CommandSpec, parseFlags } from "../flags.ts";
+import { type CommandSpec, type Flag, parseFlags } from "../flags.ts";
 import { call, clientSettings, serviceUrl } from "../service-client.ts";
+import { runSopsPublish, SOPS_PUBLISH_FLAGS } from "../sops-publish/command.ts";
 
 /** A SOPS document already: JSON or YAML with a top-level `sops` key holding a `mac`. */
 function encryptedType(bytes: Uint8Array): string | null {
@@ -30,7 +37,7 @@ function summary(
   return `${lines.join("\n")}\n`;
 }
 
-const spec = {
+const serviceSpec = {
   name: "publish",
   summary: "publish a machine's config to the service; prints its version, etag and bootstrap token",
   operands: "FILE",
@@ -68,13 +75,37 @@ const spec = {
     },
     { ...JSON_FLAG, help: "print the service's JSON answer (the token as with the summary)" },
   ],
-  notes: ["FILE: the plaintext payload (encrypted by the service), or a SOPS document (sent as is)"],
 } as const satisfies CommandSpec;
+
+/** The service client's flags: any of them on the command line selects the service form. */
+const SERVICE_FLAG_NAMES = new Set<string>(serviceSpec.flags.map((f) => f.name));
+
+function isServiceForm(args: readonly string[]): boolean {
+  const end = args.indexOf("--");
+  return (end === -1 ? args : args.slice(0, end)).some(
+    (a) => a.startsWith("--") && SERVICE_FLAG_NAMES.has(a.slice(2).split("=")[0] as string),
+  );
+}
+
+/** What `--help` and docs/cli.md show: both forms, every flag (none required in the other form). */
+const spec: CommandSpec = {
+  name: "publish",
+  summary:
+    "publish a SOPS document to its .sops.yaml destination_rules (sops publish), or with --server/--machine a machine's config to the service",
+  operands: "FILE",
+  forms: ["--server URL --machine NS/NAME [flags] FILE"],
+  flags: [...SOPS_PUBLISH_FLAGS, ...serviceSpec.flags.map((f: Flag) => ({ ...f, required: false }))],
+  notes: [
+    "Without a service flag (--server, --machine, --format, …) this is sops's publish: FILE (or, with --recursive, every file under it) is sent to the S3, GCS or Vault/OpenBao KV destination of its .sops.yaml destination rule.",
+    "With one, this is the service client: FILE is the plaintext payload (encrypted by the service), or a SOPS document (sent as is); --server and --machine are required.",
+  ],
+};
 
 export const publishCommand: Command = {
   spec,
   async run(args, io) {
-    const { values, positionals } = parseFlags(spec, args, io.env);
+    if (!isServiceForm(args)) return runSopsPublish(args, io);
+    const { values, positionals } = parseFlags(serviceSpec, args, io.env);
     if (positionals.length > 1) throw new BootsealError("USAGE", "publish takes one file");
     const m = parseMachineId(values.machine as string);
     if (values.format !== undefined && values.format !== "yaml" && values.format !== "json")
