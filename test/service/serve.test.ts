@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { createHash, generateKeyPairSync, randomBytes } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -121,10 +121,18 @@ before(async () => {
   const s3config = (name: string) =>
     baseConfig(name, { store: `s3://${bucket}/replicas`, s3: { endpoint, forcePathStyle: true } });
   const port = await freePort();
+  const emptyArtifacts = join(dir, "no-artifacts");
+  mkdirSync(emptyArtifacts);
 
   [a, b, c, s1, s2, down] = await Promise.all([
     // The sequence below reads worker-0's config after its `succeeded`: the old default, off.
-    serve(dir, "a", baseConfig("a", { oneTimeFetch: "off" }), serviceEnv()),
+    // An empty artifacts directory: the package's sea/ may hold a build (test/helpers/built-sea.ts).
+    serve(
+      dir,
+      "a",
+      baseConfig("a", { oneTimeFetch: "off", artifacts: { dir: emptyArtifacts } }),
+      serviceEnv(),
+    ),
     serve(
       dir,
       "b",
@@ -600,7 +608,7 @@ describe("bootseal serve (file store)", () => {
     );
     // No derivation key in this configuration: GET cannot render the stub twice and says so.
     expectError(await call(`${c.url}/v1/machines/prod/ud/userdata?format=ignition`, { token: ADMIN }), 409);
-    // No fetcherArtifact configured: 501, and nothing is minted.
+    // No executable to serve: 501, and nothing is minted.
     expectError(
       await call(`${a.url}/v1/machines/prod/worker-0/userdata?format=cloud-init`, { token: ADMIN }),
       501,
