@@ -17,6 +17,11 @@ import {
   resolveAzureMachineAuth,
   resolveGcpMachineAuth,
 } from "./machine-auth-jwt.ts";
+import {
+  resolveSpiffeMachineAuth,
+  type SpiffeMachineAuth,
+  type SpiffeMachineAuthConfig,
+} from "./machine-auth-spiffe.ts";
 
 /**
  * What a binding may match on, per method (the attributes each verifier proves,
@@ -36,6 +41,7 @@ export const MATCH_KEYS: Readonly<Record<CloudAuthMethod, readonly string[]>> = 
     "objectId",
     "clientId",
   ],
+  spiffe: ["id", "trustDomain", "path"],
 };
 
 /** `ns/name`, or `ns/*` (name null): every machine of the namespace. */
@@ -69,6 +75,8 @@ export interface MachineAuthConfig {
   readonly gcp: GcpMachineAuth;
   /** Undefined: no tenant configured, no Azure logins. */
   readonly azure?: AzureMachineAuth;
+  /** Undefined: no trust domains configured, no SPIFFE logins. */
+  readonly spiffe?: SpiffeMachineAuth;
   readonly bindings: readonly MachineBinding[];
 }
 
@@ -79,6 +87,7 @@ export interface RawMachineAuth {
   aws: { stsEndpoint?: string; region: string };
   gcp?: GcpMachineAuthConfig;
   azure?: AzureMachineAuthConfig;
+  spiffe?: SpiffeMachineAuthConfig;
   bindings: {
     method: string;
     match?: Record<string, unknown>;
@@ -145,12 +154,21 @@ export function parseMachineAuth(raw: RawMachineAuth, publicUrl: string | undefi
   if (unverifiable >= 0) {
     throw usage(`machineAuth.bindings[${unverifiable}]`, "an azure binding needs machineAuth.azure.tenant");
   }
+  const spiffe = raw.spiffe === undefined ? undefined : resolveSpiffeMachineAuth(raw.spiffe);
+  const untrusted = bindings.findIndex((b) => b.method === "spiffe" && spiffe === undefined);
+  if (untrusted >= 0) {
+    throw usage(
+      `machineAuth.bindings[${untrusted}]`,
+      "a spiffe binding needs machineAuth.spiffe.trustDomains",
+    );
+  }
   return {
     audience,
     tokenTtlMs: parseDuration(raw.tokenTtl, "machineAuth.tokenTtl", { min: 1000 }),
     aws: { stsEndpoint, region },
     gcp: resolveGcpMachineAuth(raw.gcp ?? {}),
     azure,
+    spiffe,
     bindings,
   };
 }

@@ -11,6 +11,7 @@ import { oneOf, STORE_SCHEMES, storeUrlExamples } from "../../providers/stores/i
 import { MAX_DOCUMENT_BYTES } from "../limits.ts";
 import { CLOUD_AUTH_METHODS } from "../machine/identity-login.ts";
 import { AZURE_MACHINE_AUTH_SCHEMA, GCP_MACHINE_AUTH_SCHEMA } from "./machine-auth-jwt.ts";
+import { SPIFFE_MACHINE_AUTH_SCHEMA } from "./machine-auth-spiffe.ts";
 import { duration, HTTP_URL, int, type SchemaNode, text } from "./schema-node.ts";
 
 export const SCOPES = ["configs:write", "configs:read", "status:read", "tokens:mint", "admin"] as const;
@@ -338,7 +339,7 @@ export const SERVICE_CONFIG_SCHEMA: SchemaNode = {
       default: {},
       properties: {
         audience: text(
-          "this service's identity in machine logins: the value AWS logins sign in `x-bootseal-server-id`, the audience GCP and Azure tokens carry (`bootseal fetch --server-id`)",
+          "this service's identity in machine logins: the value AWS logins sign in `x-bootseal-server-id`, the audience GCP and Azure tokens and JWT-SVIDs carry (`bootseal fetch --server-id`)",
           { "x-doc-default": "the origin of `publicUrl`" },
         ),
         tokenTtl: duration("lifetime of the bootstrap token a machine login mints; at least `1s`", "1h"),
@@ -357,6 +358,7 @@ export const SERVICE_CONFIG_SCHEMA: SchemaNode = {
         // Google's keys by default: GCP logins need only bindings.
         gcp: { ...GCP_MACHINE_AUTH_SCHEMA, default: {} },
         azure: AZURE_MACHINE_AUTH_SCHEMA,
+        spiffe: SPIFFE_MACHINE_AUTH_SCHEMA,
         bindings: {
           type: "array",
           default: [],

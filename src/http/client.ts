@@ -19,6 +19,14 @@ export interface HttpRequest {
   readonly signal?: AbortSignal;
   /** Extra trusted CA certificates (PEM) for https. */
   readonly ca?: string | Buffer;
+  /**
+   * https: who the server's certificate must name, instead of the URL's host (a SPIFFE bundle
+   * endpoint's X509-SVID names a SPIFFE ID); an Error refuses the connection.
+   */
+  readonly checkServerIdentity?: (
+    host: string,
+    cert: import("node:tls").PeerCertificate,
+  ) => Error | undefined;
   /** The largest answer read (default MAX_DOCUMENT_BYTES); an executable is bigger than a document. */
   readonly maxBytes?: number;
 }
@@ -116,6 +124,7 @@ export function send(req: HttpRequest): Promise<HttpResponse> {
       signal: req.signal,
       // The private CA is for this request only (never the global agent's).
       ca: isHttps ? req.ca : undefined,
+      ...(isHttps && req.checkServerIdentity ? { checkServerIdentity: req.checkServerIdentity } : {}),
     };
     const maxBytes = req.maxBytes ?? MAX_DOCUMENT_BYTES;
     const onResponse = (res: import("node:http").IncomingMessage): void => {

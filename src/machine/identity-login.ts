@@ -7,8 +7,8 @@
  * docs/api.md "Machine login" and docs/security.md say what each method proves.
  */
 
-/** The cloud identities a machine can log in with (`bootseal fetch --auth`). */
-export const CLOUD_AUTH_METHODS = ["aws-iam", "gcp", "azure"] as const;
+/** The identities a machine can log in with (`bootseal fetch --auth`): its cloud's, or a SPIFFE JWT-SVID. */
+export const CLOUD_AUTH_METHODS = ["aws-iam", "gcp", "azure", "spiffe"] as const;
 export type CloudAuthMethod = (typeof CLOUD_AUTH_METHODS)[number];
 /** `token` is the bootstrap token: the portable fallback, and the default. */
 export type MachineAuthMethod = "token" | CloudAuthMethod;

@@ -48,6 +48,11 @@ export type PeerName =
   | "CAPI_VERSION" // the Cluster API release the capi peer built and runs (v1.14.2)
   | "CAPI_WATCH_FILTER" // the capi peer's managers reconcile only objects labelled cluster.x-k8s.io/watch-filter=<this>
   | "OPENAPI_SPEC_VALIDATOR" // path of openapi-spec-validator 0.9.0 (PyPI): checks the service's OpenAPI document
+  | "SPIFFE_CONTROL" // http://127.0.0.1:<port>: the spiffe peer's control API (test/helpers/spiffe-issuer.ts)
+  | "SPIFFE_WEB_ENDPOINT" // https://127.0.0.1:<port>: its bundle endpoint, profile https_web (GET /<trust-domain>)
+  | "SPIFFE_WEB_CA_FILE" // the root that signs the https_web endpoint's certificate
+  | "SPIFFE_TLS_ENDPOINT" // https://127.0.0.1:<port>: its bundle endpoint, profile https_spiffe (X509-SVID spiffe://bootseal.test/bundle-endpoint)
+  | "SPIFFE_BOOTSTRAP_BUNDLE" // bootseal.test's bundle as the peer started (authenticates the https_spiffe endpoint)
   | "CHROMIUM_BIN"; // path of chromium (Debian 12 package), headless through puppeteer-core (the fleet page, Swagger UI)
 
 export function peer(name: PeerName): string {

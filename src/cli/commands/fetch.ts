@@ -42,7 +42,7 @@ const spec = {
       env: "BOOTSEAL_AUTH",
       value: "METHOD",
       default: "token",
-      help: "token (--token-file), or log in once per boot with the machine's cloud identity: aws-iam, gcp, azure",
+      help: "token (--token-file), or log in once per boot with the machine's cloud identity (aws-iam, gcp, azure) or its SPIFFE JWT-SVID (spiffe)",
     },
     {
       name: "server-id",
@@ -69,6 +69,13 @@ const spec = {
       env: "BOOTSEAL_AZURE_RESOURCE",
       value: "URI",
       help: "azure: the resource the managed-identity token is for, the service's machineAuth.azure.audience (default: the server id)",
+    },
+    {
+      name: "spiffe-jwt-file",
+      type: "string",
+      env: "BOOTSEAL_SPIFFE_JWT_FILE",
+      value: "FILE",
+      help: "spiffe: the file holding the machine's JWT-SVID for the server id, kept fresh by its SPIFFE agent tooling; owner-readable only (default /run/bootseal/jwt-svid)",
     },
     {
       name: "machine",
@@ -283,6 +290,7 @@ function loginSettings(values: {
   readonly "aws-sts-region"?: string | undefined;
   readonly "aws-sts-endpoint"?: string | undefined;
   readonly "azure-resource"?: string | undefined;
+  readonly "spiffe-jwt-file"?: string | undefined;
 }): LoginSettings | undefined {
   const method = values.auth;
   if (method === "token" || method === "") return undefined;
@@ -297,5 +305,6 @@ function loginSettings(values: {
     serverId: values["server-id"],
     aws: { region: values["aws-sts-region"], endpoint: values["aws-sts-endpoint"] },
     azure: { resource: values["azure-resource"] },
+    spiffe: { jwtFile: values["spiffe-jwt-file"] },
   };
 }

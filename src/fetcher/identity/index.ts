@@ -1,5 +1,5 @@
 /**
- * The cloud identities `bootseal fetch --auth` can log in with: method -> provider
+ * The identities `bootseal fetch --auth` can log in with: method -> provider
  * (provider.ts is the seam). One line per method.
  */
 import { BootsealError } from "../../errors.ts";
@@ -8,11 +8,13 @@ import { type AwsIamProviderOptions, awsIamProvider } from "./aws-iam.ts";
 import { type AzureProviderOptions, azureProvider } from "./azure.ts";
 import { gcpProvider } from "./gcp.ts";
 import type { IdentityProvider } from "./provider.ts";
+import { type SpiffeProviderOptions, spiffeProvider } from "./spiffe.ts";
 
 /** Per-method settings from the fetch flags. */
 export interface ProviderSettings {
   readonly aws?: AwsIamProviderOptions;
   readonly azure?: AzureProviderOptions;
+  readonly spiffe?: SpiffeProviderOptions;
 }
 
 type Factory = (settings: ProviderSettings) => IdentityProvider;
@@ -21,6 +23,7 @@ const PROVIDERS: Partial<Record<CloudAuthMethod, Factory>> = {
   "aws-iam": (settings) => awsIamProvider(settings.aws),
   gcp: () => gcpProvider(),
   azure: (settings) => azureProvider(settings.azure),
+  spiffe: (settings) => spiffeProvider(settings.spiffe),
 };
 
 export function identityProvider(method: CloudAuthMethod, settings: ProviderSettings = {}): IdentityProvider {

@@ -1,5 +1,5 @@
 /**
- * The cloud identity methods the login route knows: method -> verifier (verifier.ts is the
+ * The identity methods the login route knows: method -> verifier (verifier.ts is the
  * seam). One line per method; a method without a line here is answered 501.
  */
 import type { MachineAuthConfig } from "../../config/machine-auth.ts";
@@ -7,6 +7,7 @@ import type { CloudAuthMethod } from "../../machine/identity-login.ts";
 import { type AwsIamOptions, awsIamVerifier } from "./aws-iam.ts";
 import { azureVerifier } from "./azure.ts";
 import { gcpVerifier } from "./gcp.ts";
+import { spiffeVerifier } from "./spiffe.ts";
 import type { IdentityVerifier } from "./verifier.ts";
 
 export interface VerifierOptions {
@@ -21,6 +22,7 @@ const VERIFIERS: Partial<Record<CloudAuthMethod, Factory>> = {
   "aws-iam": (config, options) => awsIamVerifier({ ...config.aws, ...options.aws }),
   gcp: (config) => gcpVerifier(config.gcp),
   azure: (config) => (config.azure === undefined ? null : azureVerifier(config.azure)),
+  spiffe: (config) => (config.spiffe === undefined ? null : spiffeVerifier(config.spiffe)),
 };
 
 /** The verifiers for this configuration, by method. */
@@ -41,8 +43,9 @@ export function identityVerifiers(
  * (machineAuthFor in bindings.ts): the service's audience and, for AWS, the region and STS
  * endpoint it checks, so that the machine signs for exactly what the service expects (an
  * instance has no AWS_REGION of its own to guess from); for Azure, the resource to ask IMDS
- * for when the tokens' audience is not the service's (machineAuth.azure.audience). GCP needs
- * nothing more: its token's audience is the server id. No secret among them.
+ * for when the tokens' audience is not the service's (machineAuth.azure.audience). GCP and SPIFFE
+ * need nothing more: their token's audience is the server id (a JWT-SVID is read from the
+ * fetcher's default file unless the stub's --spiffe-jwt-file says otherwise). No secret among them.
  */
 export function loginFlags(config: MachineAuthConfig, method: CloudAuthMethod): string[] {
   const flags = ["--auth", method];

@@ -1,7 +1,8 @@
 /**
- * What the GCP and Azure verifiers share: the issuer's signing keys (a remote JWKS through
- * jose, with a timeout, a cache and a cooldown that bounds refetches on an unknown `kid`),
- * one RS256 verification with a small clock skew, the error mapping (a token that does not
+ * What the JWT verifiers (GCP, Azure, SPIFFE) share: the issuer's signing keys (a remote JWKS
+ * through jose, with a timeout, a cache and a cooldown that bounds refetches on an unknown
+ * `kid`; SPIFFE brings its own, spiffe-bundles.ts), one verification with a small clock skew
+ * (RS256 unless the method says otherwise), the error mapping (a token that does not
  * verify is UNAUTHORIZED, keys that cannot be had are KEY_UNAVAILABLE). Their configuration
  * fields live in src/config/machine-auth-jwt.ts. No JWT or signature code of ours: jose does
  * all of it.
@@ -13,8 +14,8 @@ import { BootsealError } from "../../errors.ts";
 /** A cloud identity token is 1-3 KiB; anything far larger is refused before parsing. */
 export const MAX_CREDENTIAL_CHARS = 16 * 1024;
 
-/** Both clouds sign these tokens with RS256 only; nothing else is accepted (no `none`, no HS*). */
-const ALGORITHMS = ["RS256"];
+/** Both clouds sign their tokens with RS256 only; nothing else is accepted (no `none`, no HS*). */
+const CLOUD_ALGORITHMS = ["RS256"] as const;
 
 export interface JwksSettings {
   readonly jwksUrl: string;
@@ -83,13 +84,18 @@ function reason(err: unknown): string {
 
 export interface JwtCheck {
   readonly keys: KeyLookup;
-  /** Accepted `iss` values (exact strings). */
-  readonly issuers: readonly string[];
+  /** Accepted `iss` values (exact strings); undefined: `iss` is not checked (JWT-SVIDs need none). */
+  readonly issuers: readonly string[] | undefined;
+  /** Accepted `alg` values (asymmetric only); default RS256. */
+  readonly algorithms?: readonly string[];
   readonly audience: string;
   readonly now: Date;
   readonly clockSkewMs: number;
-  /** The longest a token may live after its `iat` (the issuer's own lifetime). */
-  readonly maxTokenAgeSeconds: number;
+  /**
+   * The longest a token may live after its `iat` (the issuer's own lifetime); undefined: `iat`
+   * is not required (the caller bounds the lifetime otherwise).
+   */
+  readonly maxTokenAgeSeconds: number | undefined;
   /** Names the method in messages: "gcp identity token". */
   readonly what: string;
 }
@@ -112,20 +118,21 @@ export async function verifyJwt(
   if (credential.length > MAX_CREDENTIAL_CHARS) {
     throw new BootsealError("UNAUTHORIZED", `${what}: longer than ${MAX_CREDENTIAL_CHARS} characters`);
   }
+  const algorithms = check.algorithms ?? CLOUD_ALGORITHMS;
   let payload: JWTPayload;
   try {
     ({ payload } = await jwtVerify(credential, check.keys, {
-      algorithms: ALGORITHMS,
-      issuer: [...check.issuers],
+      algorithms: [...algorithms],
+      ...(check.issuers === undefined ? {} : { issuer: [...check.issuers] }),
       audience: check.audience,
       currentDate: check.now,
       clockTolerance: Math.round(check.clockSkewMs / 1000),
-      requiredClaims: ["iat", "exp"],
+      requiredClaims: check.maxTokenAgeSeconds === undefined ? ["exp"] : ["iat", "exp"],
       // Also makes jose refuse an `iat` in the future (beyond the skew).
-      maxTokenAge: check.maxTokenAgeSeconds,
+      ...(check.maxTokenAgeSeconds === undefined ? {} : { maxTokenAge: check.maxTokenAgeSeconds }),
     }));
   } catch (err) {
-    throw mapJoseError(err, what);
+    throw mapJoseError(err, what, algorithms);
   }
   // jose accepts an `aud` array that contains the audience; these issuers send one string.
   const aud = payload.aud;
@@ -135,7 +142,7 @@ export async function verifyJwt(
   return payload;
 }
 
-function mapJoseError(err: unknown, what: string): BootsealError {
+function mapJoseError(err: unknown, what: string, algorithms: readonly string[]): BootsealError {
   if (err instanceof BootsealError) return err;
   if (err instanceof errors.JWTExpired) {
     const problem = err.claim === "iat" ? "older than the issuer's token lifetime" : "expired";
@@ -147,7 +154,8 @@ function mapJoseError(err: unknown, what: string): BootsealError {
     return new BootsealError("UNAUTHORIZED", `${what}: claim "${err.claim}" ${problem}`, { cause: err });
   }
   if (err instanceof errors.JOSEAlgNotAllowed) {
-    return new BootsealError("UNAUTHORIZED", `${what}: signing algorithm not accepted (RS256 only)`, {
+    const accepted = algorithms.length === 1 ? `${algorithms[0]} only` : `one of ${algorithms.join(", ")}`;
+    return new BootsealError("UNAUTHORIZED", `${what}: signing algorithm not accepted (${accepted})`, {
       cause: err,
     });
   }
