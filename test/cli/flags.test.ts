@@ -179,7 +179,7 @@ const EXPECTED_FLAGS: Record<string, string> = {
     "age:s aws-profile:s azure-kv:s enable-local-keyservice:b=true encryption-context:s file/-f:s gcp-kms:s hc-vault-transit:s in-place/-i:b keyservice:s kms:s pgp:s shamir-secret-sharing-threshold:s",
   completion: "",
   fetch:
-    "allow-unknown-modules:b allow-unsafe-modes:b allowed-roots:s=/etc,/var/lib,/run,/opt apply:b attempt-timeout:s=30s auth:s=token aws-sts-endpoint:s aws-sts-region:s azure-resource:s ca-file:s deadline:s=10m decryption-order:s exec-timeout:s exec:s force:b from:s input-type:s json:b machine:s marker:s=/var/lib/bootseal/bootstrap.done one-time:b out:s payload:s=auto report-timeout:s=15s report:s root:s=/ sentinel:s=/run/cluster-api/bootstrap-success.complete server-id:s skip-module:s systemctl:s=systemctl token-file:s",
+    "allow-unknown-modules:b allow-unsafe-modes:b allowed-roots:s=/etc,/var/lib,/run,/opt apply:b attempt-timeout:s=30s auth:s=token aws-sts-endpoint:s aws-sts-region:s azure-resource:s ca-file:s deadline:s=10m decryption-order:s exec-timeout:s exec:s force:b from:s input-type:s json:b machine:s marker:s=/var/lib/bootseal/bootstrap.done one-time:b out:s payload:s=auto report-timeout:s=15s report:s root:s=/ sentinel:s=/run/cluster-api/bootstrap-success.complete server-id:s skip-module:s spiffe-jwt-file:s systemctl:s=systemctl token-file:s",
   "sign-artifact": "generate-key:s key:s public-out:s sha256-out:s signature-out:s",
   "verify-artifact": "public-key:s sha256:s signature:s",
   publish:

@@ -349,6 +349,7 @@ test("one rule names every variable; the names documented before are all still t
       "BOOTSEAL_CONTROLLER_AUTH_KUBERNETES_AUDIENCES",
       "BOOTSEAL_BOOTSTRAP_COMMANDS",
       "BOOTSEAL_MACHINE_AUTH_AZURE_ISSUERS",
+      "BOOTSEAL_MACHINE_AUTH_SPIFFE_TRUST_DOMAINS",
       "BOOTSEAL_MACHINE_AUTH_BINDINGS",
     ],
   );
