@@ -44,7 +44,7 @@ export const AGE_FORMAT: KeyKindFormat = {
   omitEmpty: [],
   mapFields: [],
   alwaysInGroup: true,
-  readRank: 5,
+  readRank: 6,
   decryptionRank: 0,
   identity: (entry) => entryString(entry, "recipient"),
   encSyntax:
@@ -358,7 +358,7 @@ export const ageKeyType: MasterKeyType<"age"> = {
     env: "SOPS_AGE_RECIPIENTS",
     help: "comma separated list of age recipients",
     example: "age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p",
-    rank: 5,
+    rank: 6,
   },
   config: { groupKey: "age", groupItem: "string", shorthandKey: "age" },
 
