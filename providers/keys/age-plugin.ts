@@ -163,7 +163,7 @@ async function readStanza(reader: LineReader, what: string): Promise<WireStanza>
 type Reply = (type: string, args?: readonly string[], body?: Uint8Array) => void;
 
 /** A plugin request not specific to the phase: shown or refused, as a client without a terminal does. */
-function answerInteraction(name: string, s: WireStanza, reply: Reply): false {
+function answerInteraction(name: string, s: WireStanza, reply: Reply): void {
   if (s.type === "msg") {
     process.stderr.write(`${name} plugin: ${Buffer.from(s.body).toString("utf8")}\n`);
     reply("ok");
@@ -172,20 +172,23 @@ function answerInteraction(name: string, s: WireStanza, reply: Reply): false {
   } else {
     reply("unsupported");
   }
-  return false;
 }
+
+/** What a phase handler did with a stanza: "next", "stop" (ends the run), or undefined (not its stanza). */
+type Handled = "next" | "stop" | undefined;
 
 /**
  * One run of `age-plugin-<name> --age-plugin=<machine>`: writes `request`, then hands every
- * stanza the plugin sends to `onStanza` (which replies) until `done`, or until `onStanza`
- * answers true (after an `error`, the plugin exits without `done`).
+ * stanza the plugin sends to `onStanza` (which replies) until `done`. An `error` stanza ends
+ * the run with the plugin's message (the plugin exits without `done`); stanzas the handler
+ * leaves are interaction (answerInteraction).
  */
 async function runPlugin(
   name: string,
   machine: "recipient-v1" | "identity-v1",
   request: string,
   env: Env,
-  onStanza: (s: WireStanza, reply: Reply) => boolean,
+  onStanza: (s: WireStanza, reply: Reply) => Handled,
 ): Promise<void> {
   const what = `age: ${name} plugin`;
   const { spawn } = await import("node:child_process");
@@ -216,18 +219,20 @@ async function runPlugin(
     const reader = new LineReader(child.stdout);
     for (;;) {
       const s = await readStanza(reader, what);
-      if (s.type === "done" || onStanza(s, reply)) break;
+      if (s.type === "done") break;
+      if (s.type === "error") {
+        reply("ok");
+        throw new BootsealError("BAD_INPUT", `${what}: ${Buffer.from(s.body).toString("utf8")}`);
+      }
+      const handled = onStanza(s, reply);
+      if (handled === "stop") break;
+      if (handled === undefined) answerInteraction(name, s, reply);
     }
   } finally {
     // A plugin that fails outside the protocol ends its stdout early: readStanza said so.
     child.stdin.end();
     await exited;
   }
-}
-
-/** What `error` stanzas carry: the plugin's own message. */
-function pluginError(name: string, s: WireStanza): BootsealError {
-  return new BootsealError("BAD_INPUT", `age: ${name} plugin: ${Buffer.from(s.body).toString("utf8")}`);
 }
 
 /** A typage Recipient that wraps through the plugin's recipient-v1 state machine. */
@@ -251,18 +256,13 @@ export function pluginRecipient(recipient: string, env: Env): Recipient {
             stanzas.push({ args: s.args.slice(1), body: s.body });
           }
           reply("ok");
-          return failure !== null;
+          return failure === null ? "next" : "stop";
         }
         if (s.type === "labels") {
           reply("ok");
-          return false;
+          return "next";
         }
-        if (s.type === "error") {
-          failure = pluginError(name, s);
-          reply("ok");
-          return true;
-        }
-        return answerInteraction(name, s, reply);
+        return undefined;
       });
       if (failure) throw failure;
       if (stanzas.length === 0) {
@@ -293,14 +293,9 @@ export function pluginIdentity(identity: string, env: Env): Identity {
             fileKey = s.body;
           }
           reply("ok");
-          return failure !== null;
+          return failure === null ? "next" : "stop";
         }
-        if (s.type === "error") {
-          failure = pluginError(name, s);
-          reply("ok");
-          return true;
-        }
-        return answerInteraction(name, s, reply);
+        return undefined;
       });
       if (failure) throw failure;
       return fileKey;

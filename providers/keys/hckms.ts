@@ -24,7 +24,7 @@ import {
 } from "../../src/envelope/sops/master-key.ts";
 import { BootsealError, type ErrorCode } from "../../src/errors.ts";
 import { type RetryPolicy, retryCall, retryPolicy } from "../../src/retry.ts";
-import { checkCreatedAt, decodeStdBase64, formatCreatedAt, stringField } from "./entry-fields.ts";
+import { checkCreatedAt, decodeStdBase64, entryWithCreatedAt, stringField } from "./entry-fields.ts";
 import { signHuaweiRequest } from "./hckms-signer.ts";
 import { type BaseDeps, itemString, type MasterKeyType, newEntry } from "./key-type.ts";
 
@@ -226,15 +226,7 @@ function hckmsKey(keyId: string, deps: HckmsDeps): MasterKey {
     },
 
     toMetadata(enc: string, createdAt: Date): KeyEntry {
-      return {
-        kind: "hckms",
-        enc,
-        fields: new Map([
-          ["key_id", keyId],
-          ["created_at", formatCreatedAt(createdAt)],
-          ["enc", enc],
-        ]),
-      };
+      return entryWithCreatedAt("hckms", [["key_id", keyId]], enc, createdAt);
     },
   };
 }
