@@ -127,17 +127,21 @@ export async function startHckmsFake(
   host = "127.0.0.1",
   port = 0,
   options: HckmsFakeOptions = {},
-): Promise<{ server: Server; url: string; keys: Map<string, Buffer> }> {
+): Promise<{ server: Server; url: string; createKey: () => string }> {
   const ak = options.ak ?? env.BOOTSEAL_FAKE_HCKMS_AK ?? "fake-ak";
   const sk = options.sk ?? env.BOOTSEAL_FAKE_HCKMS_SK ?? "fake-sk";
   const keys = new Map<string, Buffer>();
+  /** A new key (also what create-key does); its uuid. */
+  const createKey = (): string => {
+    const keyId = randomUUID();
+    keys.set(keyId, randomBytes(32));
+    return keyId;
+  };
 
   function operate(project: string, op: string, body: Record<string, unknown>): Record<string, unknown> {
     if (op === "create-key") {
       field(body, "key_alias");
-      const keyId = randomUUID();
-      keys.set(keyId, randomBytes(32));
-      return { key_info: { key_id: keyId, domain_id: project } };
+      return { key_info: { key_id: createKey(), domain_id: project } };
     }
     if (op === "encrypt-data") {
       const keyId = field(body, "key_id");
@@ -227,7 +231,7 @@ export async function startHckmsFake(
   const server = createServer((req, res) => void handle(req, res));
   await new Promise<void>((resolve) => server.listen(port, host, resolve));
   const { port: bound } = server.address() as AddressInfo;
-  return { server, url: `http://${host}:${bound}`, keys };
+  return { server, url: `http://${host}:${bound}`, createKey };
 }
 
 if (import.meta.main) {

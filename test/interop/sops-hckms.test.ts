@@ -11,7 +11,6 @@ import type { Server } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { signHuaweiRequest } from "../../providers/keys/hckms-signer.ts";
 import { startHckmsFake } from "../fakes/hckms-fake.ts";
 import { type ChildResult, runChild } from "../helpers/child.ts";
 import { peer } from "../helpers/peers.ts";
@@ -40,18 +39,6 @@ const sops = (args: string[], env = baseEnv(), cwd = dir): Promise<ChildResult> 
 const bootseal = (args: string[], env = baseEnv(), cwd = dir): Promise<ChildResult> =>
   runChild(process.execPath, [BOOTSEAL_MAIN, ...args], { env, cwd });
 
-async function createKey(): Promise<string> {
-  const path = "/v1.0/proj-1/kms/create-key";
-  const body = JSON.stringify({ key_alias: "interop" });
-  const { Host: _host, ...signed } = signHuaweiRequest(
-    { method: "POST", path, headers: { Host: new URL(url).host, "X-Project-Id": "proj-1" }, body },
-    "fake-ak",
-    "fake-sk",
-  );
-  const res = await fetch(`${url}${path}`, { method: "POST", headers: signed, body });
-  return `tr-west-1:${((await res.json()) as { key_info: { key_id: string } }).key_info.key_id}`;
-}
-
 /** The hckms part of a document's sops metadata, dates and ciphertexts replaced by their shape. */
 function hckmsShape(doc: string): string {
   const start = doc.indexOf("    hckms:\n");
@@ -69,9 +56,10 @@ function hckmsShape(doc: string): string {
 }
 
 before(async () => {
-  ({ server, url } = await startHckmsFake());
-  keyA = await createKey();
-  keyB = await createKey();
+  const fake = await startHckmsFake();
+  ({ server, url } = fake);
+  keyA = `tr-west-1:${fake.createKey()}`;
+  keyB = `tr-west-1:${fake.createKey()}`;
   writeFileSync(join(dir, "plain.yaml"), PLAIN);
 });
 after(() => {

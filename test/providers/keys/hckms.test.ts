@@ -100,16 +100,9 @@ describe("HuaweiCloud KMS (fake: wire-protocol KMS in test/fakes/hckms-fake.ts)"
     ...over,
   });
   before(async () => {
-    ({ server, url } = await startHckmsFake());
-    const path = "/v1.0/proj-1/kms/create-key";
-    const body = JSON.stringify({ key_alias: "bootseal-test" });
-    const { Host: _host, ...signed } = signHuaweiRequest(
-      { method: "POST", path, headers: { Host: new URL(url).host, "X-Project-Id": "proj-1" }, body },
-      "fake-ak",
-      "fake-sk",
-    );
-    const res = await fetch(`${url}${path}`, { method: "POST", headers: signed, body });
-    keyUuid = ((await res.json()) as { key_info: { key_id: string } }).key_info.key_id;
+    const fake = await startHckmsFake();
+    ({ server, url } = fake);
+    keyUuid = fake.createKey();
   });
   after(() => server.close());
 
