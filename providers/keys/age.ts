@@ -3,10 +3,8 @@
  *
  * Supported recipients: X25519 `age1…`, hybrid post-quantum `age1pq1…` (sops 3.12+), and SSH
  * `ssh-ed25519`/`ssh-rsa` keys (./age-ssh.ts, since typage has no SSH support), with SSH
- * identities from sops's SSH sources. Unsupported, refused with UNSUPPORTED when the key is
- * configured or read: plugin recipients (`age1name1…`, which sops hands to an
- * `age-plugin-name` binary; that includes `age1tag1…`). Plugin identities (`AGE-PLUGIN-…`)
- * are skipped for the same reason.
+ * identities from sops's SSH sources, and plugins (./age-plugin.ts): recipients `age1name1…`
+ * and identities `AGE-PLUGIN-NAME-1…`, run through the `age-plugin-name` binary on PATH.
  */
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
@@ -19,6 +17,7 @@ import {
   type MasterKey,
 } from "../../src/envelope/sops/master-key.ts";
 import { BootsealError, type ErrorCode } from "../../src/errors.ts";
+import { pluginIdentity, pluginIdentityName, pluginRecipient, pluginRecipientName } from "./age-plugin.ts";
 import { loadSshIdentities, sshRecipient } from "./age-ssh.ts";
 import { type BaseDeps, itemText, type MasterKeyType, newEntry } from "./key-type.ts";
 
@@ -44,7 +43,7 @@ export const AGE_FORMAT: KeyKindFormat = {
   omitEmpty: [],
   mapFields: [],
   alwaysInGroup: true,
-  readRank: 5,
+  readRank: 6,
   decryptionRank: 0,
   identity: (entry) => entryString(entry, "recipient"),
   encSyntax:
@@ -64,6 +63,14 @@ function ageEntry(text: string): KeyEntry {
 /** SOPS_AGE_KEY_CMD may hang; sops waits forever, a bootstrap agent should not. */
 const KEY_CMD_TIMEOUT_MS = 60_000;
 
+/**
+ * The Bech32 data alphabet has no '1', so a second '1' means `age1<plugin>1…`; sops checks
+ * age1pq1 (built in since 3.12) before its plugin test, and so do we.
+ */
+function isPluginRecipient(recipient: string): boolean {
+  return recipient.startsWith("age1") && !recipient.startsWith("age1pq1") && recipient.split("1").length > 2;
+}
+
 /** Classifies a recipient the way sops `parseRecipient` does; throws for what we cannot use. */
 function checkRecipient(recipient: string): void {
   if (recipient.startsWith("ssh-")) {
@@ -79,10 +86,9 @@ function checkRecipient(recipient: string): void {
   if (!recipient.startsWith("age1")) {
     throw new BootsealError("BAD_INPUT", `age: unknown recipient type: ${recipient}`);
   }
-  // The Bech32 data alphabet has no '1', so a second '1' means `age1<plugin>1…`; sops
-  // checks age1pq1 (built in since 3.12) before its plugin test, and so do we.
-  if (!recipient.startsWith("age1pq1") && recipient.split("1").length > 2) {
-    throw new BootsealError("UNSUPPORTED", `age: plugin recipients are not supported: ${recipient}`);
+  if (isPluginRecipient(recipient)) {
+    pluginRecipientName(recipient);
+    return;
   }
   try {
     new Encrypter().addRecipient(recipient);
@@ -115,7 +121,11 @@ function parseIdentities(text: string, location: string, wordsPerLine: boolean):
     const line = (lines[n] ?? "").replace(/\r$/, "");
     if (line === "" || line.startsWith("#")) continue;
     for (const word of wordsPerLine ? line.split(/\s+/).filter(Boolean) : [line]) {
-      if (word.startsWith("AGE-PLUGIN-")) continue; // plugin identities: unsupported, skipped
+      if (word.startsWith("AGE-PLUGIN-")) {
+        if (pluginIdentityName(word) === null) return `${location}: invalid identity on line ${n + 1}`;
+        out.push(word);
+        continue;
+      }
       try {
         new Decrypter().addIdentity(word);
       } catch {
@@ -293,7 +303,13 @@ function ageKey(recipient: string, deps: BaseDeps): MasterKey {
 
     async wrap(secret: Uint8Array): Promise<string> {
       const encrypter = new Encrypter();
-      encrypter.addRecipient(recipient.startsWith("ssh-") ? sshRecipient(recipient) : recipient);
+      encrypter.addRecipient(
+        recipient.startsWith("ssh-")
+          ? sshRecipient(recipient)
+          : isPluginRecipient(recipient)
+            ? pluginRecipient(recipient, env)
+            : recipient,
+      );
       // Same armour as Go's age/armor: 64-column base64 and a final newline.
       return armor.encode(await readAllBytes(await encrypter.encrypt(streamOf(secret)), false));
     },
@@ -317,7 +333,13 @@ function ageKey(recipient: string, deps: BaseDeps): MasterKey {
       const sentinel = noMatchSentinel();
       if (identities.length + ssh.length > 0) {
         const decrypter = new Decrypter();
-        for (const identity of [...ssh, ...identities]) decrypter.addIdentity(identity);
+        for (const identity of [...ssh, ...identities]) {
+          decrypter.addIdentity(
+            typeof identity === "string" && identity.startsWith("AGE-PLUGIN-")
+              ? pluginIdentity(identity, env)
+              : identity,
+          );
+        }
         decrypter.addIdentity(sentinel.identity);
         try {
           return await readAllBytes(await decrypter.decrypt(streamOf(file)), true);
@@ -358,7 +380,7 @@ export const ageKeyType: MasterKeyType<"age"> = {
     env: "SOPS_AGE_RECIPIENTS",
     help: "comma separated list of age recipients",
     example: "age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p",
-    rank: 5,
+    rank: 6,
   },
   config: { groupKey: "age", groupItem: "string", shorthandKey: "age" },
 

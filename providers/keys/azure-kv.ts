@@ -59,8 +59,8 @@ export const AZURE_KV_FORMAT: KeyKindFormat = {
   omitEmpty: [],
   mapFields: [],
   alwaysInGroup: false,
-  readRank: 2,
-  decryptionRank: 4,
+  readRank: 3,
+  decryptionRank: 5,
   // azkv ToString: `%s/keys/%s/%s` whether or not there is a version.
   identity: (entry) =>
     `${entryString(entry, "vault_url")}/keys/${entryString(entry, "name")}/${entryString(entry, "version")}`,
@@ -259,7 +259,7 @@ export const azureKvKeyType: MasterKeyType<"azure_kv", AzureKvDeps> = {
     env: "SOPS_AZURE_KEYVAULT_URLS",
     help: "comma separated list of Azure Key Vault URLs",
     example: "https://v.vault.azure.net/keys/k/0123456789abcdef0123456789abcdef",
-    rank: 2,
+    rank: 3,
   },
   config: { groupKey: "azure_keyvault", groupItem: "mapping", shorthandKey: "azure_keyvault" },
 

@@ -2,6 +2,7 @@
  * Fields of a cloud key's metadata entry as sops writes and reads them: shared by the
  * providers that keep a created_at, string fields and a base64 `enc`.
  */
+import type { KeyEntry } from "../../src/envelope/sops/master-key.ts";
 import { BootsealError } from "../../src/errors.ts";
 
 /** created_at as sops writes it: RFC 3339, UTC, second precision. */
@@ -31,4 +32,18 @@ export function decodeStdBase64(enc: string, label: string): Uint8Array {
     throw new BootsealError("BAD_INPUT", `${label}: enc is not standard base64`);
   }
   return new Uint8Array(Buffer.from(enc, "base64"));
+}
+
+/** A fresh wrap's entry for the kinds whose fields are their id fields, created_at, enc (in that order). */
+export function entryWithCreatedAt(
+  kind: string,
+  idFields: readonly (readonly [string, string])[],
+  enc: string,
+  createdAt: Date,
+): KeyEntry {
+  return {
+    kind,
+    enc,
+    fields: new Map([...idFields, ["created_at", formatCreatedAt(createdAt)], ["enc", enc]]),
+  };
 }

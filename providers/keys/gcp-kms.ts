@@ -24,7 +24,7 @@ import {
 import { BootsealError } from "../../src/errors.ts";
 import { type RetryPolicy, retryCall, retryPolicy } from "../../src/retry.ts";
 import { lazyModule } from "../lazy-module.ts";
-import { checkCreatedAt, decodeStdBase64, formatCreatedAt, stringField } from "./entry-fields.ts";
+import { checkCreatedAt, decodeStdBase64, entryWithCreatedAt, stringField } from "./entry-fields.ts";
 import { type BaseDeps, itemString, type MasterKeyType, newEntry } from "./key-type.ts";
 
 // The global, not `node:process`: importing that module as ESM evaluates its lazy getters
@@ -268,15 +268,7 @@ function gcpKey(resourceId: string, deps: GcpKmsDeps): MasterKey {
     },
 
     toMetadata(enc: string, createdAt: Date): KeyEntry {
-      return {
-        kind: "gcp_kms",
-        enc,
-        fields: new Map([
-          ["resource_id", resourceId],
-          ["created_at", formatCreatedAt(createdAt)],
-          ["enc", enc],
-        ]),
-      };
+      return entryWithCreatedAt("gcp_kms", [["resource_id", resourceId]], enc, createdAt);
     },
   };
 }

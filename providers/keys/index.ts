@@ -11,16 +11,18 @@ import { awsKmsKeyType } from "./aws-kms.ts";
 import type { AwsKmsDeps } from "./aws-kms-client.ts";
 import { type AzureKvDeps, azureKvKeyType } from "./azure-kv.ts";
 import { type GcpKmsDeps, gcpKmsKeyType } from "./gcp-kms.ts";
+import { type HckmsDeps, hckmsKeyType } from "./hckms.ts";
 import type { BaseDeps, MasterKeyType } from "./key-type.ts";
 import { type PgpDeps, pgpKeyType } from "./pgp.ts";
 import { type VaultTransitDeps, vaultTransitKeyType } from "./vault-transit.ts";
 
-/** In sops's `.sops.yaml` extraction order (config.go extractMasterKeys): age, pgp, kms, gcp, azure, vault. */
+/** In sops's `.sops.yaml` extraction order (config.go extractMasterKeys): age, pgp, kms, gcp, hckms, azure, vault. */
 export const KEY_TYPES = [
   ageKeyType,
   pgpKeyType,
   awsKmsKeyType,
   gcpKmsKeyType,
+  hckmsKeyType,
   azureKvKeyType,
   vaultTransitKeyType,
 ] as const;
@@ -29,7 +31,13 @@ export const KEY_TYPES = [
 export type KeyKind = (typeof KEY_TYPES)[number]["kind"];
 
 /** Identities and clients the providers may need; each provider reads only its own part. */
-export type ProviderDeps = BaseDeps & PgpDeps & AwsKmsDeps & GcpKmsDeps & AzureKvDeps & VaultTransitDeps;
+export type ProviderDeps = BaseDeps &
+  PgpDeps &
+  AwsKmsDeps &
+  GcpKmsDeps &
+  HckmsDeps &
+  AzureKvDeps &
+  VaultTransitDeps;
 
 /** The kinds' format descriptions, injected into the SOPS core (metadata, decryption order, passphraseURI). */
 export const KEY_KINDS: KeyKinds = KEY_TYPES.map((t) => t.format);

@@ -24,7 +24,7 @@ export interface KeyMessage {
   readonly oneof: string;
   readonly number: number;
   readonly message: string;
-  /** The registry's kind; null where this build has no provider (HuaweiCloud KMS). */
+  /** The registry's kind; null where this build has no provider. */
   readonly kind: KeyKind | null;
   readonly fields: readonly KeyMessageField[];
 }
@@ -57,7 +57,7 @@ export const KEY_MESSAGES: readonly KeyMessage[] = [
     fields: [f("vault_address", 1), f("engine_path", 2), f("key_name", 3)],
   },
   { oneof: "age_key", number: 6, message: "AgeKey", kind: "age", fields: [f("recipient", 1)] },
-  { oneof: "hckms_key", number: 7, message: "HckmsKey", kind: null, fields: [f("key_id", 1)] },
+  { oneof: "hckms_key", number: 7, message: "HckmsKey", kind: "hckms", fields: [f("key_id", 1)] },
 ];
 
 /** A decoded `Key`: which message, and its fields by metadata name (empty ones left out). */

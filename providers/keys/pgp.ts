@@ -70,7 +70,7 @@ export const PGP_FORMAT: KeyKindFormat = {
   omitEmpty: [],
   mapFields: [],
   alwaysInGroup: false,
-  readRank: 4,
+  readRank: 5,
   decryptionRank: 1,
   identity: (entry) => entryString(entry, "fp"),
   encSyntax: /^\s*-----BEGIN PGP MESSAGE-----\r?\n[\s\S]*?-----END PGP MESSAGE-----\s*$/,
@@ -338,7 +338,7 @@ export const pgpKeyType: MasterKeyType<"pgp", PgpDeps> = {
     env: "SOPS_PGP_FP",
     help: "comma separated list of PGP fingerprints",
     example: "FBC7B9E2A4F9289AC0C1D4843D16CEE4A27381B4",
-    rank: 3,
+    rank: 4,
   },
   config: { groupKey: "pgp", groupItem: "string", shorthandKey: "pgp" },
 

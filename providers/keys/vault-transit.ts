@@ -61,8 +61,8 @@ export const VAULT_TRANSIT_FORMAT: KeyKindFormat = {
   omitEmpty: [],
   mapFields: [],
   alwaysInGroup: true,
-  readRank: 3,
-  decryptionRank: 5,
+  readRank: 4,
+  decryptionRank: 6,
   identity: (entry) =>
     `${entryString(entry, "vault_address")}/v1/${entryString(entry, "engine_path")}/keys/${entryString(entry, "key_name")}`,
   // A transit ciphertext, as unwrap checks it.
@@ -306,7 +306,7 @@ export const vaultTransitKeyType: MasterKeyType<"hc_vault", VaultTransitDeps> = 
     env: "SOPS_VAULT_URIS",
     help: "comma separated list of vault's key URI (e.g. 'https://vault.example.org:8200/v1/transit/keys/dev')",
     example: "https://vault.example.org:8200/v1/transit/keys/dev",
-    rank: 4,
+    rank: 5,
   },
   config: { groupKey: "hc_vault", groupItem: "string", shorthandKey: "hc_vault_transit_uri" },
 

@@ -59,7 +59,7 @@ export const EXIT_CLASSES: Readonly<Record<ErrorCode, ExitClass>> = {
   NOT_ENCRYPTED: { exit: 1, meaning: "decrypt/rotate/updatekeys on a file with no sops metadata" },
   UNSUPPORTED: {
     exit: 1,
-    meaning: "valid input this build does not handle (an hckms key, ...)",
+    meaning: "valid input this build does not handle (a passphrase-protected SSH age key, ...)",
   },
   READ_FAILED: {
     exit: 2,

@@ -11,7 +11,6 @@ import {
   type ShorthandContext,
 } from "../../providers/keys/key-type.ts";
 import type { KeyEntry, KeyFieldValue } from "../envelope/sops/master-key.ts";
-import { BootsealError } from "../errors.ts";
 import { bad, isNull, keyList, map, seq, str, type Tree } from "./sops-config-yaml.ts";
 
 /** sops keeps the first of two keys of the same kind with the same identity (deduplicateKeygroup). */
@@ -46,19 +45,12 @@ function mappingItem(v: Tree, what: string): ConfigItem {
   return out;
 }
 
-function unsupportedHckms(v: Tree | undefined): void {
-  if (!isNull(v) && !(v?.t === "seq" && v.items.length === 0)) {
-    throw new BootsealError("UNSUPPORTED", "hckms (HuaweiCloud KMS) keys are not supported");
-  }
-}
-
 /** extractMasterKeys: merged groups first, then each kind in registry order; de-duplicated. */
 export function keyGroupFromConfig(v: Tree, depth = 0): KeyEntry[] {
   if (depth > 16) throw bad("key_groups merge nests too deeply");
   const g = map(v, "key group");
   const keys: KeyEntry[] = [];
   for (const sub of seq(g.get("merge"), "merge")) keys.push(...keyGroupFromConfig(sub, depth + 1));
-  unsupportedHckms(g.get("hckms"));
   for (const type of KEY_TYPES) {
     const { groupKey, groupItem } = type.config;
     for (const item of seq(g.get(groupKey), groupKey)) {
@@ -75,7 +67,6 @@ export type ShorthandKeys = readonly { readonly kind: string; readonly texts: re
 
 /** getKeyGroupsFromCreationRule's shorthand fields; validated now (with no CLI context). */
 export function shorthandFromConfig(rule: ReadonlyMap<string, Tree>): ShorthandKeys {
-  unsupportedHckms(rule.get("hckms"));
   const out = KEY_TYPES.map((type) => ({
     kind: type.kind,
     texts: keyList(rule.get(type.config.shorthandKey), type.config.shorthandKey),

@@ -281,7 +281,12 @@ describe("config errors", () => {
       "BAD_INPUT",
     ],
     ["bad bool", "creation_rules:\n  - mac_only_encrypted: maybe\n", "BAD_INPUT"],
-    ["hckms", "creation_rules:\n  - hckms: [tr-west-1:abc]\n", "UNSUPPORTED"],
+    [
+      "hckms id without a key uuid",
+      "creation_rules:\n  - hckms: [tr-west-1]\n",
+      "BAD_INPUT",
+      /invalid key ID format: expected 'region:key-uuid'/,
+    ],
   ];
   for (const [label, text, code, message] of cases) {
     it(`${label} -> ${code}`, () => throwsCode(() => cfg(text), code, message));

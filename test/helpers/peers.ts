@@ -12,6 +12,7 @@ export type PeerName =
   | "SOPS_3_13_3_BIN" // path of the real sops 3.13.3 (the oracle for comments inside YAML lists)
   | "AGE_BIN" // path of age
   | "AGE_KEYGEN_BIN" // path of age-keygen
+  | "AGE_PLUGIN_DIR" // a directory holding only age-plugin-batchpass (filippo.io/age v1.3.1), a real age plugin
   | "GPG_BIN" // path of gpg
   | "GPGCONF_BIN" // path of gpgconf (stops the gpg-agent of a temporary GNUPGHOME)
   | "S3_SEAWEEDFS_ENDPOINT" // http://127.0.0.1:<port>

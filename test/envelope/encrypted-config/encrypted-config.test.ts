@@ -200,6 +200,7 @@ describe("EncryptedConfig round trip", () => {
     pgp: "FBC7B9E2A4F9289AC0C1D4843D16CEE4A27381B4",
     kms: "arn:aws:kms:us-east-1:111122223333:key/k+arn:aws:iam::111122223333:role/r|bootseal-machine:ns/m",
     gcp_kms: "projects/p/locations/global/keyRings/r/cryptoKeys/k",
+    hckms: "tr-west-1:0f4d1c5e-8a6b-4c2d-9e3f-1a2b3c4d5e6f",
     azure_kv: "https://v.vault.azure.net/keys/k/0123456789abcdef",
     hc_vault: "https://vault.example.com:8200/v1/transit/keys/bootseal",
   };

@@ -249,7 +249,15 @@ describe("metadataFromTree", () => {
       ["hckms", seq(map(["key_id", s("r:u")], ["created_at", s("2024-01-01T00:00:00Z")], ["enc", s("x")]))],
       ...FORMAT_313.items,
     );
-    assert.throws(() => metadataFromTree(hckms, KEY_KINDS), { code: "UNSUPPORTED" });
+    assert.throws(() => metadataFromTree(hckms, []), { code: "UNSUPPORTED" }, "a table without hckms");
+    const read = metadataFromTree(hckms, KEY_KINDS);
+    assert.deepEqual(
+      read.keyGroups
+        .flat()
+        .filter((e) => e.kind === "hckms")
+        .map((e) => e.enc),
+      ["x"],
+    );
   });
 });
 
