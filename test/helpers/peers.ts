@@ -48,7 +48,10 @@ export type PeerName =
   | "CAPI_VERSION" // the Cluster API release the capi peer built and runs (v1.14.2)
   | "CAPI_WATCH_FILTER" // the capi peer's managers reconcile only objects labelled cluster.x-k8s.io/watch-filter=<this>
   | "OPENAPI_SPEC_VALIDATOR" // path of openapi-spec-validator 0.9.0 (PyPI): checks the service's OpenAPI document
-  | "CHROMIUM_BIN"; // path of chromium (Debian 12 package), headless through puppeteer-core (the fleet page, Swagger UI)
+  | "CHROMIUM_BIN" // path of chromium (Debian 12 package), headless through puppeteer-core (the fleet page, Swagger UI)
+  | "SWTPM_TCTI" // swtpm:host=127.0.0.1,port=<port>: a software TPM 2.0 (swtpm 0.7.1) with EK certificates
+  | "SWTPM_OTHER_TCTI" // a second one, its EK certificates from a CA of its own
+  | "SWTPM_EK_CA"; // PEM bundle: the first TPM's EK CA (issuer and root, swtpm_localca)
 
 export function peer(name: PeerName): string {
   if (env.BOOTSEAL_LANE === "unit") {

@@ -8,6 +8,7 @@ import { type AwsIamProviderOptions, awsIamProvider } from "./aws-iam.ts";
 import { type AzureProviderOptions, azureProvider } from "./azure.ts";
 import { gcpProvider } from "./gcp.ts";
 import type { IdentityProvider } from "./provider.ts";
+import { tpmProvider } from "./tpm.ts";
 
 /** Per-method settings from the fetch flags. */
 export interface ProviderSettings {
@@ -21,6 +22,7 @@ const PROVIDERS: Partial<Record<CloudAuthMethod, Factory>> = {
   "aws-iam": (settings) => awsIamProvider(settings.aws),
   gcp: () => gcpProvider(),
   azure: (settings) => azureProvider(settings.azure),
+  tpm: () => tpmProvider(),
 };
 
 export function identityProvider(method: CloudAuthMethod, settings: ProviderSettings = {}): IdentityProvider {

@@ -7,6 +7,7 @@ import type { CloudAuthMethod } from "../../machine/identity-login.ts";
 import { type AwsIamOptions, awsIamVerifier } from "./aws-iam.ts";
 import { azureVerifier } from "./azure.ts";
 import { gcpVerifier } from "./gcp.ts";
+import { tpmVerifier } from "./tpm.ts";
 import type { IdentityVerifier } from "./verifier.ts";
 
 export interface VerifierOptions {
@@ -21,6 +22,7 @@ const VERIFIERS: Partial<Record<CloudAuthMethod, Factory>> = {
   "aws-iam": (config, options) => awsIamVerifier({ ...config.aws, ...options.aws }),
   gcp: (config) => gcpVerifier(config.gcp),
   azure: (config) => (config.azure === undefined ? null : azureVerifier(config.azure)),
+  tpm: (config) => (config.bindings.some((b) => b.method === "tpm") ? tpmVerifier(config) : null),
 };
 
 /** The verifiers for this configuration, by method. */
