@@ -160,6 +160,33 @@ function digestOfExpected(): string {
   return h.digest("hex");
 }
 
+/** An EK and an AK of the other TPM in `work` (ek.ctx, ak.ctx, ak.pub). */
+async function makeOtherAk(work: string): Promise<void> {
+  await tpm2(OTHER_TCTI, ["tpm2_flushcontext", "-t"]);
+  await tpm2(OTHER_TCTI, ["tpm2_createek", "-c", "ek.ctx", "-G", "rsa", "-u", "ek.pub"], work);
+  await tpm2(OTHER_TCTI, ["tpm2_flushcontext", "-t"]);
+  await tpm2(
+    OTHER_TCTI,
+    [
+      "tpm2_createak",
+      "-C",
+      "ek.ctx",
+      "-c",
+      "ak.ctx",
+      "-G",
+      "rsa",
+      "-g",
+      "sha256",
+      "-s",
+      "rsassa",
+      "-u",
+      "ak.pub",
+    ],
+    work,
+  );
+  await tpm2(OTHER_TCTI, ["tpm2_flushcontext", "-t"]);
+}
+
 function refusal(res: { statusCode: number; body: string }, status: number, reason: string): void {
   assert.equal(res.statusCode, status, res.body);
   assert.match(res.body, new RegExp(`tpm login refused \\(${reason}\\)`));
@@ -195,29 +222,7 @@ test("tpm (swtpm): a quote from another TPM is refused (quote-signature); tpm2_c
   // The other TPM, enrolled nowhere, quotes the same nonce with its own AK.
   const work = await mkdtemp(join(tmpdir(), "tpm-other-"));
   try {
-    await tpm2(OTHER_TCTI, ["tpm2_flushcontext", "-t"]);
-    await tpm2(OTHER_TCTI, ["tpm2_createek", "-c", "ek.ctx", "-G", "rsa", "-u", "ek.pub"], work);
-    await tpm2(OTHER_TCTI, ["tpm2_flushcontext", "-t"]);
-    await tpm2(
-      OTHER_TCTI,
-      [
-        "tpm2_createak",
-        "-C",
-        "ek.ctx",
-        "-c",
-        "ak.ctx",
-        "-G",
-        "rsa",
-        "-g",
-        "sha256",
-        "-s",
-        "rsassa",
-        "-u",
-        "ak.pub",
-      ],
-      work,
-    );
-    await tpm2(OTHER_TCTI, ["tpm2_flushcontext", "-t"]);
+    await makeOtherAk(work);
     const nonce = Buffer.from(a.challenge.nonce, "base64url").toString("hex");
     await tpm2(
       OTHER_TCTI,
@@ -256,29 +261,7 @@ test("tpm (swtpm): a quote from another TPM is refused (quote-signature); tpm2_c
 test("tpm (swtpm): an AK not bound to the EK (another TPM's AK under this EK) is refused (credential-not-activated)", async () => {
   const work = await mkdtemp(join(tmpdir(), "tpm-ak-"));
   try {
-    await tpm2(OTHER_TCTI, ["tpm2_flushcontext", "-t"]);
-    await tpm2(OTHER_TCTI, ["tpm2_createek", "-c", "ek.ctx", "-G", "rsa", "-u", "ek.pub"], work);
-    await tpm2(OTHER_TCTI, ["tpm2_flushcontext", "-t"]);
-    await tpm2(
-      OTHER_TCTI,
-      [
-        "tpm2_createak",
-        "-C",
-        "ek.ctx",
-        "-c",
-        "ak.ctx",
-        "-G",
-        "rsa",
-        "-g",
-        "sha256",
-        "-s",
-        "rsassa",
-        "-u",
-        "ak.pub",
-      ],
-      work,
-    );
-    await tpm2(OTHER_TCTI, ["tpm2_flushcontext", "-t"]);
+    await makeOtherAk(work);
     const otherAk = (await readFile(join(work, "ak.pub"))).toString("base64");
     // The trusted EK of TPM a with the other TPM's AK: TPM a cannot activate for that AK.
     const res = await postChallenge("prod/web-2", {
