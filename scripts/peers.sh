@@ -18,7 +18,7 @@ set -euo pipefail
 # gcp-kms-fake and azure-kv-fake are hand-written fakes (test/fakes/): no real peer installs here.
 # azure-kv-fake's NODE_EXTRA_CA_CERTS bundle takes in one exported by a peer listed before it
 # (no other peer exports one now): list a peer that would, before azure-kv-fake.
-PEERS=(age age-plugin-batchpass gpg shells sops sops-3-13-3 seaweedfs moto moto-sts local-kms fake-gcs openbao spiffe gcp-kms-fake azure-kv-fake cloud-init ignition-validate ignition qemu wine kube capi promtool helm chromium openapi-spec-validator)
+PEERS=(age age-plugin-batchpass gpg shells sops sops-3-13-3 seaweedfs moto moto-sts local-kms fake-gcs openbao spiffe gcp-kms-fake azure-kv-fake cloud-init ignition-validate ignition qemu wine kube capi promtool helm chromium openapi-spec-validator swtpm)
 # BOOTSEAL_PEERS_ONLY="name ...": only these peers (in PEERS order), e.g. to start some peers in
 # a second run directory (BOOTSEAL_PEERS_RUN) beside a full set in another one.
 if [[ -n "${BOOTSEAL_PEERS_ONLY:-}" ]]; then

@@ -42,7 +42,13 @@ export const MATCH_KEYS: Readonly<Record<CloudAuthMethod, readonly string[]>> = 
     "clientId",
   ],
   spiffe: ["id", "trustDomain", "path"],
+  // ekPublicSha256 enrols one EK (exact, no glob); ekCertIssuer matches EKs certified by the CA bundle.
+  tpm: ["ekPublicSha256", "ekCertIssuer"],
 };
+
+/** PCR indices a tpm binding may name (the sha256 bank of a PC-client TPM). */
+const PCR_INDEX = /^(?:[0-9]|1[0-9]|2[0-3])$/;
+const SHA256_HEX = /^[0-9a-f]{64}$/;
 
 /** `ns/name`, or `ns/*` (name null): every machine of the namespace. */
 export interface MachinePattern {
@@ -60,6 +66,15 @@ export interface MachineBinding {
    * an instance profile's credentials carry), and the machine's name must be that id.
    */
   readonly instanceIdFromSession: boolean;
+  /** tpm: PCR index -> its expected sha256-bank value (hex); what the quote must show. */
+  readonly pcrs?: Readonly<Record<number, string>>;
+}
+
+/** `machineAuth.tpm`: how EKs are trusted, how long a challenge lives. */
+export interface TpmMachineAuth {
+  /** PEM file: the EK CAs (vendor or cloud) an EK certificate must chain to. */
+  readonly ekCaFile?: string;
+  readonly challengeTtlMs: number;
 }
 
 export interface MachineAuthConfig {
@@ -77,6 +92,7 @@ export interface MachineAuthConfig {
   readonly azure?: AzureMachineAuth;
   /** Undefined: no trust domains configured, no SPIFFE logins. */
   readonly spiffe?: SpiffeMachineAuth;
+  readonly tpm: TpmMachineAuth;
   readonly bindings: readonly MachineBinding[];
 }
 
@@ -88,11 +104,13 @@ export interface RawMachineAuth {
   gcp?: GcpMachineAuthConfig;
   azure?: AzureMachineAuthConfig;
   spiffe?: SpiffeMachineAuthConfig;
+  tpm?: { ekCaFile?: string; challengeTtl?: string | number };
   bindings: {
     method: string;
     match?: Record<string, unknown>;
     machines: string | string[];
     instanceIdFromSession?: boolean;
+    pcrs?: Record<string, unknown>;
   }[];
 }
 
@@ -138,7 +156,31 @@ function parseBinding(b: RawMachineAuth["bindings"][number], i: number): Machine
   if (instanceIdFromSession && b.method !== "aws-iam") {
     throw usage(`${where}.instanceIdFromSession`, "applies to aws-iam bindings only");
   }
-  return { method: b.method, match, machines, instanceIdFromSession };
+  if (b.method === "tpm" && match.ekPublicSha256 !== undefined && !SHA256_HEX.test(match.ekPublicSha256)) {
+    // A glob here would trust every EK.
+    throw usage(`${where}.match.ekPublicSha256`, "must be 64 lower-case hex digits (no glob)");
+  }
+  const pcrs = parsePcrs(b, where);
+  return { method: b.method, match, machines, instanceIdFromSession, ...(pcrs ? { pcrs } : {}) };
+}
+
+function parsePcrs(b: RawMachineAuth["bindings"][number], where: string): Record<number, string> | undefined {
+  if (b.method !== "tpm") {
+    if (b.pcrs !== undefined) throw usage(`${where}.pcrs`, "applies to tpm bindings only");
+    return undefined;
+  }
+  const entries = Object.entries(b.pcrs ?? {});
+  // Without PCRs a quote proves nothing about the boot: a tpm binding always names some.
+  if (entries.length === 0) throw usage(`${where}.pcrs`, "a tpm binding needs at least one PCR");
+  const pcrs: Record<number, string> = {};
+  for (const [index, value] of entries) {
+    if (!PCR_INDEX.test(index)) throw usage(`${where}.pcrs.${index}`, "is not a PCR index (0-23)");
+    if (typeof value !== "string" || !SHA256_HEX.test(value.toLowerCase())) {
+      throw usage(`${where}.pcrs.${index}`, "must be the sha256 value (64 hex digits)");
+    }
+    pcrs[Number(index)] = value.toLowerCase();
+  }
+  return pcrs;
 }
 
 export function parseMachineAuth(raw: RawMachineAuth, publicUrl: string | undefined): MachineAuthConfig {
@@ -169,6 +211,12 @@ export function parseMachineAuth(raw: RawMachineAuth, publicUrl: string | undefi
     gcp: resolveGcpMachineAuth(raw.gcp ?? {}),
     azure,
     spiffe,
+    tpm: {
+      ...(raw.tpm?.ekCaFile !== undefined ? { ekCaFile: raw.tpm.ekCaFile } : {}),
+      challengeTtlMs: parseDuration(raw.tpm?.challengeTtl ?? "2m", "machineAuth.tpm.challengeTtl", {
+        min: 1000,
+      }),
+    },
     bindings,
   };
 }

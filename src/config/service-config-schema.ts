@@ -359,11 +359,26 @@ export const SERVICE_CONFIG_SCHEMA: SchemaNode = {
         gcp: { ...GCP_MACHINE_AUTH_SCHEMA, default: {} },
         azure: AZURE_MACHINE_AUTH_SCHEMA,
         spiffe: SPIFFE_MACHINE_AUTH_SCHEMA,
+        tpm: {
+          type: "object",
+          additionalProperties: false,
+          description: 'TPM logins (docs/api.md "Machine login")',
+          properties: {
+            ekCaFile: {
+              type: "string",
+              description: "PEM bundle of the EK CAs an EK certificate must chain to",
+            },
+            challengeTtl: {
+              type: ["string", "integer"],
+              description: "how long a login challenge (its nonce) stays usable; default 2m",
+            },
+          },
+        },
         bindings: {
           type: "array",
           default: [],
           description:
-            'list of `{method, match, machines, instanceIdFromSession}`: which cloud identities may log in as which machines (docs/api.md "Machine login")',
+            'list of `{method, match, machines, instanceIdFromSession, pcrs}`: which cloud identities may log in as which machines (docs/api.md "Machine login")',
           items: {
             type: "object",
             additionalProperties: false,
@@ -383,6 +398,10 @@ export const SERVICE_CONFIG_SCHEMA: SchemaNode = {
               instanceIdFromSession: {
                 type: "boolean",
                 description: "aws-iam: the machine's name is the EC2 instance id of the session",
+              },
+              pcrs: {
+                type: "object",
+                description: "tpm: PCR index -> expected sha256-bank value (hex); the quote must show them",
               },
             },
           },

@@ -7,8 +7,11 @@
  * docs/api.md "Machine login" and docs/security.md say what each method proves.
  */
 
-/** The identities a machine can log in with (`bootseal fetch --auth`): its cloud's, or a SPIFFE JWT-SVID. */
-export const CLOUD_AUTH_METHODS = ["aws-iam", "gcp", "azure", "spiffe"] as const;
+/**
+ * The identities a machine can log in with (`bootseal fetch --auth`): the clouds', a SPIFFE
+ * JWT-SVID, and its TPM (`tpm`: a challenge first, at `…/login/challenge`, see TpmChallengeRequest).
+ */
+export const CLOUD_AUTH_METHODS = ["aws-iam", "gcp", "azure", "spiffe", "tpm"] as const;
 export type CloudAuthMethod = (typeof CLOUD_AUTH_METHODS)[number];
 /** `token` is the bootstrap token: the portable fallback, and the default. */
 export type MachineAuthMethod = "token" | CloudAuthMethod;
@@ -41,3 +44,37 @@ export const SERVER_ID_HEADER = "x-bootseal-server-id";
  * service refuses any other, so a login signature can never be used for anything else.
  */
 export const AWS_GET_CALLER_IDENTITY_BODY = "Action=GetCallerIdentity&Version=2011-06-15";
+
+/**
+ * A TPM login's first step (`POST /v1/machines/:ns/:name/login/challenge`): the machine's
+ * endorsement key, its EK certificate when the TPM holds one, and an attestation key made
+ * under the EK; all base64 (the keys as TPM2B_PUBLIC, the certificate as DER).
+ */
+export interface TpmChallengeRequest {
+  readonly ekPublic: string;
+  readonly ekCertificate?: string;
+  readonly akPublic: string;
+}
+
+/**
+ * The service's answer: a single-use nonce to quote over, the PCRs to quote (sha256 bank),
+ * and a credential made to the EK for the AK's name (TPM2_MakeCredential; base64 TPM2Bs).
+ */
+export interface TpmChallengeResponse {
+  readonly nonce: string;
+  readonly pcrs: readonly number[];
+  readonly credentialBlob: string;
+  readonly encryptedSecret: string;
+  readonly expiresAt: string;
+}
+
+/**
+ * The `tpm` login credential: base64 of this JSON. `secret` is what TPM2_ActivateCredential
+ * recovered; `attest` and `signature` are the TPM2_Quote's TPMS_ATTEST and TPMT_SIGNATURE.
+ */
+export interface TpmLoginCredential {
+  readonly nonce: string;
+  readonly secret: string;
+  readonly attest: string;
+  readonly signature: string;
+}

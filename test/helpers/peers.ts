@@ -54,7 +54,10 @@ export type PeerName =
   | "SPIFFE_WEB_CA_FILE" // the root that signs the https_web endpoint's certificate
   | "SPIFFE_TLS_ENDPOINT" // https://127.0.0.1:<port>: its bundle endpoint, profile https_spiffe (X509-SVID spiffe://bootseal.test/bundle-endpoint)
   | "SPIFFE_BOOTSTRAP_BUNDLE" // bootseal.test's bundle as the peer started (authenticates the https_spiffe endpoint)
-  | "CHROMIUM_BIN"; // path of chromium (Debian 12 package), headless through puppeteer-core (the fleet page, Swagger UI)
+  | "CHROMIUM_BIN" // path of chromium (Debian 12 package), headless through puppeteer-core (the fleet page, Swagger UI)
+  | "SWTPM_TCTI" // swtpm:host=127.0.0.1,port=<port>: a software TPM 2.0 (swtpm 0.7.1) with EK certificates
+  | "SWTPM_OTHER_TCTI" // a second one, its EK certificates from a CA of its own
+  | "SWTPM_EK_CA"; // PEM bundle: the first TPM's EK CA (issuer and root, swtpm_localca)
 
 export function peer(name: PeerName): string {
   if (env.BOOTSEAL_LANE === "unit") {

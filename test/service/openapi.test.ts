@@ -159,6 +159,7 @@ describe("the document passes the linters", () => {
       "publishConfig",
       "readyz",
       "streamEvents",
+      "tpmLoginChallenge",
     ]);
     assert.ok((doc.servers?.length ?? 0) > 0, "servers");
     for (const { op } of operations()) {
@@ -173,7 +174,14 @@ describe("the document passes the linters", () => {
       .filter(({ op }) => Array.isArray(op.security) && op.security.length === 0)
       .map(({ op }) => op.operationId)
       .sort();
-    assert.deepEqual(anonymous, ["getArtifact", "healthz", "loginMachine", "metrics", "readyz"]);
+    assert.deepEqual(anonymous, [
+      "getArtifact",
+      "healthz",
+      "loginMachine",
+      "metrics",
+      "readyz",
+      "tpmLoginChallenge",
+    ]);
   });
 });
 
@@ -389,6 +397,19 @@ describe("the live answers are what the document says", () => {
     assert.equal(refused.status, 501, "machineAuth is off: UNSUPPORTED");
     await check("loginMachine", refused, refused.status);
     await check("loginMachine", await login(JSON.stringify({ method: "gcp" })), 400);
+    // tpmLoginChallenge: likewise 501 here (login-tpm.test.ts walks it against real TPMs).
+    const challenge = (body: string) =>
+      fetch(url(`${machine}/login/challenge`), {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body,
+      });
+    await check(
+      "tpmLoginChallenge",
+      await challenge(JSON.stringify({ ekPublic: "AA==", akPublic: "AA==" })),
+      501,
+    );
+    await check("tpmLoginChallenge", await challenge(JSON.stringify({ ekPublic: "AA==" })), 400);
 
     // streamEvents: the stream's head (it never ends), and a caller without status:read.
     const abort = new AbortController();

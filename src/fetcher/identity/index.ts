@@ -9,6 +9,7 @@ import { type AzureProviderOptions, azureProvider } from "./azure.ts";
 import { gcpProvider } from "./gcp.ts";
 import type { IdentityProvider } from "./provider.ts";
 import { type SpiffeProviderOptions, spiffeProvider } from "./spiffe.ts";
+import { tpmProvider } from "./tpm.ts";
 
 /** Per-method settings from the fetch flags. */
 export interface ProviderSettings {
@@ -24,6 +25,7 @@ const PROVIDERS: Partial<Record<CloudAuthMethod, Factory>> = {
   gcp: () => gcpProvider(),
   azure: (settings) => azureProvider(settings.azure),
   spiffe: (settings) => spiffeProvider(settings.spiffe),
+  tpm: () => tpmProvider(),
 };
 
 export function identityProvider(method: CloudAuthMethod, settings: ProviderSettings = {}): IdentityProvider {

@@ -1,15 +1,16 @@
 /**
- * `bootseal fetch --auth aws-iam|gcp|azure`: one login per boot at the machine's login route
+ * `bootseal fetch --auth aws-iam|gcp|azure|tpm`: one login per boot at the machine's login route
  * (`…/v1/machines/<ns>/<name>/login`, next to its config URL) with a credential from the
  * method's provider; the answer is a bootstrap token for this boot, which the fetch and the
  * status reports then use exactly as a token from --token-file. Retried as the download is
  * (5xx, 429, no answer; a fresh credential each attempt); a refused credential (401) or an
- * identity not bound to the machine (403) is final. The credential and the token never reach
+ * identity not bound to the machine (403) is final; tpm first asks for a challenge
+ * (`…/login/challenge`) that its credential answers (tpm.ts). The credential and the token never reach
  * a log line or a message.
  */
 import { BootsealError } from "../../errors.ts";
 import { sendOk } from "../../http/client.ts";
-import type { CloudAuthMethod, LoginResponse } from "../../machine/identity-login.ts";
+import type { CloudAuthMethod, LoginResponse, TpmChallengeResponse } from "../../machine/identity-login.ts";
 import { type RetryOptions, withRetry } from "../../retry.ts";
 import type { Source } from "../source.ts";
 import { identityProvider, type ProviderSettings } from "./index.ts";
@@ -50,7 +51,18 @@ export async function loginForToken(
   const url = loginUrlFor(source.url);
   const { value } = await withRetry(
     async ({ signal }) => {
-      const credential = await provider.credential({ audience, env: call.env, signal });
+      const challenge = async (request: unknown): Promise<TpmChallengeResponse> => {
+        const res = await sendOk({
+          method: "POST",
+          url: new URL(`${url.pathname}/challenge`, url),
+          headers: { "content-type": "application/json", accept: "application/json" },
+          body: Buffer.from(JSON.stringify(request)),
+          signal,
+          ...(call.ca ? { ca: call.ca } : {}),
+        });
+        return JSON.parse(Buffer.from(res.body).toString("utf8")) as TpmChallengeResponse;
+      };
+      const credential = await provider.credential({ audience, env: call.env, signal, challenge });
       return sendOk({
         method: "POST",
         url,

@@ -8,6 +8,7 @@ import { type AwsIamOptions, awsIamVerifier } from "./aws-iam.ts";
 import { azureVerifier } from "./azure.ts";
 import { gcpVerifier } from "./gcp.ts";
 import { spiffeVerifier } from "./spiffe.ts";
+import { tpmVerifier } from "./tpm.ts";
 import type { IdentityVerifier } from "./verifier.ts";
 
 export interface VerifierOptions {
@@ -23,6 +24,7 @@ const VERIFIERS: Partial<Record<CloudAuthMethod, Factory>> = {
   gcp: (config) => gcpVerifier(config.gcp),
   azure: (config) => (config.azure === undefined ? null : azureVerifier(config.azure)),
   spiffe: (config) => (config.spiffe === undefined ? null : spiffeVerifier(config.spiffe)),
+  tpm: (config) => (config.bindings.some((b) => b.method === "tpm") ? tpmVerifier(config) : null),
 };
 
 /** The verifiers for this configuration, by method. */

@@ -2,9 +2,10 @@
  * The seam between the login route and each cloud identity method: a verifier turns the
  * credential a machine sent into the attributes it proves, and the bindings in the service
  * configuration (identity/bindings.ts) decide which machines those attributes may act for.
- * One file per method (aws-iam.ts, gcp.ts, azure.ts), one registry line (index.ts).
+ * One file per method (aws-iam.ts, gcp.ts, azure.ts, tpm.ts), one registry line (index.ts).
  */
 import type { CloudAuthMethod } from "../../machine/identity-login.ts";
+import type { MachineId } from "../../machine/machine-id.ts";
 
 /** What a verified cloud credential proved. */
 export interface ProvenIdentity {
@@ -21,6 +22,8 @@ export interface ProvenIdentity {
    * - azure (all lower-cased): tenant, subscription, resourceGroup, vmName, vmResourceId,
    *   objectId (the managed identity), clientId and, for a scale-set VM, vmScaleSet; no vmId
    *   (it is not in the token)
+   * - tpm: ekPublicSha256 (of the EK's SubjectPublicKeyInfo) and, for an EK certified by
+   *   machineAuth.tpm.ekCaFile, ekCertIssuer
    */
   readonly attributes: Readonly<Record<string, string>>;
 }
@@ -33,6 +36,8 @@ export interface VerifyContext {
   readonly audience: string;
   readonly now: Date;
   readonly signal?: AbortSignal;
+  /** The machine in the login URL (tpm: its challenge must have been for this machine). */
+  readonly machine?: MachineId;
 }
 
 export interface IdentityVerifier {

@@ -47,6 +47,7 @@ export async function loginMachine(
   const identity = await verifier.verify(request.credential, {
     audience,
     now: ctx.now(),
+    machine: m,
     ...(options.signal ? { signal: options.signal } : {}),
   });
   options.identified?.(identity.principal);

@@ -6,16 +6,18 @@
  * address, per machine named, per presented credential and per proven principal, with the
  * auth plugin's FailureCounter: past rateLimit.authFailuresPerMinute a failure is answered
  * 429 with Retry-After. The audit line names the principal, never the credential.
+ * POST …/login/challenge is a tpm login's first step (../identity/tpm.ts), counted the same way.
  */
 import type { FastifyInstance } from "fastify";
 import type { MachineAuthConfig } from "../../config/machine-auth.ts";
 import { BootsealError, type ErrorCode, hasCode } from "../../errors.ts";
 import type { ServiceContext } from "../context.ts";
 import { identityVerifiers, type VerifierOptions } from "../identity/index.ts";
+import type { TpmVerifier } from "../identity/tpm.ts";
 import { loginMachine } from "../machines/login.ts";
 import { FAILURE_BUCKETS_MAX, FailureCounter, signalFor } from "../plugins/auth.ts";
 import { stateOf } from "../request-state.ts";
-import { LOGIN_BODY_LIMIT, loginSchema } from "../schemas/login.ts";
+import { LOGIN_BODY_LIMIT, loginSchema, tpmChallengeSchema } from "../schemas/login.ts";
 import type { RequestTypeProvider } from "../schemas/type-provider.ts";
 import { sha256Hex } from "../tokens.ts";
 
@@ -37,6 +39,36 @@ export function loginRoutes(parent: FastifyInstance, ctx: ServiceContext, option
     ctx.now().getTime(),
   );
 
+  /** Counts a failed login or challenge; past the limit, the failure is answered 429. */
+  const counted = (err: unknown, keys: string[], reply: { header(k: string, v: string): unknown }): never => {
+    if (!hasCode(err, ...COUNTED)) throw err;
+    const wait = Math.max(...keys.map((k) => failures.fail(k)));
+    if (wait > 0) {
+      void reply.header("retry-after", String(wait));
+      throw new BootsealError("RATE_LIMITED", "too many failed logins; retry later");
+    }
+    throw err;
+  };
+
+  const tpm = login.verifiers.get("tpm") as TpmVerifier | undefined;
+  app.post(
+    "/v1/machines/:ns/:name/login/challenge",
+    { schema: tpmChallengeSchema, bodyLimit: LOGIN_BODY_LIMIT, config: { audit: "login" } },
+    async (request, reply) => {
+      const m = { namespace: request.params.ns, name: request.params.name };
+      const { audience, bindings } = options.machineAuth;
+      if (audience === undefined || tpm === undefined || !bindings.some((b) => b.method === "tpm")) {
+        throw new BootsealError("UNSUPPORTED", "tpm machine login is not configured on this service");
+      }
+      try {
+        const answer = tpm.challenge(m, request.body, ctx.now());
+        return reply.code(200).header("cache-control", "no-store").send(answer);
+      } catch (err) {
+        return counted(err, [`address:${request.ip}`, `machine:${m.namespace}/${m.name}`], reply);
+      }
+    },
+  );
+
   app.post(
     "/v1/machines/:ns/:name/login",
     { schema: loginSchema, bodyLimit: LOGIN_BODY_LIMIT, config: { audit: "login" } },
@@ -52,19 +84,13 @@ export function loginRoutes(parent: FastifyInstance, ctx: ServiceContext, option
         });
         return reply.code(200).header("cache-control", "no-store").send(answer);
       } catch (err) {
-        if (!hasCode(err, ...COUNTED)) throw err;
         const keys = [
           `address:${request.ip}`,
           `machine:${m.namespace}/${m.name}`,
           `credential:${sha256Hex(request.body.credential)}`,
         ];
         if (state.identity) keys.push(`principal:${state.identity}`);
-        const wait = Math.max(...keys.map((k) => failures.fail(k)));
-        if (wait > 0) {
-          void reply.header("retry-after", String(wait));
-          throw new BootsealError("RATE_LIMITED", "too many failed logins; retry later");
-        }
-        throw err;
+        return counted(err, keys, reply);
       }
     },
   );

@@ -16,7 +16,8 @@ export const loginBody = {
       maxLength: CREDENTIAL_MAX_CHARS,
       description:
         "aws-iam: base64 of the JSON {method, url, headers, body} of a signed sts:GetCallerIdentity request; " +
-        "gcp, azure: the identity token (a JWT)",
+        "gcp, azure: the identity token (a JWT); " +
+        "tpm: base64 of the JSON {nonce, secret, attest, signature} answering a challenge (…/login/challenge)",
     },
   },
   required: ["method", "credential"],
@@ -46,4 +47,44 @@ export const loginSchema = {
   params: machineParams,
   body: loginBody,
   response: { 200: loginResponse, ...errorResponses(400, 401, 403, 404, 413, 415, 429, 501, 503) },
+} as const;
+
+const base64 = (description: string, maxLength: number) =>
+  ({ type: "string", maxLength, pattern: "^[A-Za-z0-9+/]*={0,2}$", description }) as const;
+
+export const tpmChallengeSchema = {
+  summary: "A machine asks for a TPM login challenge",
+  description:
+    "The first step of a tpm login: the machine's EK (and its certificate), and an AK made under it. The EK must " +
+    "chain to machineAuth.tpm.ekCaFile or be enrolled by a binding, the AK must be a restricted signing key fixed " +
+    "to its TPM, and a tpm binding must cover the machine. Answers a single-use nonce, the PCRs to quote and a " +
+    "credential for TPM2_ActivateCredential. Refusals name the failed check: `tpm login refused (<reason>)`.",
+  operationId: "tpmLoginChallenge",
+  tags: ["machines"],
+  security: [],
+  params: machineParams,
+  body: {
+    type: "object",
+    properties: {
+      ekPublic: base64("the EK, TPM2B_PUBLIC", 2048),
+      ekCertificate: base64("the EK certificate, DER", 8192),
+      akPublic: base64("the AK (made under the EK), TPM2B_PUBLIC", 2048),
+    },
+    required: ["ekPublic", "akPublic"],
+    additionalProperties: false,
+  },
+  response: {
+    200: {
+      type: "object",
+      properties: {
+        nonce: { type: "string", description: "base64url; the quote's qualifying data; single use" },
+        pcrs: { type: "array", items: { type: "integer" }, description: "sha256-bank PCRs to quote" },
+        credentialBlob: { type: "string", description: "TPM2B_ID_OBJECT, base64" },
+        encryptedSecret: { type: "string", description: "TPM2B_ENCRYPTED_SECRET, base64" },
+        expiresAt: { type: "string", format: "date-time" },
+      },
+      required: ["nonce", "pcrs", "credentialBlob", "encryptedSecret", "expiresAt"],
+    },
+    ...errorResponses(400, 401, 403, 413, 415, 429, 501),
+  },
 } as const;

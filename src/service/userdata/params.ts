@@ -142,7 +142,7 @@ function checkAuth(value: unknown): StubAuth {
     }
     return { method: "token", token };
   }
-  if (!isCloudAuthMethod(a.method)) bad("auth.method: expected token, aws-iam, gcp or azure");
+  if (!isCloudAuthMethod(a.method)) bad("auth.method: expected token, aws-iam, gcp, azure or tpm");
   // A cloud method carries no secret: a token beside it would be one.
   if (a.token !== undefined) bad("auth.token: only with method token");
   const args: unknown = a.args ?? [];

@@ -1,0 +1,300 @@
+/**
+ * Machine login with a TPM, against two real software TPMs (the swtpm peer: swtpm 0.7.1, EK
+ * certificates from swtpm_setup's local CA) driven by tpm2-tools, the fetcher's own TPM client.
+ * End to end: the real `bootseal fetch --auth tpm` logs in at the real service app on loopback,
+ * fetches and reports. In process: every refusal by its reason code (a replayed nonce, a quote
+ * from another TPM, an AK not bound to the EK, an EK outside the trusted chain, a changed PCR),
+ * and tpm2_checkquote, an independent implementation, agrees with the service on every quote.
+ */
+import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { createHash } from "node:crypto";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, test } from "node:test";
+import { promisify } from "node:util";
+import type { FastifyInstance } from "fastify";
+import { parseMachineAuth } from "../../src/config/machine-auth.ts";
+import { tpmProvider } from "../../src/fetcher/identity/tpm.ts";
+import type {
+  TpmChallengeRequest,
+  TpmChallengeResponse,
+  TpmLoginCredential,
+} from "../../src/machine/identity-login.ts";
+import { ageKey, tempDir } from "../fetcher/helpers.ts";
+import { peer } from "../helpers/peers.ts";
+import { fetchWithLogin, loginService, phasesOf, publishAs } from "./login-harness.ts";
+
+const run = promisify(execFile);
+const AUDIENCE = "https://bootseal-tpm.login.test";
+const TCTI = peer("SWTPM_TCTI");
+const OTHER_TCTI = peer("SWTPM_OTHER_TCTI");
+const EK_CA = peer("SWTPM_EK_CA");
+const PCRS = [0, 7];
+
+async function tpm2(tcti: string, args: string[], cwd?: string): Promise<string> {
+  const { stdout } = await run(args[0] as string, args.slice(1), {
+    env: { ...process.env, TPM2TOOLS_TCTI: tcti },
+    ...(cwd ? { cwd } : {}),
+  });
+  return stdout;
+}
+
+/** The sha256-bank values of `pcrs` as tpm2_pcrread prints them. */
+async function pcrValues(tcti: string): Promise<Record<string, string>> {
+  const out = await tpm2(tcti, ["tpm2_pcrread", `sha256:${PCRS.join(",")}`]);
+  const values: Record<string, string> = {};
+  for (const m of out.matchAll(/^\s*(\d+)\s*:\s*0x([0-9A-Fa-f]{64})/gm))
+    values[m[1] as string] = (m[2] as string).toLowerCase();
+  return values;
+}
+
+let dir: { path: string; remove: () => Promise<void> };
+let key: Awaited<ReturnType<typeof ageKey>>;
+let app: FastifyInstance;
+let url: string;
+let expected: Record<string, string>;
+
+function service(): FastifyInstance {
+  return loginService(
+    key.recipient,
+    parseMachineAuth(
+      {
+        audience: AUDIENCE,
+        tokenTtl: "1h",
+        aws: { region: "us-east-1" },
+        tpm: { ekCaFile: EK_CA },
+        bindings: [{ method: "tpm", match: { ekCertIssuer: "*" }, machines: "prod/*", pcrs: expected }],
+      },
+      undefined,
+    ),
+  );
+}
+
+before(async () => {
+  dir = await tempDir("login-tpm");
+  key = await ageKey(dir.path, "machine");
+  expected = await pcrValues(TCTI);
+  app = service();
+  url = await app.listen({ host: "127.0.0.1", port: 0 });
+  await publishAs(app, "prod/web-1", "tpm-attested secret\n");
+  // The in-process logins: a config stays published for web-2 (web-1's goes once fetched).
+  await publishAs(app, "prod/web-2", "another secret\n");
+});
+after(async () => {
+  await app?.close();
+  await dir?.remove();
+});
+
+/** What the machine sent and got, step by step, with a hook to tamper with the challenge. */
+interface Exchange {
+  request: TpmChallengeRequest;
+  challenge: TpmChallengeResponse;
+  credential: string;
+}
+
+async function postChallenge(machine: string, request: unknown) {
+  return app.inject({
+    method: "POST",
+    url: `/v1/machines/${machine}/login/challenge`,
+    payload: request as object,
+  });
+}
+
+async function postLogin(machine: string, credential: string) {
+  return app.inject({
+    method: "POST",
+    url: `/v1/machines/${machine}/login`,
+    payload: { method: "tpm", credential },
+  });
+}
+
+/** The fetcher's TPM provider on `tcti`, its challenge asked of the app (optionally rewritten). */
+async function attest(
+  tcti: string,
+  machine = "prod/web-2",
+  rewrite: (r: TpmChallengeRequest) => Promise<TpmChallengeRequest> | TpmChallengeRequest = (r) => r,
+): Promise<Exchange> {
+  const seen: Partial<Exchange> = {};
+  const credential = await tpmProvider().credential({
+    audience: AUDIENCE,
+    env: { PATH: process.env.PATH, BOOTSEAL_TPM_TCTI: tcti },
+    challenge: async (request) => {
+      seen.request = await rewrite(request);
+      const res = await postChallenge(machine, seen.request);
+      assert.equal(res.statusCode, 200, res.body);
+      seen.challenge = res.json() as TpmChallengeResponse;
+      return seen.challenge;
+    },
+  });
+  return { ...(seen as Exchange), credential };
+}
+
+/** tpm2_checkquote's verdict on the exchange's quote: the AK's signature and the nonce. */
+async function checkquote(x: Exchange, akPublic = x.request.akPublic): Promise<boolean> {
+  const work = await mkdtemp(join(tmpdir(), "tpm-checkquote-"));
+  try {
+    const c = JSON.parse(Buffer.from(x.credential, "base64").toString()) as TpmLoginCredential;
+    await writeFile(join(work, "ak.pub"), Buffer.from(akPublic, "base64"));
+    await writeFile(join(work, "q.msg"), Buffer.from(c.attest, "base64"));
+    await writeFile(join(work, "q.sig"), Buffer.from(c.signature, "base64"));
+    const nonce = Buffer.from(x.challenge.nonce, "base64url").toString("hex");
+    await tpm2(
+      "none",
+      ["tpm2_checkquote", "-u", "ak.pub", "-m", "q.msg", "-s", "q.sig", "-g", "sha256", "-q", nonce],
+      work,
+    );
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await rm(work, { recursive: true, force: true });
+  }
+}
+
+/** The quote's PCR digest equals sha256 over the binding's values (what the service compares). */
+function digestOfExpected(): string {
+  const h = createHash("sha256");
+  for (const i of PCRS) h.update(Buffer.from(expected[String(i)] as string, "hex"));
+  return h.digest("hex");
+}
+
+/** An EK and an AK of the other TPM in `work` (ek.ctx, ak.ctx, ak.pub). */
+async function makeOtherAk(work: string): Promise<void> {
+  await tpm2(OTHER_TCTI, ["tpm2_flushcontext", "-t"]);
+  await tpm2(OTHER_TCTI, ["tpm2_createek", "-c", "ek.ctx", "-G", "rsa", "-u", "ek.pub"], work);
+  await tpm2(OTHER_TCTI, ["tpm2_flushcontext", "-t"]);
+  await tpm2(
+    OTHER_TCTI,
+    [
+      "tpm2_createak",
+      "-C",
+      "ek.ctx",
+      "-c",
+      "ak.ctx",
+      "-G",
+      "rsa",
+      "-g",
+      "sha256",
+      "-s",
+      "rsassa",
+      "-u",
+      "ak.pub",
+    ],
+    work,
+  );
+  await tpm2(OTHER_TCTI, ["tpm2_flushcontext", "-t"]);
+}
+
+function refusal(res: { statusCode: number; body: string }, status: number, reason: string): void {
+  assert.equal(res.statusCode, status, res.body);
+  assert.match(res.body, new RegExp(`tpm login refused \\(${reason}\\)`));
+}
+
+test("tpm (swtpm): bootseal fetch --auth tpm logs in with the TPM, fetches, writes and reports succeeded", async () => {
+  const { r, root } = await fetchWithLogin({
+    dir: dir.path,
+    base: url,
+    machine: "prod/web-1",
+    method: "tpm",
+    serverId: AUDIENCE,
+    env: { BOOTSEAL_TPM_TCTI: TCTI, SOPS_AGE_KEY_FILE: key.file, PATH: process.env.PATH ?? "" },
+  });
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(await readFile(join(root, "etc/bootseal/secret.txt"), "utf8"), "tpm-attested secret\n");
+  assert.ok((await phasesOf(app, "prod/web-1")).includes("succeeded"));
+});
+
+test("tpm (swtpm): a good quote is accepted by tpm2_checkquote and the service; its nonce is single use", async () => {
+  const x = await attest(TCTI);
+  assert.deepEqual(x.challenge.pcrs, PCRS);
+  assert.equal(await checkquote(x), true);
+  const c = JSON.parse(Buffer.from(x.credential, "base64").toString()) as TpmLoginCredential;
+  assert.equal(Buffer.from(c.attest, "base64").subarray(-32).toString("hex"), digestOfExpected());
+  assert.equal((await postLogin("prod/web-2", x.credential)).statusCode, 200);
+  // The same quote again: its nonce is spent (tpm2_checkquote cannot know; the service does).
+  refusal(await postLogin("prod/web-2", x.credential), 401, "nonce-unknown");
+});
+
+test("tpm (swtpm): a quote from another TPM is refused (quote-signature); tpm2_checkquote agrees", async () => {
+  const a = await attest(TCTI);
+  // The other TPM, enrolled nowhere, quotes the same nonce with its own AK.
+  const work = await mkdtemp(join(tmpdir(), "tpm-other-"));
+  try {
+    await makeOtherAk(work);
+    const nonce = Buffer.from(a.challenge.nonce, "base64url").toString("hex");
+    await tpm2(
+      OTHER_TCTI,
+      [
+        "tpm2_quote",
+        "-c",
+        "ak.ctx",
+        "-l",
+        "sha256:0,7",
+        "-q",
+        nonce,
+        "-m",
+        "q.msg",
+        "-s",
+        "q.sig",
+        "-g",
+        "sha256",
+      ],
+      work,
+    );
+    await tpm2(OTHER_TCTI, ["tpm2_flushcontext", "-t"]);
+    const good = JSON.parse(Buffer.from(a.credential, "base64").toString()) as TpmLoginCredential;
+    const forged: TpmLoginCredential = {
+      ...good,
+      attest: (await readFile(join(work, "q.msg"))).toString("base64"),
+      signature: (await readFile(join(work, "q.sig"))).toString("base64"),
+    };
+    const x = { ...a, credential: Buffer.from(JSON.stringify(forged)).toString("base64") };
+    assert.equal(await checkquote(x), false);
+    refusal(await postLogin("prod/web-2", x.credential), 401, "quote-signature");
+  } finally {
+    await rm(work, { recursive: true, force: true });
+  }
+});
+
+test("tpm (swtpm): an AK not bound to the EK (another TPM's AK under this EK) is refused (credential-not-activated)", async () => {
+  const work = await mkdtemp(join(tmpdir(), "tpm-ak-"));
+  try {
+    await makeOtherAk(work);
+    const otherAk = (await readFile(join(work, "ak.pub"))).toString("base64");
+    // The trusted EK of TPM a with the other TPM's AK: TPM a cannot activate for that AK.
+    const res = await postChallenge("prod/web-2", {
+      ...(await attest(TCTI).then((x) => x.request)),
+      akPublic: otherAk,
+    });
+    assert.equal(res.statusCode, 200, res.body);
+    const challenge = res.json() as TpmChallengeResponse;
+    const guess: TpmLoginCredential = {
+      nonce: challenge.nonce,
+      secret: Buffer.alloc(32).toString("base64"),
+      attest: "",
+      signature: "",
+    };
+    refusal(
+      await postLogin("prod/web-2", Buffer.from(JSON.stringify(guess)).toString("base64")),
+      401,
+      "credential-not-activated",
+    );
+  } finally {
+    await rm(work, { recursive: true, force: true });
+  }
+});
+
+test("tpm (swtpm): an EK whose certificate is from another CA, and not enrolled, is refused (ek-untrusted)", async () => {
+  await assert.rejects(attest(OTHER_TCTI), /ek-untrusted/);
+});
+
+test("tpm (swtpm): after PCR 7 is extended the machine is refused (pcr-mismatch); tpm2_checkquote still verifies the signature", async () => {
+  await tpm2(TCTI, ["tpm2_pcrextend", `7:sha256=${"ab".repeat(32)}`]);
+  const x = await attest(TCTI);
+  assert.equal(await checkquote(x), true);
+  const c = JSON.parse(Buffer.from(x.credential, "base64").toString()) as TpmLoginCredential;
+  assert.notEqual(Buffer.from(c.attest, "base64").subarray(-32).toString("hex"), digestOfExpected());
+  refusal(await postLogin("prod/web-2", x.credential), 401, "pcr-mismatch");
+});
