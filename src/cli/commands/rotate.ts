@@ -17,7 +17,7 @@ import { BootsealError } from "../../errors.ts";
 import { bindContext } from "../../machine/kms-binding.ts";
 import { CONFIGS_PREFIX, configKeyMachineText } from "../../machine/store-layout.ts";
 import type { CliIo, Command } from "../command.ts";
-import { runOverDirectory } from "../directory-run.ts";
+import { DIRECTORY_CONCURRENCY, runOverDirectory } from "../directory-run.ts";
 import { EXIT_CODES, EXIT_OK } from "../exit-codes.ts";
 import { checkTarget, exists, readInput, writeOutput } from "../file-io.ts";
 import { FORMAT_FLAGS, JSON_FLAG, KEYSERVICE_FLAGS, OUTPUT_FLAGS } from "../flag-groups.ts";
@@ -225,12 +225,18 @@ async function runDirectory(values: Values, dir: string, io: CliIo): Promise<num
     keyServices: keyServicesOf(values),
   };
   const words = { command: "rotate", changed: "rotated", unchanged: "unchanged" };
-  return runOverDirectory(dir, io, words, async (path, bytes) => {
-    const formats = pickFormats(path, values as Record<string, string | undefined>);
-    const rotated = await rotateDocument(bytes, formats, changes, options);
-    await writeOutput(rotated.bytes, { inPlace: true, inputFile: path }, io);
-    return { kind: "changed" };
-  });
+  return runOverDirectory(
+    dir,
+    io,
+    words,
+    async (path, bytes, replace) => {
+      const formats = pickFormats(path, values as Record<string, string | undefined>);
+      const rotated = await rotateDocument(bytes, formats, changes, options);
+      await replace(path, rotated.bytes);
+      return { kind: "changed" };
+    },
+    DIRECTORY_CONCURRENCY,
+  );
 }
 
 const STORE_FLAGS = [

@@ -15,7 +15,12 @@ import type { KeyResolver } from "../../envelope/sops/master-key.ts";
 import { BootsealError } from "../../errors.ts";
 import { replaceFile } from "../../files/atomic-write.ts";
 import type { CliIo, Command } from "../command.ts";
-import { type FileOutcome, runOverDirectory } from "../directory-run.ts";
+import {
+  DIRECTORY_CONCURRENCY,
+  type FileOutcome,
+  type ReplaceFile,
+  runOverDirectory,
+} from "../directory-run.ts";
 import { readInput } from "../file-io.ts";
 import { INPUT_TYPE_FLAG, KEYSERVICE_FLAGS, SOPS_CONFIG_FLAG, THRESHOLD_FLAG } from "../flag-groups.ts";
 import { type CommandSpec, type FlagValues, parseFlags } from "../flags.ts";
@@ -91,7 +96,12 @@ async function confirm(io: CliIo): Promise<boolean> {
 }
 
 /** One document: its key groups brought in line with its creation rule. */
-async function updateFile(file: string, bytes: Uint8Array, ctx: RunContext): Promise<FileOutcome> {
+async function updateFile(
+  file: string,
+  bytes: Uint8Array,
+  ctx: RunContext,
+  replace: ReplaceFile = replaceFile,
+): Promise<FileOutcome> {
   const { values, io, deps } = ctx;
   const formats = pickFormats(file, {
     "input-type": values["input-type"],
@@ -131,7 +141,7 @@ async function updateFile(file: string, bytes: Uint8Array, ctx: RunContext): Pro
       shamirThreshold:
         setup.groups.length > 1 ? threshold || setup.groups.length : doc.metadata.shamirThreshold,
     };
-    await replaceFile(file, emitEncrypted(formats.input, doc.branches, metadata, KEY_KINDS));
+    await replace(file, emitEncrypted(formats.input, doc.branches, metadata, KEY_KINDS));
   } finally {
     dataKey.fill(0);
   }
@@ -159,7 +169,15 @@ export const updatekeysCommand: Command = {
     };
     if (ctx.recursive) {
       const words = { command: "updatekeys", changed: "updated", unchanged: "already up to date" };
-      return runOverDirectory(file, io, words, (path, bytes) => updateFile(path, bytes, ctx));
+      // Questions are asked one file at a time; with --yes, several files are in flight.
+      const concurrency = values.yes ? DIRECTORY_CONCURRENCY : 1;
+      return runOverDirectory(
+        file,
+        io,
+        words,
+        (path, bytes, replace) => updateFile(path, bytes, ctx, replace),
+        concurrency,
+      );
     }
     const outcome = await updateFile(file, await readInput(file, io), ctx);
     if (outcome.kind === "unchanged") io.stderr.write(`${file} already up to date\n`);
