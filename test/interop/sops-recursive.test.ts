@@ -6,13 +6,11 @@
  * were; a broken document fails on its own, the run goes on and exits with its code.
  */
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { after, before, test } from "node:test";
 import { EXIT_CODES } from "../../src/cli/exit-codes.ts";
-import { peer } from "../helpers/peers.ts";
-import { createHarness, type Harness, ok } from "./harness.ts";
+import { createHarness, extraAgeKey, type Harness, ok } from "./harness.ts";
 
 const PLAIN: Record<string, string> = {
   "a.yaml": "token: abc\nnested:\n    list:\n        - x\n        - y\n",
@@ -24,15 +22,13 @@ const PLAIN: Record<string, string> = {
 const UNTOUCHED = ["README.md", "b/notes.txt", ".git/config.yaml"];
 
 let h: Harness;
-let second: { recipient: string; keyFile: string };
+after(() => h?.cleanup());
+/** The key the runs add: the real sops must open every document with it alone. */
+let second: ReturnType<typeof extraAgeKey>;
 before(() => {
   h = createHarness();
-  const keyFile = join(h.dir, "age2.txt");
-  execFileSync(peer("AGE_KEYGEN_BIN"), ["-o", keyFile], { stdio: "ignore" });
-  const recipient = /public key: (age1\w+)/.exec(readFileSync(keyFile, "utf8"))?.[1] as string;
-  second = { recipient, keyFile };
+  second = extraAgeKey(h);
 });
-after(() => h?.cleanup());
 
 const rule = (recipients: string[]) => `creation_rules:\n  - age: ${recipients.join(",")}\n`;
 
