@@ -48,6 +48,13 @@ export interface AtomicWriteOptions {
   readonly expectDir?: string;
   /** Name the temporary file `<tempPrefix><random>` (default: `.<name>.bootseal-<random>.tmp`). */
   readonly tempPrefix?: string;
+  /**
+   * One write of a batch (the CLI's --recursive runs): the directory goes into this set
+   * instead of being fsynced, and the caller fsyncs each directory once (syncDirectory) when
+   * the batch ends. Each file is still replaced atomically; only the renames of a batch cut
+   * short by a crash may be lost (the old files stay).
+   */
+  readonly syncDirectoryLater?: Set<string>;
 }
 
 const CREATE_FLAGS = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
@@ -120,7 +127,8 @@ export async function writeFileAtomic(
     }
     await rename(tmp, path);
     created = false;
-    await syncDirectory(dir);
+    if (options.syncDirectoryLater) options.syncDirectoryLater.add(dir);
+    else await syncDirectory(dir);
   } catch (err) {
     if (created) await unlink(tmp).catch(() => {});
     throw ioError(path, "write", err);
@@ -177,10 +185,14 @@ export async function writeResolved(
  * Replaces `path` atomically for the CLI (-i, --output, updatekeys): an existing file keeps
  * its mode, as sops -i does; a new one gets 0600 because it may hold plaintext.
  */
-export async function replaceFile(path: string, data: Uint8Array): Promise<void> {
+export async function replaceFile(
+  path: string,
+  data: Uint8Array,
+  batch: Pick<AtomicWriteOptions, "syncDirectoryLater"> = {},
+): Promise<void> {
   const mode = await stat(path).then(
     (info) => info.mode & 0o777,
     () => 0o600,
   );
-  await writeFileAtomic(path, data, { mode });
+  await writeFileAtomic(path, data, { mode, ...batch });
 }

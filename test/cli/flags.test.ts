@@ -164,9 +164,9 @@ const EXPECTED_FLAGS: Record<string, string> = {
   decrypt:
     "decryption-order:s enable-local-keyservice:b=true extract:s filename-override:s ignore-mac:b in-place/-i:b indent:s input-type:s keyservice:s machine:s output-type:s output:s",
   rotate:
-    "add-age:s add-azure-kv:s add-gcp-kms:s add-hc-vault-transit:s add-hckms:s add-kms:s add-pgp:s aws-profile:s concurrency:s=4 decryption-order:s dry-run:b enable-local-keyservice:b=true encryption-context:s filename-override:s ignore-mac:b in-place/-i:b indent:s input-type:s json:b keyservice:s output-type:s output:s prefix:s=configs/ rm-age:s rm-azure-kv:s rm-gcp-kms:s rm-hc-vault-transit:s rm-hckms:s rm-kms:s rm-pgp:s store:s",
+    "add-age:s add-azure-kv:s add-gcp-kms:s add-hc-vault-transit:s add-hckms:s add-kms:s add-pgp:s aws-profile:s concurrency:s=4 decryption-order:s dry-run:b enable-local-keyservice:b=true encryption-context:s filename-override:s ignore-mac:b in-place/-i:b indent:s input-type:s json:b keyservice:s output-type:s output:s prefix:s=configs/ recursive:b rm-age:s rm-azure-kv:s rm-gcp-kms:s rm-hc-vault-transit:s rm-hckms:s rm-kms:s rm-pgp:s store:s",
   updatekeys:
-    "config:s decryption-order:s enable-local-keyservice:b=true input-type:s keyservice:s shamir-secret-sharing-threshold:s yes/-y:b",
+    "config:s decryption-order:s enable-local-keyservice:b=true input-type:s keyservice:s recursive:b shamir-secret-sharing-threshold:s yes/-y:b",
   keyservice: "addr:s address:s=127.0.0.1:5000 net:s network:s=tcp prompt:b verbose:b",
   "exec-env": "background:b decryption-order:s pristine:b same-process:b user:s",
   "exec-file": "background:b decryption-order:s filename:s input-type:s no-fifo:b output-type:s user:s",

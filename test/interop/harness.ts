@@ -104,3 +104,12 @@ export function ok(result: RunResult, what: string): Buffer {
   if (result.status !== 0) throw new Error(`${what} exited ${result.status}: ${result.stderr.trim()}`);
   return result.stdout;
 }
+
+/** Another age identity in the harness's directory, for the key-change tests (a second recipient). */
+export function extraAgeKey(h: Harness, name = "age2.txt"): { recipient: string; keyFile: string } {
+  const keyFile = join(h.dir, name);
+  execFileSync(peer("AGE_KEYGEN_BIN"), ["-o", keyFile], { stdio: "ignore" });
+  const recipient = /public key: (age1\w+)/.exec(readFileSync(keyFile, "utf8"))?.[1];
+  if (!recipient) throw new Error("age-keygen wrote no public key");
+  return { recipient, keyFile };
+}

@@ -3,13 +3,11 @@
  * bootseal's on a sops file keep the other side able to decrypt; --extract and stdin work.
  */
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { EXIT_CODES } from "../../src/cli/exit-codes.ts";
-import { peer } from "../helpers/peers.ts";
-import { createHarness, type Harness, ok } from "./harness.ts";
+import { createHarness, extraAgeKey, type Harness, ok } from "./harness.ts";
 
 const PLAIN =
   "token: abcdef.0123456789abcdef\nnested:\n    port: 6443\n    list:\n        - a\n        - b\n";
@@ -18,10 +16,7 @@ let h: Harness;
 let second: { recipient: string; keyFile: string };
 before(() => {
   h = createHarness();
-  const keyFile = join(h.dir, "age2.txt");
-  execFileSync(peer("AGE_KEYGEN_BIN"), ["-o", keyFile], { stdio: "ignore" });
-  const recipient = /public key: (age1\w+)/.exec(readFileSync(keyFile, "utf8"))?.[1] as string;
-  second = { recipient, keyFile };
+  second = extraAgeKey(h);
 });
 after(() => h?.cleanup());
 

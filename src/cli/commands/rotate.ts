@@ -6,6 +6,9 @@
  * rotate --store URL: the same for every object under --prefix (default configs/), each
  * verified and replaced with a conditional write (../rotate-store.ts; docs/cli.md "Rotating a
  * whole store").
+ *
+ * rotate --recursive -i DIR: the same for every sops document under a directory, in place,
+ * in one run (../directory-run.ts).
  */
 import { resolve } from "node:path";
 import type { ProviderDeps } from "../../../providers/keys/index.ts";
@@ -14,6 +17,7 @@ import { BootsealError } from "../../errors.ts";
 import { bindContext } from "../../machine/kms-binding.ts";
 import { CONFIGS_PREFIX, configKeyMachineText } from "../../machine/store-layout.ts";
 import type { CliIo, Command } from "../command.ts";
+import { DIRECTORY_CONCURRENCY, runOverDirectory } from "../directory-run.ts";
 import { EXIT_CODES, EXIT_OK } from "../exit-codes.ts";
 import { checkTarget, exists, readInput, writeOutput } from "../file-io.ts";
 import { FORMAT_FLAGS, JSON_FLAG, KEYSERVICE_FLAGS, OUTPUT_FLAGS } from "../flag-groups.ts";
@@ -177,6 +181,7 @@ async function runFile(
   if (positionals.length === 0) throw new BootsealError("NO_FILE", "no file specified (or --store URL)");
   if (positionals.length !== 1) throw new BootsealError("USAGE", "rotate takes one file (or --store URL)");
   const file = positionals[0] as string;
+  if (values.recursive === true) return runDirectory(values, file, io);
   const target = {
     inPlace: values["in-place"] as boolean | undefined,
     output: values.output as string | undefined,
@@ -202,6 +207,36 @@ async function runFile(
   });
   await writeOutput(rotated.bytes, target, io);
   return EXIT_OK;
+}
+
+/** Every sops document under `dir`, each in place with a new data key and the same key changes. */
+async function runDirectory(values: Values, dir: string, io: CliIo): Promise<number> {
+  if (values["in-place"] !== true || values.output !== undefined)
+    throw new BootsealError(
+      "USAGE",
+      "rotate --recursive rewrites each file: give -i (--in-place), not --output",
+    );
+  const deps = providerDeps(io.env);
+  const changes = keyChanges(values, deps, io.env);
+  const options = {
+    deps,
+    order: parseDecryptionOrder(values["decryption-order"] as string | undefined),
+    ignoreMac: values["ignore-mac"] === true,
+    keyServices: keyServicesOf(values),
+  };
+  const words = { command: "rotate", changed: "rotated", unchanged: "unchanged" };
+  return runOverDirectory(
+    dir,
+    io,
+    words,
+    async (path, bytes, replace) => {
+      const formats = pickFormats(path, values as Record<string, string | undefined>);
+      const rotated = await rotateDocument(bytes, formats, changes, options);
+      await replace(path, rotated.bytes);
+      return { kind: "changed" };
+    },
+    DIRECTORY_CONCURRENCY,
+  );
 }
 
 const STORE_FLAGS = [
@@ -237,9 +272,14 @@ const spec = {
   summary:
     "give a document (or every document in a store) a new data key; --add-*/--rm-* change its master keys",
   operands: "FILE",
-  forms: ["--store URL [flags]"],
+  forms: ["--store URL [flags]", "--recursive -i DIR [flags]"],
   flags: [
     ...OUTPUT_FLAGS,
+    {
+      name: "recursive",
+      type: "boolean",
+      help: "DIR is a directory: rotate every sops document under it in place (-i), in one run, with a summary",
+    },
     ...FORMAT_FLAGS,
     ...KMS_FLAGS,
     ...keyFlags("add"),
@@ -252,7 +292,7 @@ const spec = {
 } as const satisfies CommandSpec;
 
 /** Flags that make sense for one FILE only, refused with --store. */
-const FILE_ONLY = ["ignore-mac", ...[...OUTPUT_FLAGS, ...FORMAT_FLAGS].map((f) => f.name)];
+const FILE_ONLY = ["ignore-mac", "recursive", ...[...OUTPUT_FLAGS, ...FORMAT_FLAGS].map((f) => f.name)];
 const STORE_ONLY = STORE_FLAGS.filter((f) => f.name !== "store").map((f) => f.name);
 
 export const rotateCommand: Command = {

@@ -6,25 +6,13 @@
  */
 import { Composer, CST, LineCounter, parseAllDocuments } from "yaml";
 import { BootsealError } from "../../../errors.ts";
-import type { Branch, Comment, Entry, Mapping, Scalar, Sequence, Value } from "../document.ts";
-import { type Mark, type PColl, placeComments, type RawComment } from "./yaml-comments.ts";
+import type { Branch, Scalar } from "../document.ts";
+import type { Mark, PColl, RawComment } from "./yaml-comments.ts";
 import { expandTag, streamDirectives, type TagHandles } from "./yaml-directives.ts";
 import { parseSimpleYaml } from "./yaml-fast.ts";
-import { boundedTokens, Expansion, tooDeep, tooDeepAt } from "./yaml-limits.ts";
+import { boundedTokens, tooDeep, tooDeepAt } from "./yaml-limits.ts";
 import { resolvePlain, resolveTagged } from "./yaml-scalar.ts";
-
-type PValue =
-  | { readonly kind: "scalar"; readonly scalar: Scalar }
-  | { readonly kind: "coll"; readonly coll: PColl }
-  /** An alias: expanded (and counted against the budget, ./yaml-limits.ts) when finished. */
-  | { readonly kind: "alias"; readonly target: PValue };
-
-/** What an alias stands for. */
-function deref(value: PValue): Exclude<PValue, { kind: "alias" }> {
-  let v = value;
-  while (v.kind === "alias") v = v.target;
-  return v;
-}
+import { deref, finishStream, type PValue } from "./yaml-tree.ts";
 
 interface Walk {
   readonly text: string;
@@ -275,54 +263,6 @@ function walkFlow(w: Walk, token: CST.FlowCollection, stack: readonly PColl[]): 
   return coll;
 }
 
-/** Text units a scalar holds (what its output is at least as long as). */
-function unitsOf(s: Scalar): number {
-  if (s.type === "str" || s.type === "time")
-    return typeof s.value === "string" ? s.value.length : s.value.byteLength;
-  return s.type === "bytes" ? s.value.byteLength : 0;
-}
-
-/**
- * The tree of a value, aliases expanded within the budget `x`; `depth` is the nesting level a
- * collection here would have (the top mapping is level 1).
- */
-function finish(value: PValue, x: Expansion, depth: number): Value {
-  if (value.kind === "alias") {
-    x.node(0); // go-yaml counts the alias node itself, then what it expands to
-    x.enterAlias();
-    const expanded = finish(value.target, x, depth);
-    x.leaveAlias();
-    return expanded;
-  }
-  if (value.kind === "scalar") {
-    x.node(unitsOf(value.scalar));
-    return value.scalar;
-  }
-  x.node(0, depth);
-  const slots = [...value.coll.slots].sort((a, b) => a.order - b.order);
-  if (value.coll.kind === "map") {
-    const items: (Entry | Comment)[] = [];
-    for (const s of slots) {
-      if (s.comment) items.push(toComment(s.comment, x));
-      else {
-        const key = s.key ?? "";
-        x.node(key.length);
-        items.push({ kind: "entry", key, value: finish(s.value as PValue, x, depth + 1) });
-      }
-    }
-    return { kind: "map", items } satisfies Mapping;
-  }
-  const items: (Value | Comment)[] = slots.map((s) =>
-    s.comment ? toComment(s.comment, x) : finish(s.value as PValue, x, depth + 1),
-  );
-  return { kind: "seq", items } satisfies Sequence;
-}
-
-function toComment(c: { text: string; inline: boolean }, x: Expansion): Comment {
-  x.text(c.text.length);
-  return c.inline ? { kind: "comment", text: c.text, inline: true } : { kind: "comment", text: c.text };
-}
-
 function collectComments(w: Walk, node: unknown): void {
   if (Array.isArray(node)) {
     for (const n of node) collectComments(w, n);
@@ -429,12 +369,10 @@ export function parseYamlGeneral(text: string): Branch[] {
       order: text.length + 1,
       stack: [],
     });
-  w.marks.sort((a, b) => a.offset - b.offset);
-  const textLines = text.split(/\r?\n|\r/);
-  placeComments(w.comments, w.marks, w.flows, (l) => (textLines[l] ?? "").trim() === "");
-  const expansion = new Expansion();
-  return tops.map((top) => {
-    expansion.node(0); // the document node, as go-yaml counts it
-    return finish({ kind: "coll", coll: top }, expansion, 1) as Branch;
-  });
+  let textLines: string[] | undefined; // split only when there are comments to place
+  const blank = (l: number): boolean => {
+    textLines ??= text.split(/\r?\n|\r/);
+    return (textLines[l] ?? "").trim() === "";
+  };
+  return finishStream(tops, w.marks, w.comments, w.flows, blank);
 }

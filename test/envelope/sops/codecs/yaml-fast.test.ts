@@ -276,6 +276,44 @@ const hostile = fc
     return text;
   });
 
+/**
+ * Hand-kept files: a sops-shaped document whose data lines get comments (full-line at the
+ * line's column or left of it, trailing after the content) and blank lines, as people write
+ * them; the metadata block stays as sops writes it. Comment texts include what sops writes for
+ * an encrypted comment and texts that look like YAML.
+ */
+const commentText = fc.oneof(
+  fc.constantFrom("", " x", "  two", " a: b", " - x", ' "q"', "##", " #", " key: |"),
+  enc,
+);
+const commentedDocument = fc
+  .tuple(
+    sopsDocument,
+    fc.array(
+      fc.tuple(fc.constantFrom("head", "dedented", "trailing", "blank", "blank2"), fc.nat(), commentText),
+      {
+        minLength: 1,
+        maxLength: 8,
+      },
+    ),
+  )
+  .map(([doc, edits]) => {
+    const lines = doc.slice(0, -1).split("\n");
+    const meta = lines.indexOf("sops:");
+    const data = lines.slice(0, meta);
+    for (const [kind, at, text] of edits) {
+      const k = at % (data.length + 1);
+      const line = data[k] ?? "";
+      const indent = line.length - line.trimStart().length;
+      if (kind === "head") data.splice(k, 0, `${pad(indent)}#${text}`);
+      else if (kind === "dedented") data.splice(k, 0, `${pad(Math.floor(indent / 2))}#${text}`);
+      else if (kind === "trailing" && k < data.length) data[k] = `${line} #${text}`;
+      else if (kind === "blank") data.splice(k, 0, "");
+      else data.splice(k, 0, "", `${pad(indent)}#${text}`, "");
+    }
+    return `${[...data, ...lines.slice(meta)].join("\n")}\n`;
+  });
+
 /** The property: when the fast path accepts, it agrees with the general parser. */
 function agrees(text: string): boolean {
   const fast = parseSimpleYaml(text);
@@ -313,6 +351,48 @@ describe("yaml fast path = general parser", () => {
     // Some edits keep the text inside the subset (an extra key, a two-space indent): the
     // comparison must have run on those, not only on declines.
     assert.ok(accepted > 0, "no hostile text was accepted: the comparison never ran");
+  });
+
+  test("documents with comments and blank lines: mostly accepted, and the same tree", () => {
+    let accepted = 0;
+    let runs = 0;
+    fc.assert(
+      fc.property(commentedDocument, (text) => {
+        runs++;
+        if (agrees(text)) accepted++;
+      }),
+      { numRuns: 1500 },
+    );
+    // Declines are allowed (a literal block with a comment below it, an empty `-` item,
+    // text that cuts a quoted scalar), but the common shapes must take the fast path.
+    assert.ok(accepted > runs / 2, `only ${accepted} of ${runs} commented documents took the fast path`);
+  });
+
+  test("comments in every position of a small document, each as the general parser places it", () => {
+    const base = [
+      "a: 1",
+      "b:",
+      "    c: x",
+      "    d:",
+      "        - y",
+      "        - k: v",
+      "          l: w",
+      "e: |",
+      "    z",
+    ];
+    const comments = ["#h", "  #h", "    #h", "        #h", "          #h", ""];
+    let accepted = 0;
+    for (let at = 0; at <= base.length; at++) {
+      for (const c of comments) {
+        const lines = [...base.slice(0, at), c, ...base.slice(at)];
+        if (agrees(`${lines.join("\n")}\n`)) accepted++;
+        if (at < base.length) {
+          const trailing = base.map((l, i) => (i === at ? `${l} # t` : l));
+          agrees(`${trailing.join("\n")}\n`);
+        }
+      }
+    }
+    assert.ok(accepted > 20, `only ${accepted} accepted`);
   });
 
   test("every scalar form, as a mapping value and as a sequence item", () => {
