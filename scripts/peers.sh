@@ -102,14 +102,25 @@ ports_of() {
 }
 
 # free_ports COUNT : COUNT distinct free TCP port numbers, each with its next port free too.
-# The probe sockets stay open until all are chosen, so no two answers overlap.
+# The probe sockets stay open until all are chosen, so no two answers overlap. The ports lie
+# below the kernel's ephemeral range: the peers started before a peer's turn make outgoing
+# connections from that range, and one of them took a chosen port (swtpm, started last, found
+# its port in use).
 free_ports() {
   python3 - "$1" <<'PY'
-import socket, sys
+import random, socket, sys
 want, held, out, taken = int(sys.argv[1]), [], [], set()
+try:
+    low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+except OSError:
+    low = 32768
 while len(out) < want:
     a = socket.socket()
-    a.bind(("0.0.0.0", 0))
+    try:
+        a.bind(("0.0.0.0", random.randrange(10000, low - 1) if low > 12000 else 0))
+    except OSError:
+        a.close()
+        continue
     held.append(a)
     port = a.getsockname()[1]
     if port + 1 > 65535 or port in taken or port + 1 in taken:
