@@ -7,6 +7,7 @@
 import { Composer, CST, LineCounter, parseAllDocuments } from "yaml";
 import { BootsealError } from "../../../errors.ts";
 import type { Branch, Comment, Entry, Mapping, Scalar, Sequence, Value } from "../document.ts";
+import { blockScalarValue } from "./yaml-block-end.ts";
 import { type Mark, type PColl, placeComments, type RawComment } from "./yaml-comments.ts";
 import { expandTag, streamDirectives, type TagHandles } from "./yaml-directives.ts";
 import { parseSimpleYaml } from "./yaml-fast.ts";
@@ -95,9 +96,10 @@ function isBlock(token: CST.Token | undefined | null): boolean {
 function scalarValue(w: Walk, token: CST.Token, tag: string | undefined): Scalar {
   const resolved = CST.resolveAsScalar(token);
   if (!resolved) return bad(w, token.offset, "unexpected token");
+  const text = token.type === "block-scalar" ? blockScalarValue(token) : resolved.value;
   const line = w.lines.linePos(token.offset).line;
-  if (tag !== undefined && tag !== "!") return resolveTagged(resolved.value, tag, line);
-  if (resolved.type !== "PLAIN" || tag === "!") return { kind: "scalar", type: "str", value: resolved.value };
+  if (tag !== undefined && tag !== "!") return resolveTagged(text, tag, line);
+  if (resolved.type !== "PLAIN" || tag === "!") return { kind: "scalar", type: "str", value: text };
   const r = resolvePlain(resolved.value);
   if (r.type === "uint") return bad(w, token.offset, "integer out of the signed 64-bit range");
   return r;
@@ -428,6 +430,7 @@ export function parseYamlGeneral(text: string): Branch[] {
       coll: last,
       order: text.length + 1,
       stack: [],
+      ...(/[^\n\r]$/.test(text) ? { unterminated: true } : {}),
     });
   w.marks.sort((a, b) => a.offset - b.offset);
   const textLines = text.split(/\r?\n|\r/);
