@@ -6,6 +6,7 @@
 import { formatGoFloat } from "../envelope/sops/canonical.ts";
 import type { Format } from "../envelope/sops/codecs/codec.ts";
 import { codecFor } from "../envelope/sops/codecs/index.ts";
+import { unsupportedJsonValue } from "../envelope/sops/codecs/json-emit.ts";
 import type { Branch, Value } from "../envelope/sops/document.ts";
 import { BootsealError } from "../errors.ts";
 
@@ -57,6 +58,9 @@ export function renderExtracted(value: Value, format: Format): Uint8Array {
   if (value.type === "str" || value.type === "bytes") {
     return typeof value.value === "string" ? new TextEncoder().encode(value.value) : value.value;
   }
+  // Go's json.Marshal refuses these (sops: "Error dumping tree: json: unsupported value: NaN").
+  if (format === "json" && value.type === "float" && !Number.isFinite(value.value))
+    throw new BootsealError("UNREPRESENTABLE", unsupportedJsonValue(value.value));
   const text =
     value.type === "null"
       ? "null"
