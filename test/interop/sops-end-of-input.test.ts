@@ -14,31 +14,18 @@
 import assert from "node:assert/strict";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { PassThrough } from "node:stream";
 import { after, before, describe, test } from "node:test";
 import fc from "fast-check";
-import { main } from "../../src/cli/main.ts";
 import { runChild } from "../helpers/child.ts";
+import { runBootsealInProcess } from "../helpers/cli-in-process.ts";
 import { peer } from "../helpers/peers.ts";
 import { createHarness, type Harness, type RunResult } from "./harness.ts";
 
 const TIMEOUT = 300_000;
 
 /** `bootseal ARGS` in-process, with the harness's environment and the file's directory. */
-async function bootseal(h: Harness, args: string[], cwd: string): Promise<RunResult> {
-  const stdout = new PassThrough();
-  const stderr = new PassThrough();
-  const out: Buffer[] = [];
-  let err = "";
-  stdout.on("data", (c: Buffer) => out.push(c));
-  stderr.on("data", (c: Buffer) => {
-    err += c.toString();
-  });
-  const stdin = new PassThrough();
-  stdin.end();
-  const status = await main(args, { stdin, stdout, stderr, env: { ...h.env }, cwd });
-  return { status, stdout: Buffer.concat(out), stderr: err };
-}
+const bootseal = (h: Harness, args: string[], cwd: string): Promise<RunResult> =>
+  runBootsealInProcess(args, { env: h.env, cwd });
 
 type SopsRun = (args: string[], cwd: string) => Promise<RunResult>;
 
