@@ -30,14 +30,21 @@ export function parseExtractPath(text: string): (string | number)[] {
 export function extractPath(branches: readonly Branch[], path: string): Value {
   const steps = parseExtractPath(path);
   let node: Value | undefined = branches[0];
+  // sops's words for a key or an index that is not there, which scripts match.
+  const missing = (what: string): never => {
+    throw new BootsealError("USAGE", `error truncating tree: component ${what}`);
+  };
   for (const step of steps) {
     if (node?.kind === "map" && typeof step === "string") {
       const found: Branch["items"][number] | undefined = node.items.find(
         (i) => i.kind === "entry" && i.key === step,
       );
-      node = found?.kind === "entry" ? found.value : undefined;
+      node = found?.kind === "entry" ? found.value : missing(`['${step}'] not found`);
     } else if (node?.kind === "seq" && typeof step === "number") {
-      node = node.items.filter((i) => i.kind !== "comment")[step] as Value | undefined;
+      const item: Value | undefined = node.items.filter((i) => i.kind !== "comment")[step] as
+        | Value
+        | undefined;
+      node = item ?? missing(`[${step}] accesses out of bounds`);
     } else {
       node = undefined;
     }

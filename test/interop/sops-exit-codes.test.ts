@@ -23,6 +23,8 @@ let encrypted: string;
 let clearB: string;
 /** A document in two key groups, the second one's key unknown to the harness. */
 let twoGroups: string;
+/** A document holding a list of one item. */
+let listDoc: string;
 /** One document per float JSON cannot hold: .inf, -.inf, .nan. */
 const nonFinite: Record<string, string> = {};
 let n = 0;
@@ -35,6 +37,7 @@ before(async () => {
   };
   encrypted = await sopsEncrypt("plain.yaml", PLAIN);
   clearB = await sopsEncrypt("clear-b.yaml", PLAIN, ["--age", h.ageRecipient, "--unencrypted-regex", "^b$"]);
+  listDoc = await sopsEncrypt("list.yaml", "l:\n  - x\n");
   for (const v of [".inf", "-.inf", ".nan"]) nonFinite[v] = await sopsEncrypt(`f${v}.yaml`, `c: ${v}\n`);
   const other = join(h.dir, "other-age.txt");
   execFileSync(peer("AGE_KEYGEN_BIN"), ["-o", other], { stdio: "ignore" });
@@ -306,6 +309,14 @@ const CASES: readonly Case[] = [
     expect: "USAGE",
     files: enc,
     args: () => ["decrypt", "--extract", '["zz"]', "enc.yaml"],
+    text: "error truncating tree: component ['zz'] not found",
+  },
+  {
+    name: "decrypt --extract an index past the end of a list",
+    expect: "USAGE",
+    files: () => ({ "l.yaml": listDoc }),
+    args: () => ["decrypt", "--extract", '["l"][5]', "l.yaml"],
+    text: "error truncating tree: component [5] accesses out of bounds",
   },
   {
     name: "decrypt --decryption-order naming a kind twice",
