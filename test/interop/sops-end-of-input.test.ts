@@ -34,6 +34,8 @@ const show = (b: Uint8Array | string): string => JSON.stringify(Buffer.from(b).t
 describe("end of input: bootseal and sops 3.13.2 read every plaintext the same", { timeout: 900_000 }, () => {
   let h: Harness;
   let n = 0;
+  /** Plaintexts sops refused (so a property can check it did not test refusals only). */
+  let refused = 0;
 
   before(() => {
     h = createHarness();
@@ -56,6 +58,7 @@ describe("end of input: bootseal and sops 3.13.2 read every plaintext the same",
     const encrypt = ["encrypt", "--age", h.ageRecipient, file];
     const [bySops, byBootseal] = [await sops(encrypt, dir), await bootseal(h, encrypt, dir)];
     if (bySops.status !== 0) {
+      refused++;
       if (byBootseal.status === bySops.status) return undefined;
       return `sops refused (${bySops.status}: ${bySops.stderr.trim()}), bootseal exited ${byBootseal.status}: ${byBootseal.stderr.trim()}`;
     }
@@ -184,25 +187,29 @@ describe("end of input: bootseal and sops 3.13.2 read every plaintext the same",
     timeout: TIMEOUT,
   }, async () => {
     const word = fc.stringMatching(/^[a-z][a-z0-9 ]{0,8}[a-z0-9]$/);
-    const lines = fc.array(word, { minLength: 1, maxLength: 3 });
-    const indicator = fc.constantFrom("|", "|-", "|+", ">", ">-", ">+");
+    // A block scalar's lines after the first: text, empty, more-indented, trailing blanks.
+    const line = fc.oneof(
+      word.map((w) => `  ${w}`),
+      fc.constantFrom("", "  "),
+      word.map((w) => `    ${w}`),
+      word.map((w) => `  ${w}  `),
+    );
+    const indicator = fc.constantFrom("|", "|-", "|+", ">", ">-", ">+", "|2", ">2-");
     const lastValue = fc.oneof(
       word,
       word.map((w) => `'${w}'`),
       word.map((w) => `"${w}"`),
       fc
-        .tuple(indicator, lines, fc.boolean())
-        .map(([ind, ls, moreIndented]) =>
-          [ind, ...ls.map((l, i) => (moreIndented && i === ls.length - 1 ? `    ${l}` : `  ${l}`))].join(
-            "\n",
-          ),
-        ),
+        .tuple(indicator, word, fc.array(line, { maxLength: 3 }))
+        .map(([ind, first, rest]) => [ind, `  ${first}`, ...rest].join("\n")),
     );
     const doc = fc.record({
       bom: fc.boolean(),
       head: fc.constantFrom("", "# head\n", "x: 1\n", "x: 1\n---\n", "l:\n  - 1\n"),
       key: fc.constantFrom("a", "key_unencrypted", "k"),
       value: lastValue,
+      /** Where the last entry sits: at the top, in a nested mapping, in a list item. */
+      nest: fc.constantFrom("top", "map", "list"),
       tail: fc.constantFrom(
         "",
         "\n",
@@ -217,14 +224,24 @@ describe("end of input: bootseal and sops 3.13.2 read every plaintext the same",
       ),
       crlf: fc.boolean(),
     });
+    const runs = 60;
+    const refusedBefore = refused;
     await fc.assert(
       fc.asyncProperty(doc, async (d) => {
-        const text = `${d.head}${d.key}: ${d.value}${d.tail}`;
+        const entry = `${d.key}: ${d.value}`;
+        const under = (prefix: string): string =>
+          prefix + entry.replaceAll(/\n(?=.)/g, `\n${" ".repeat(prefix.length - 3)}`);
+        const last = d.nest === "map" ? under("m:\n  ") : d.nest === "list" ? under("l:\n  - ") : entry;
+        const text = `${d.head}${last}${d.tail}`;
         const plain = `${d.bom ? "\uFEFF" : ""}${d.crlf ? text.replaceAll("\n", "\r\n") : text}`;
         const problem = await disagreement("doc.yaml", Buffer.from(plain, "utf8"));
         assert.equal(problem, undefined, show(plain));
       }),
-      { numRuns: 40 },
+      { numRuns: runs },
+    );
+    assert.ok(
+      refused - refusedBefore < runs / 4,
+      `sops refused ${refused - refusedBefore} of ${runs} documents`,
     );
   });
 
