@@ -96,7 +96,7 @@ export function setupFromConfig(
   const location = findSopsConfig(io.cwd, configFlag, io.env);
   if (!location) return undefined;
   if (location.warning) io.stderr.write(`bootseal: ${location.warning}\n`);
-  const config = loadConfigFile(location.path);
+  const config = loadingConfig(() => loadConfigFile(location.path));
   const rule = loadingConfig(() =>
     matchCreationRule(config, dirname(location.path), resolve(io.cwd, file), {
       kmsEncryptionContext: context,
@@ -121,8 +121,8 @@ function loadingConfig<T>(find: () => T): T {
   try {
     return find();
   } catch (err) {
-    if (!hasCode(err, "USAGE")) throw err;
-    throw new BootsealError("USAGE", `error loading config: ${err.message}`, { cause: err });
+    if (!hasCode(err, "USAGE", "BAD_INPUT")) throw err;
+    throw new BootsealError(err.code, `error loading config: ${err.message}`, { cause: err });
   }
 }
 

@@ -410,6 +410,7 @@ const CASES: readonly Case[] = [
     expect: "USAGE",
     files: () => ({ "p.yaml": PLAIN, ".sops.yaml": "creation_rules: [\n" }),
     args: (r) => ["encrypt", "--age", r, "p.yaml"],
+    text: "error loading config: ",
   },
   {
     name: "encrypt with a malformed --encryption-context",
