@@ -44,6 +44,7 @@ export type ErrorCode =
   | "KEYS_ON_MISSING_FILE" // rotate --add-*/--rm-* on a file that does not exist
   | "READ_FAILED" // the input file could not be read, or encrypt could not parse its plaintext
   | "WRITE_FAILED" // the output file could not be written
+  | "UNREPRESENTABLE" // the document cannot be written in the output format (.inf/.nan to JSON, nesting to dotenv/INI)
   | "EMPTY_DOCUMENT" // encrypt on an input with no document in it
   | "DECRYPTION_FAILED" // a value or comment did not decrypt (its GCM tag failed); the MAC is MAC_MISMATCH
   | "BAD_ENCRYPTION_CONTEXT" // --encryption-context is not key:value pairs
@@ -90,6 +91,7 @@ export const ERROR_CODES: readonly ErrorCode[] = [
   "KEYS_ON_MISSING_FILE",
   "READ_FAILED",
   "WRITE_FAILED",
+  "UNREPRESENTABLE",
   "EMPTY_DOCUMENT",
   "DECRYPTION_FAILED",
   "BAD_ENCRYPTION_CONTEXT",

@@ -66,6 +66,11 @@ export const EXIT_CLASSES: Readonly<Record<ErrorCode, ExitClass>> = {
     meaning: "the input file could not be read, or encrypt could not parse its plaintext",
   },
   WRITE_FAILED: { exit: 3, meaning: "the output file (`--output`, `-i`) could not be written" },
+  UNREPRESENTABLE: {
+    exit: 4,
+    meaning:
+      "the document cannot be written in the output format: `.inf`/`.nan` to JSON, nested values to dotenv or INI, a tree without `data` to binary",
+  },
   BAD_ENCRYPTION_CONTEXT: { exit: 6, meaning: "`--encryption-context` is not `key:value` pairs" },
   BAD_SET_VALUE: { exit: 7, meaning: "a malformed value to set" },
   CONFLICTING_FLAGS: {

@@ -6,6 +6,7 @@
 import { formatGoFloat } from "../envelope/sops/canonical.ts";
 import type { Format } from "../envelope/sops/codecs/codec.ts";
 import { codecFor } from "../envelope/sops/codecs/index.ts";
+import { unsupportedJsonValue } from "../envelope/sops/codecs/json-emit.ts";
 import type { Branch, Value } from "../envelope/sops/document.ts";
 import { BootsealError } from "../errors.ts";
 
@@ -29,14 +30,21 @@ export function parseExtractPath(text: string): (string | number)[] {
 export function extractPath(branches: readonly Branch[], path: string): Value {
   const steps = parseExtractPath(path);
   let node: Value | undefined = branches[0];
+  // sops's words for a key or an index that is not there, which scripts match.
+  const missing = (what: string): never => {
+    throw new BootsealError("USAGE", `error truncating tree: component ${what}`);
+  };
   for (const step of steps) {
     if (node?.kind === "map" && typeof step === "string") {
       const found: Branch["items"][number] | undefined = node.items.find(
         (i) => i.kind === "entry" && i.key === step,
       );
-      node = found?.kind === "entry" ? found.value : undefined;
+      node = found?.kind === "entry" ? found.value : missing(`['${step}'] not found`);
     } else if (node?.kind === "seq" && typeof step === "number") {
-      node = node.items.filter((i) => i.kind !== "comment")[step] as Value | undefined;
+      const item: Value | undefined = node.items.filter((i) => i.kind !== "comment")[step] as
+        | Value
+        | undefined;
+      node = item ?? missing(`[${step}] accesses out of bounds`);
     } else {
       node = undefined;
     }
@@ -57,6 +65,9 @@ export function renderExtracted(value: Value, format: Format): Uint8Array {
   if (value.type === "str" || value.type === "bytes") {
     return typeof value.value === "string" ? new TextEncoder().encode(value.value) : value.value;
   }
+  // Go's json.Marshal refuses these (sops: "Error dumping tree: json: unsupported value: NaN").
+  if (format === "json" && value.type === "float" && !Number.isFinite(value.value))
+    throw new BootsealError("UNREPRESENTABLE", unsupportedJsonValue(value.value));
   const text =
     value.type === "null"
       ? "null"

@@ -96,10 +96,12 @@ export function setupFromConfig(
   const location = findSopsConfig(io.cwd, configFlag, io.env);
   if (!location) return undefined;
   if (location.warning) io.stderr.write(`bootseal: ${location.warning}\n`);
-  const config = loadConfigFile(location.path);
-  const rule = matchCreationRule(config, dirname(location.path), resolve(io.cwd, file), {
-    kmsEncryptionContext: context,
-  });
+  const config = loadingConfig(() => loadConfigFile(location.path));
+  const rule = loadingConfig(() =>
+    matchCreationRule(config, dirname(location.path), resolve(io.cwd, file), {
+      kmsEncryptionContext: context,
+    }),
+  );
   if (!rule) return undefined;
   return {
     groups: rule.keyGroups.map((group) => group.map((entry) => newKeyFromEntry(entry, deps))),
@@ -112,6 +114,16 @@ export function setupFromConfig(
       binary: config.stores.jsonBinaryIndent,
     },
   };
+}
+
+/** `find()`, with a configuration error worded as sops words it ("error loading config: …"). */
+function loadingConfig<T>(find: () => T): T {
+  try {
+    return find();
+  } catch (err) {
+    if (!hasCode(err, "USAGE", "BAD_INPUT")) throw err;
+    throw new BootsealError(err.code, `error loading config: ${err.message}`, { cause: err });
+  }
 }
 
 /** An unreadable .sops.yaml is a configuration error (sops exits 1), not a local I/O failure. */
@@ -145,8 +157,15 @@ export function keySetup(
     );
   }
   const groups = flagKeys.length > 0 ? [flagKeys] : fromConfig?.groups;
-  if (!groups || groups.length === 0 || groups.some((g) => g.length === 0)) {
-    throw new BootsealError("USAGE", `no master keys: give ${KEY_FLAG_LIST}, or a .sops.yaml creation rule`);
+  // sops's texts (cmd/sops/main.go, keygroups.go), which scripts match.
+  if (!groups) {
+    throw new BootsealError(
+      "USAGE",
+      `config file not found, or has no creation rules, and no keys provided through command line options (give ${KEY_FLAG_LIST}, or a .sops.yaml creation rule)`,
+    );
+  }
+  if (groups.length === 0 || groups.some((g) => g.length === 0)) {
+    throw new BootsealError("USAGE", "Could not generate data key: [empty key group provided]");
   }
   return {
     groups: keysThrough(groups, values),

@@ -1,8 +1,7 @@
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { PassThrough } from "node:stream";
-import { main } from "../../src/cli/main.ts";
 import { REPO } from "../fetcher/helpers.ts";
+import { runBootsealInProcess } from "../helpers/cli-in-process.ts";
 
 export interface Answer {
   readonly status: number;
@@ -37,25 +36,12 @@ export async function call(
 export async function decryptWithAge(dir: string, doc: Uint8Array, ageKeyFile: string): Promise<Buffer> {
   const file = join(dir, `doc-${Math.random().toString(36).slice(2)}.bin`);
   await writeFile(file, doc);
-  const stdin = new PassThrough();
-  const stdout = new PassThrough();
-  const stderr = new PassThrough();
-  const chunks: Buffer[] = [];
-  let err = "";
-  stdout.on("data", (c: Buffer) => chunks.push(c));
-  stderr.on("data", (c: Buffer) => {
-    err += c.toString();
-  });
-  stdin.end();
-  const code = await main(["decrypt", file], {
-    stdin,
-    stdout,
-    stderr,
+  const r = await runBootsealInProcess(["decrypt", file], {
     env: { SOPS_AGE_KEY_FILE: ageKeyFile },
     cwd: REPO,
   });
-  if (code !== 0) throw new Error(`decrypt failed (${code}): ${err}`);
-  return Buffer.concat(chunks);
+  if (r.status !== 0) throw new Error(`decrypt failed (${r.status}): ${r.stderr}`);
+  return r.stdout;
 }
 
 /** A minimal service configuration; `extra` lines are appended. */

@@ -11,10 +11,9 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { PassThrough } from "node:stream";
 import { fileURLToPath } from "node:url";
 import { generateX25519Identity, identityToRecipient } from "age-encryption";
-import { main } from "../../src/cli/main.ts";
+import { runBootsealInProcess } from "../helpers/cli-in-process.ts";
 
 export const REPO = fileURLToPath(new URL("../../", import.meta.url));
 export const CLI = join(REPO, "src/cli/main.ts");
@@ -45,19 +44,10 @@ export async function encrypt(
   args: readonly string[],
   env: Record<string, string | undefined> = {},
 ): Promise<Uint8Array> {
-  const stdin = new PassThrough();
-  const stdout = new PassThrough();
-  const stderr = new PassThrough();
-  const chunks: Buffer[] = [];
-  let err = "";
-  stdout.on("data", (c: Buffer) => chunks.push(c));
-  stderr.on("data", (c: Buffer) => {
-    err += c.toString();
-  });
-  stdin.end(typeof plaintext === "string" ? Buffer.from(plaintext) : Buffer.from(plaintext));
-  const code = await main(["encrypt", ...args], { stdin, stdout, stderr, env, cwd: REPO });
-  if (code !== 0) throw new Error(`encrypt failed (${code}): ${err}`);
-  return new Uint8Array(Buffer.concat(chunks));
+  const input = typeof plaintext === "string" ? Buffer.from(plaintext) : plaintext;
+  const r = await runBootsealInProcess(["encrypt", ...args], { env, cwd: REPO, input });
+  if (r.status !== 0) throw new Error(`encrypt failed (${r.status}): ${r.stderr}`);
+  return new Uint8Array(r.stdout);
 }
 
 export interface RunResult {

@@ -1,7 +1,9 @@
 /**
  * sops 3.13.2 and bootseal side by side on the failures both have: the same files, keys and
  * arguments give the same exit code (bootseal's from src/cli/exit-codes.ts), nothing is
- * written where sops writes nothing, and where both succeed the output is the same.
+ * written where sops writes nothing, and where both succeed the output is the same. Where a
+ * script could match sops's words (key groups, MAC, no key, file not found, output format),
+ * both tools' stderr carries them.
  */
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
@@ -17,12 +19,37 @@ const PLAIN = "a: 1\nb: two\nnested:\n    c: true\n";
 
 let h: Harness;
 let encrypted: string;
+/** PLAIN encrypted with `b` left in the clear (so it can be altered under the MAC). */
+let clearB: string;
+/** A document in two key groups, the second one's key unknown to the harness. */
+let twoGroups: string;
+/** A document holding a list of one item. */
+let listDoc: string;
+/** One document per float JSON cannot hold: .inf, -.inf, .nan. */
+const nonFinite: Record<string, string> = {};
 let n = 0;
 
 before(async () => {
   h = createHarness();
-  writeFileSync(join(h.dir, "plain.yaml"), PLAIN);
-  encrypted = ok(await h.sops(["encrypt", "--age", h.ageRecipient, "plain.yaml"]), "sops encrypt").toString();
+  const sopsEncrypt = async (name: string, text: string, args: string[] = ["--age", h.ageRecipient]) => {
+    writeFileSync(join(h.dir, name), text);
+    return ok(await h.sops(["encrypt", ...args, name]), `sops encrypt ${name}`).toString();
+  };
+  encrypted = await sopsEncrypt("plain.yaml", PLAIN);
+  clearB = await sopsEncrypt("clear-b.yaml", PLAIN, ["--age", h.ageRecipient, "--unencrypted-regex", "^b$"]);
+  listDoc = await sopsEncrypt("list.yaml", "l:\n  - x\n");
+  for (const v of [".inf", "-.inf", ".nan"]) nonFinite[v] = await sopsEncrypt(`f${v}.yaml`, `c: ${v}\n`);
+  const other = join(h.dir, "other-age.txt");
+  execFileSync(peer("AGE_KEYGEN_BIN"), ["-o", other], { stdio: "ignore" });
+  const otherRecipient = /public key: (age1\w+)/.exec(readFileSync(other, "utf8"))?.[1] ?? "";
+  const groups = `creation_rules:\n  - shamir_threshold: 2\n    key_groups:\n      - age: [${h.ageRecipient}]\n      - age: [${otherRecipient}]\n`;
+  mkdirSync(join(h.dir, "groups"));
+  writeFileSync(join(h.dir, "groups", ".sops.yaml"), groups);
+  writeFileSync(join(h.dir, "groups", "p.yaml"), PLAIN);
+  twoGroups = ok(
+    await h.sops(["encrypt", "p.yaml"], { cwd: join(h.dir, "groups") }),
+    "sops encrypt groups",
+  ).toString();
 });
 after(() => h?.cleanup());
 
@@ -47,13 +74,20 @@ interface Case {
   readonly absent?: readonly string[];
   /** Both succeed: compare standard output. */
   readonly sameOutput?: boolean;
+  /** sops's words, which a script could match: in both tools' stderr. */
+  readonly text?: string;
 }
 
 const enc = () => ({ "enc.yaml": encrypted });
 const rule = (recipient: string, extra = "") => `creation_rules:\n  - age: ${recipient}\n${extra}`;
 
 const CASES: readonly Case[] = [
-  { name: "decrypt a file that does not exist", expect: "NO_FILE", args: () => ["decrypt", "missing.yaml"] },
+  {
+    name: "decrypt a file that does not exist",
+    expect: "NO_FILE",
+    args: () => ["decrypt", "missing.yaml"],
+    text: "cannot operate on non-existent file",
+  },
   {
     name: "encrypt a file that does not exist",
     expect: "NO_FILE",
@@ -64,7 +98,17 @@ const CASES: readonly Case[] = [
     expect: "NOT_ENCRYPTED",
     files: () => ({ "p.yaml": PLAIN }),
     args: () => ["decrypt", "p.yaml"],
+    text: "sops metadata not found",
   },
+  ...Object.entries({ json: '{"a": 1}', env: "A=1\n", ini: "[s]\na = 1\n" }).map(
+    ([ext, text]): Case => ({
+      name: `decrypt a plaintext ${ext} file (no sops metadata)`,
+      expect: "NOT_ENCRYPTED",
+      files: () => ({ [`p.${ext}`]: text }),
+      args: () => ["decrypt", `p.${ext}`],
+      text: "sops metadata not found",
+    }),
+  ),
   {
     name: "encrypt an encrypted file",
     expect: "ALREADY_ENCRYPTED",
@@ -163,12 +207,21 @@ const CASES: readonly Case[] = [
     expect: "DECRYPTION_FAILED",
     files: () => ({ "t.yaml": flip(encrypted, "a: ENC[", "tag") }),
     args: () => ["decrypt", "t.yaml"],
+    text: "Error decrypting tree: Error walking tree: Could not decrypt value: Could not decrypt with AES_GCM: cipher: message authentication failed",
   },
   {
     name: "decrypt with an altered MAC",
     expect: "MAC_MISMATCH",
     files: () => ({ "m.yaml": flip(encrypted, "mac: ENC[", "data") }),
     args: () => ["decrypt", "m.yaml"],
+    text: "Cannot decrypt MAC: Could not decrypt with AES_GCM: cipher: message authentication failed",
+  },
+  {
+    name: "decrypt with a value changed in the clear (the MAC differs)",
+    expect: "MAC_MISMATCH",
+    files: () => ({ "m.yaml": clearB.replace("b: two", "b: three") }),
+    args: () => ["decrypt", "m.yaml"],
+    text: "MAC mismatch",
   },
   {
     name: "decrypt with no MAC",
@@ -182,6 +235,68 @@ const CASES: readonly Case[] = [
     files: enc,
     env: () => ({ SOPS_AGE_KEY_FILE: join(h.dir, "no-such-key.txt") }),
     args: () => ["decrypt", "enc.yaml"],
+    text: "Failed to get the data key required to decrypt the SOPS file.",
+  },
+  {
+    name: "decrypt with the key of one of two required key groups",
+    expect: "NO_KEY_AVAILABLE",
+    files: () => ({ "g.yaml": twoGroups }),
+    args: () => ["decrypt", "g.yaml"],
+    text: "Failed to get the data key required to decrypt the SOPS file.",
+  },
+  ...Object.entries({ ".inf": "+Inf", "-.inf": "-Inf", ".nan": "NaN" }).flatMap(([v, go]): Case[] => [
+    {
+      name: `decrypt YAML holding ${v} to JSON`,
+      expect: "UNREPRESENTABLE",
+      files: () => ({ "f.yaml": nonFinite[v] ?? "" }),
+      args: () => ["decrypt", "--output-type", "json", "f.yaml"],
+      text: `Error dumping file: Error marshaling to json: Error encoding value : json: unsupported value: ${go}`,
+    },
+    {
+      name: `decrypt --extract of ${v} as JSON`,
+      expect: "UNREPRESENTABLE",
+      files: () => ({ "f.yaml": nonFinite[v] ?? "" }),
+      args: () => ["decrypt", "--extract", '["c"]', "--output-type", "json", "f.yaml"],
+      text: `Error dumping tree: json: unsupported value: ${go}`,
+    },
+  ]),
+  {
+    name: "encrypt YAML holding .nan, left in the clear, to JSON",
+    expect: "UNREPRESENTABLE",
+    files: () => ({ "f.yaml": "c: .nan\n" }),
+    args: (r) => ["encrypt", "--age", r, "--unencrypted-regex", "c", "--output-type", "json", "f.yaml"],
+    text: "Could not marshal tree: Error marshaling to json: Error encoding value : json: unsupported value: NaN",
+  },
+  ...(
+    [
+      ["dotenv", "cannot use complex value in dotenv file; offending key nested"],
+      [
+        "ini",
+        "Error marshaling to INI: Error encoding section: Section values should always be TreeBranches",
+      ],
+    ] as const
+  ).flatMap(([type, text]): Case[] => [
+    {
+      name: `decrypt nested YAML to ${type}`,
+      expect: "UNREPRESENTABLE",
+      files: enc,
+      args: () => ["decrypt", "--output-type", type, "enc.yaml"],
+      text: `Error dumping file: ${text}`,
+    },
+    {
+      name: `encrypt nested YAML to ${type}`,
+      expect: "UNREPRESENTABLE",
+      files: () => ({ "p.yaml": PLAIN }),
+      args: (r) => ["encrypt", "--age", r, "--output-type", type, "p.yaml"],
+      text: `Could not marshal tree: ${text}`,
+    },
+  ]),
+  {
+    name: "decrypt YAML to binary",
+    expect: "UNREPRESENTABLE",
+    files: enc,
+    args: () => ["decrypt", "--output-type", "binary", "enc.yaml"],
+    text: "Error dumping file: error emitting binary store: no binary data found in tree",
   },
   {
     name: "decrypt --extract with a malformed path",
@@ -194,6 +309,14 @@ const CASES: readonly Case[] = [
     expect: "USAGE",
     files: enc,
     args: () => ["decrypt", "--extract", '["zz"]', "enc.yaml"],
+    text: "error truncating tree: component ['zz'] not found",
+  },
+  {
+    name: "decrypt --extract an index past the end of a list",
+    expect: "USAGE",
+    files: () => ({ "l.yaml": listDoc }),
+    args: () => ["decrypt", "--extract", '["l"][5]', "l.yaml"],
+    text: "error truncating tree: component [5] accesses out of bounds",
   },
   {
     name: "decrypt --decryption-order naming a kind twice",
@@ -243,6 +366,27 @@ const CASES: readonly Case[] = [
     expect: "USAGE",
     files: () => ({ "p.yaml": PLAIN }),
     args: () => ["encrypt", "p.yaml"],
+    text: "config file not found, or has no creation rules, and no keys provided through command line options",
+  },
+  ...Object.entries({
+    "a rule whose only key list is empty": "creation_rules:\n  - age: ''\n",
+    "a rule with an empty key group": "creation_rules:\n  - key_groups:\n      - age: []\n",
+    "a rule with no key groups": "creation_rules:\n  - key_groups: []\n",
+  }).map(
+    ([what, config]): Case => ({
+      name: `encrypt with ${what}`,
+      expect: "USAGE",
+      files: () => ({ "p.yaml": PLAIN, ".sops.yaml": config }),
+      args: () => ["encrypt", "p.yaml"],
+      text: "Could not generate data key: [empty key group provided]",
+    }),
+  ),
+  {
+    name: "encrypt with an empty list of creation rules",
+    expect: "USAGE",
+    files: () => ({ "p.yaml": PLAIN, ".sops.yaml": "creation_rules: []\n" }),
+    args: () => ["encrypt", "p.yaml"],
+    text: "error loading config: no matching creation rules found",
   },
   {
     name: "encrypt with a malformed age recipient",
@@ -259,12 +403,14 @@ const CASES: readonly Case[] = [
     }),
     args: (r) => ["encrypt", "-i", "--age", r, "p.yaml"],
     unchanged: ["p.yaml"],
+    text: "error loading config: no matching creation rules found",
   },
   {
     name: "--age while .sops.yaml does not parse",
     expect: "USAGE",
     files: () => ({ "p.yaml": PLAIN, ".sops.yaml": "creation_rules: [\n" }),
     args: (r) => ["encrypt", "--age", r, "p.yaml"],
+    text: "error loading config: ",
   },
   {
     name: "encrypt with a malformed --encryption-context",
@@ -293,6 +439,8 @@ function check(c: Case, tool: string, dir: string, before: Map<string, Buffer>, 
     assert.deepEqual(readFileSync(join(dir, f)), before.get(f), `${tool} left ${f} as it was`);
   }
   for (const f of c.absent ?? []) assert.ok(!existsSync(join(dir, f)), `${tool} wrote no ${f}`);
+  if (c.text !== undefined)
+    assert.ok(r.stderr.includes(c.text), `${tool} says ${JSON.stringify(c.text)}: ${r.stderr}`);
   // sops prints its usage on standard output after a bad flag; bootseal prints one line on stderr.
   if (c.expect !== 0 && tool === "bootseal") {
     assert.equal(r.stdout.length, 0, "nothing on standard output");

@@ -6,6 +6,7 @@ import { codecFor } from "../../envelope/sops/codecs/index.ts";
 import { decryptDocument } from "../../envelope/sops/decrypt.ts";
 import { BootsealError } from "../../errors.ts";
 import type { Command } from "../command.ts";
+import { dumping } from "../dump-error.ts";
 import { extractPath, parseExtractPath, renderExtracted } from "../extract.ts";
 import { checkTarget, readInput, requireExisting, writeOutput } from "../file-io.ts";
 import { FORMAT_FLAGS, KEYSERVICE_FLAGS, OUTPUT_FLAGS } from "../flag-groups.ts";
@@ -92,8 +93,10 @@ export const decryptCommand: Command = {
     });
     const out =
       extract !== undefined
-        ? renderExtracted(extractPath(branches, extract), formats.output)
-        : codecFor(formats.output).emitPlain(branches, emitOptions(values.indent));
+        ? dumping("Error dumping tree", () => renderExtracted(extractPath(branches, extract), formats.output))
+        : dumping("Error dumping file", () =>
+            codecFor(formats.output).emitPlain(branches, emitOptions(values.indent)),
+          );
     await writeOutput(out, target, io);
     return 0;
   },

@@ -7,6 +7,7 @@ import type { Branch } from "../../envelope/sops/document.ts";
 import { encryptDocument } from "../../envelope/sops/encrypt.ts";
 import { BootsealError, hasCode } from "../../errors.ts";
 import type { Command } from "../command.ts";
+import { dumping } from "../dump-error.ts";
 import { checkTarget, isStdin, readInput, requireExisting, writeOutput } from "../file-io.ts";
 import {
   FORMAT_FLAGS,
@@ -104,12 +105,8 @@ export const encryptCommand: Command = {
       singleValue: codecFor(formats.input).singleValue,
     });
     const indent = values.indent ?? indentFromConfig(formats.output, setup.indent);
-    const out = emitEncrypted(
-      formats.output,
-      encrypted.branches,
-      encrypted.metadata,
-      KEY_KINDS,
-      emitOptions(indent),
+    const out = dumping("Could not marshal tree", () =>
+      emitEncrypted(formats.output, encrypted.branches, encrypted.metadata, KEY_KINDS, emitOptions(indent)),
     );
     await writeOutput(out, target, io);
     return 0;

@@ -29,9 +29,11 @@ function decryptOrRefuse(text: string, dataKey: DataKey, aad: string): { type: s
     return decryptValue(text, dataKey, aad);
   } catch (err) {
     if (!hasCode(err, "MAC_MISMATCH")) throw err;
-    throw new BootsealError("DECRYPTION_FAILED", "Error decrypting tree: Could not decrypt value", {
-      cause: err,
-    });
+    throw new BootsealError(
+      "DECRYPTION_FAILED",
+      `Error decrypting tree: Error walking tree: Could not decrypt value: ${err.message}`,
+      { cause: err },
+    );
   }
 }
 

@@ -158,6 +158,9 @@ async function openGroup(
   return null;
 }
 
+/** sops's first line when no master key opens the data key, which scripts match. */
+const NO_DATA_KEY = "Failed to get the data key required to decrypt the SOPS file.";
+
 /**
  * The 32-byte data key, from the first key per group that unwraps (in `order`), recombining
  * shares when there are several groups. Throws NoKeyAvailableError listing every key's
@@ -181,8 +184,7 @@ export async function unwrapDataKey(
     }
     if (groups.length === 1) {
       const dataKey = secrets.pop();
-      if (dataKey === undefined)
-        throw new NoKeyAvailableError("no master key could decrypt the data key", failures);
+      if (dataKey === undefined) throw new NoKeyAvailableError(NO_DATA_KEY, failures);
       if (dataKey.length !== DATA_KEY_LENGTH) {
         dataKey.fill(0);
         throw new BootsealError("BAD_INPUT", `data key has ${dataKey.length} bytes, expected 32`);
@@ -194,7 +196,7 @@ export async function unwrapDataKey(
     // Combine needs two shares even if a document claims a threshold of 1.
     if (secrets.length < Math.max(threshold, 2)) {
       throw new NoKeyAvailableError(
-        `could not decrypt the data key: ${secrets.length} of ${threshold} required key groups opened`,
+        `${NO_DATA_KEY} ${secrets.length} of ${threshold} required key groups opened`,
         failures,
       );
     }

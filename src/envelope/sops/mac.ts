@@ -4,7 +4,7 @@
  * encrypted as a `str` value whose AAD is `lastmodified` re-formatted at second precision.
  */
 import { createHash, timingSafeEqual } from "node:crypto";
-import { BootsealError } from "../../errors.ts";
+import { BootsealError, describeError } from "../../errors.ts";
 import { formatRfc3339Seconds, parseRfc3339 } from "./canonical.ts";
 import { type DataKey, decryptValue, encryptValue } from "./value-cipher.ts";
 
@@ -67,7 +67,10 @@ export function verifyMac(
   try {
     stored = decryptValue(storedMac, dataKey, aad);
   } catch (err) {
-    throw new BootsealError("MAC_MISMATCH", "Could not verify the MAC", { cause: err });
+    // sops's words, which scripts match.
+    throw new BootsealError("MAC_MISMATCH", `Cannot decrypt MAC: ${describeError(err).message}`, {
+      cause: err,
+    });
   }
   const expected = utf8.encode(computedHex);
   const ok =

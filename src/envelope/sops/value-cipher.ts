@@ -132,6 +132,9 @@ export function encryptValue(
   return `ENC[AES256_GCM,data:${toBase64(data)},iv:${toBase64(iv)},tag:${toBase64(tag)},type:${type}]`;
 }
 
+/** sops's words for a GCM tag that does not verify (its aes cipher's), which scripts match. */
+const GCM_FAILED = "Could not decrypt with AES_GCM: cipher: message authentication failed";
+
 /**
  * Parse and decrypt one value. BAD_INPUT when it does not parse; MAC_MISMATCH when the GCM
  * tag does not verify (wrong key, wrong path, or tampering), never with any plaintext.
@@ -146,7 +149,7 @@ export function decryptValue(text: string, dataKey: DataKey, aad: string): Decry
   const type = m[4]!;
   // sops appends the tag to the data, so only a full 16-byte tag can verify; Node would
   // otherwise accept a truncated one.
-  if (tag.length !== TAG_LENGTH) throw new BootsealError("MAC_MISMATCH", "Value failed authentication");
+  if (tag.length !== TAG_LENGTH) throw new BootsealError("MAC_MISMATCH", GCM_FAILED);
   if (iv.length === 0) throw new BootsealError("BAD_INPUT", "Encrypted value has an empty IV");
   const decipher = createDecipheriv("aes-256-gcm", dataKey, iv, { authTagLength: TAG_LENGTH });
   decipher.setAAD(aadBytes(aad));
@@ -159,7 +162,7 @@ export function decryptValue(text: string, dataKey: DataKey, aad: string): Decry
     bytes.set(tail, head.length);
     return { type, bytes };
   } catch (err) {
-    throw new BootsealError("MAC_MISMATCH", "Value failed authentication", { cause: err });
+    throw new BootsealError("MAC_MISMATCH", GCM_FAILED, { cause: err });
   } finally {
     // The unauthenticated (or copied) plaintext must not linger.
     head.fill(0);

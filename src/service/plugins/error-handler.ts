@@ -43,6 +43,7 @@ export const HTTP_STATUS: Record<ErrorCode, number> = {
   KEYS_ON_MISSING_FILE: 500,
   READ_FAILED: 500,
   WRITE_FAILED: 500,
+  UNREPRESENTABLE: 400, // the document cannot be written in the format asked for
   EMPTY_DOCUMENT: 400,
   DECRYPTION_FAILED: 400,
   BAD_ENCRYPTION_CONTEXT: 500,

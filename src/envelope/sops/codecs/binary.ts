@@ -58,7 +58,8 @@ export const binaryCodec: Codec = {
       throw new BootsealError("BAD_INPUT", "binary: there must be exactly one branch");
     }
     const data = findData(branch);
-    if (data === undefined) throw new BootsealError("BAD_INPUT", "binary: no 'data' value in tree");
+    if (data === undefined)
+      throw new BootsealError("UNREPRESENTABLE", "error emitting binary store: no binary data found in tree");
     // `bytes` is accepted too: a decrypted `type:bytes` value is the same raw content.
     if (data.kind === "scalar" && (data.type === "str" || data.type === "bytes")) {
       if (typeof data.value === "string") return outputBytes("binary", data.value);

@@ -67,7 +67,10 @@ function emitLines(branch: Branch, out: CappedText): void {
     }
     const value = item.value;
     if (value.kind !== "scalar") {
-      badInput(`cannot use complex value in dotenv file; offending key ${JSON.stringify(item.key)}`);
+      throw new BootsealError(
+        "UNREPRESENTABLE",
+        `cannot use complex value in dotenv file; offending key ${byteString(item.key)}`,
+      );
     }
     let valueText = byteString(scalarText(value));
     // Only Go strings get the newline escape; ValToString output has no newline anyway.
@@ -108,7 +111,7 @@ export const dotenvCodec: Codec = {
       if (typeof value !== "string") badInput(`metadata value of ${JSON.stringify(item.key)} is not text`);
       pairs.push([item.key.slice(SOPS_PREFIX.length), value]);
     }
-    if (pairs.length === 0) throw new BootsealError("NOT_ENCRYPTED", "dotenv: sops metadata not found");
+    if (pairs.length === 0) throw new BootsealError("NOT_ENCRYPTED", "sops metadata not found");
     return { branches: [mapping(items)], metadata: unflattenMetadata(pairs) };
   },
 

@@ -66,8 +66,12 @@ function treeToSections(branch: Branch): IniSection[] {
   for (const item of branch.items) {
     if (item.kind === "comment") continue;
     if (item.key.length === 0) badInput("empty section name");
-    if (item.value.kind !== "map")
-      badInput(`section values must be mappings (key ${JSON.stringify(item.key)})`);
+    if (item.value.kind !== "map") {
+      throw new BootsealError(
+        "UNREPRESENTABLE",
+        "Error marshaling to INI: Error encoding section: Section values should always be TreeBranches",
+      );
+    }
     const section: IniSection = { name: byteString(item.key), comment: "", keys: [] };
     let last: IniKey | undefined;
     for (const [i, sub] of item.value.items.entries()) {
@@ -123,7 +127,7 @@ export const iniCodec: Codec = {
     const [sops] = found;
     // An empty [sops] section yields no metadata tree in sops either (a nil branch).
     if (sops === undefined || sops.value.kind !== "map" || sops.value.items.length === 0) {
-      throw new BootsealError("NOT_ENCRYPTED", "INI: sops metadata not found");
+      throw new BootsealError("NOT_ENCRYPTED", "sops metadata not found");
     }
     const pairs: FlatPair[] = [];
     for (const item of sops.value.items) {

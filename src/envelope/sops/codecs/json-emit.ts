@@ -52,6 +52,12 @@ export function escapeJsonString(value: string | Uint8Array): string {
   return `"${body}"`;
 }
 
+/** Go's json.UnsupportedValueError text for a non-finite float: `json: unsupported value: +Inf`. */
+export function unsupportedJsonValue(value: number): string {
+  const name = Number.isNaN(value) ? "NaN" : value > 0 ? "+Inf" : "-Inf";
+  return `json: unsupported value: ${name}`;
+}
+
 /**
  * Go's float64 JSON form: shortest round-trip digits, fixed notation for 1e-6 <= |x| < 1e21,
  * exponent notation otherwise with the exponent unpadded (`1e-7`, `1e+21`). This is
@@ -59,8 +65,11 @@ export function escapeJsonString(value: string | Uint8Array): string {
  */
 export function formatGoFloat(value: number): string {
   if (!Number.isFinite(value)) {
-    // Go's json.Marshal refuses these (UnsupportedValueError), so sops cannot write them.
-    throw new BootsealError("BAD_INPUT", "json: cannot represent an infinite or NaN number");
+    // Go's json.Marshal refuses these, so sops cannot write them (its words, exit 4).
+    throw new BootsealError(
+      "UNREPRESENTABLE",
+      `Error marshaling to json: Error encoding value : ${unsupportedJsonValue(value)}`,
+    );
   }
   if (Object.is(value, -0)) return "-0";
   return String(value);

@@ -35,7 +35,7 @@ export function extractMetadata(doc: Mapping): { branch: Branch; metadata: Mappi
       throw new BootsealError("BAD_INPUT", "json: 'sops' member is not an object");
     metadata = item.value;
   }
-  if (metadata === undefined) throw new BootsealError("NOT_ENCRYPTED", "json: no sops metadata in document");
+  if (metadata === undefined) throw new BootsealError("NOT_ENCRYPTED", "sops metadata not found");
   return { branch: { kind: "map", items: rest }, metadata };
 }
 

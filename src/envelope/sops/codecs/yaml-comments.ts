@@ -48,6 +48,12 @@ export interface Mark {
    * for the next node that does (parserc.go process_empty_scalar).
    */
   readonly empty?: boolean;
+  /**
+   * The end of an input whose last line has no line break. go-yaml's stream end then sits on
+   * that line rather than on a blank one after it, so a comment run ending the input is a foot
+   * of the innermost open block, unless a blank line came before the run.
+   */
+  readonly unterminated?: boolean;
 }
 
 export interface RawComment {
@@ -156,6 +162,8 @@ function placeGap(
   let firstEmpty = prev === undefined || !rangeHasBlank(prev.line + 1, (gap[0]?.line ?? 0) - 1, blank);
   let text: RawComment[] = [];
 
+  // The run ends an input without a final line break (see Mark.unterminated).
+  const openEnd = next.kind === "end" && next.unterminated === true;
   let feet = 0;
   // A foot is attached to the token before the run (so to the innermost open block) unless
   // go-yaml re-anchors it at its own position: a dedented foot ended by a blank line, or any
@@ -163,7 +171,9 @@ function placeGap(
   const foot = (byColumn: boolean): void => {
     const start = text[0];
     if (!start) return;
-    let coll = stack.at(-1) ?? next.coll;
+    // At an open end the foot stays with the last value, and go-yaml's parser hands a
+    // sequence item's foot to the key holding the sequence: the innermost mapping takes it.
+    let coll = (openEnd ? stack.findLast((c) => c.kind === "map") : stack.at(-1)) ?? next.coll;
     if (byColumn || feet > 0) {
       const at = stack.findLastIndex((c) => c.col <= start.col);
       // A dedented foot at a block sequence's column is that sequence's own foot; go-yaml
@@ -183,7 +193,7 @@ function placeGap(
       firstEmpty &&
       ((start.line === footLine && prev?.kind !== "sep") || start.col < nextIndent)
     ) {
-      foot(start.col < nextIndent);
+      foot(!openEnd && start.col < nextIndent);
     }
   };
 
@@ -204,9 +214,10 @@ function placeGap(
   }
   // What follows the run: a blank line, or the next token at some column.
   if (line < next.line && rangeHasBlank(line, next.line - 1, blank)) footIfBlankFollows();
-  else if (next.kind === "end" && next.col < 0)
-    footIfBlankFollows(); // end of stream counts as a blank line
-  else {
+  else if (next.kind === "end" && next.col < 0) {
+    if (openEnd && firstEmpty) foot(false);
+    else footIfBlankFollows(); // end of stream counts as a blank line
+  } else {
     const start = text[0];
     if (start && next.col < nextIndent && next.col !== start.col) foot(false);
   }

@@ -310,6 +310,7 @@ export function parseSimpleYaml(text: string): Branch[] | null {
       coll: branch,
       order: text.length + 1,
       stack: [],
+      ...(/[^\n\r]$/.test(text) ? { unterminated: true } : {}),
     });
     return finishStream([branch], marks, comments, [], (l) => (raw[l] ?? "") === "");
   } catch (err) {

@@ -8,6 +8,7 @@ import { Composer, CST, LineCounter, parseAllDocuments } from "yaml";
 import { BootsealError } from "../../../errors.ts";
 import type { Branch, Scalar } from "../document.ts";
 import type { Mark, PColl, RawComment } from "./yaml-comments.ts";
+import { blockScalarValue } from "./yaml-block-end.ts";
 import { expandTag, streamDirectives, type TagHandles } from "./yaml-directives.ts";
 import { parseSimpleYaml } from "./yaml-fast.ts";
 import { boundedTokens, tooDeep, tooDeepAt } from "./yaml-limits.ts";
@@ -83,9 +84,10 @@ function isBlock(token: CST.Token | undefined | null): boolean {
 function scalarValue(w: Walk, token: CST.Token, tag: string | undefined): Scalar {
   const resolved = CST.resolveAsScalar(token);
   if (!resolved) return bad(w, token.offset, "unexpected token");
+  const text = token.type === "block-scalar" ? blockScalarValue(token) : resolved.value;
   const line = w.lines.linePos(token.offset).line;
-  if (tag !== undefined && tag !== "!") return resolveTagged(resolved.value, tag, line);
-  if (resolved.type !== "PLAIN" || tag === "!") return { kind: "scalar", type: "str", value: resolved.value };
+  if (tag !== undefined && tag !== "!") return resolveTagged(text, tag, line);
+  if (resolved.type !== "PLAIN" || tag === "!") return { kind: "scalar", type: "str", value: text };
   const r = resolvePlain(resolved.value);
   if (r.type === "uint") return bad(w, token.offset, "integer out of the signed 64-bit range");
   return r;
@@ -368,6 +370,7 @@ export function parseYamlGeneral(text: string): Branch[] {
       coll: last,
       order: text.length + 1,
       stack: [],
+      ...(/[^\n\r]$/.test(text) ? { unterminated: true } : {}),
     });
   let textLines: string[] | undefined; // split only when there are comments to place
   const blank = (l: number): boolean => {

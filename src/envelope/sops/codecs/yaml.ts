@@ -46,7 +46,7 @@ export const yamlCodec: Codec = {
   parseEncrypted(bytes: Uint8Array): { branches: Branch[]; metadata: Mapping } {
     const parsed = parseYaml(decode(bytes));
     const found = parsed[0]?.items.find(isSopsEntry);
-    if (!found) throw new BootsealError("NOT_ENCRYPTED", "yaml: no sops metadata found in the document");
+    if (!found) throw new BootsealError("NOT_ENCRYPTED", "sops metadata not found");
     if (found.value.kind !== "map")
       throw new BootsealError("BAD_INPUT", "yaml: the 'sops' key does not hold a mapping");
     const branches = parsed.map(

@@ -72,7 +72,11 @@ describe("binary codec: plaintext", () => {
   });
 
   it("emitPlain refuses a tree without string data, or more than one branch", () => {
-    fails(() => binaryCodec.emitPlain([mapping([entry("x", str("a"))])]), "BAD_INPUT", /no 'data'/);
+    fails(
+      () => binaryCodec.emitPlain([mapping([entry("x", str("a"))])]),
+      "UNREPRESENTABLE",
+      /^error emitting binary store: no binary data found in tree$/,
+    );
     fails(
       () => binaryCodec.emitPlain([mapping([entry("data", { kind: "scalar", type: "int", value: 1n })])]),
       "BAD_INPUT",

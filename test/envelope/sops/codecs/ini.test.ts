@@ -207,7 +207,11 @@ describe("INI parsing", () => {
 
 describe("INI emitting", () => {
   it("refuses what the store cannot write: non-mapping sections, nesting, a user [sops]", () => {
-    assertCode(() => iniCodec.emitPlain([mapping([entry("a", str("x"))])]), "BAD_INPUT", /mappings/);
+    assertCode(
+      () => iniCodec.emitPlain([mapping([entry("a", str("x"))])]),
+      "UNREPRESENTABLE",
+      /^Error marshaling to INI: Error encoding section: Section values should always be TreeBranches$/,
+    );
     const nested = mapping([entry("s", mapping([entry("k", mapping([]))]))]);
     assertCode(() => iniCodec.emitPlain([nested]), "BAD_INPUT", /nested/);
     const user = mapping([entry("sops", mapping([]))]);

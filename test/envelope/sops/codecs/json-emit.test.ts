@@ -24,8 +24,8 @@ const seq = (items: Value[]): Value => ({ kind: "seq", items });
 const emit = (doc: Mapping, indent?: number | "\t"): string =>
   text(jsonCodec.emitPlain([doc], indent === undefined ? undefined : { indent }));
 
-function fails(fn: () => unknown, code: string): void {
-  assert.throws(fn, (e: unknown) => e instanceof BootsealError && e.code === code);
+function fails(fn: () => unknown, code: string, message = /./): void {
+  assert.throws(fn, (e: unknown) => e instanceof BootsealError && e.code === code && message.test(e.message));
 }
 
 describe("json emit: layout", () => {
@@ -123,8 +123,16 @@ describe("json emit: Go float64 format", () => {
   }
 
   it("refuses NaN and infinities, which Go's encoder cannot write", () => {
-    for (const v of [Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY]) {
-      fails(() => emit(mapping([entry("f", float(v))])), "BAD_INPUT");
+    for (const [v, go] of [
+      [Number.NaN, "NaN"],
+      [Number.POSITIVE_INFINITY, "\\+Inf"],
+      [Number.NEGATIVE_INFINITY, "-Inf"],
+    ] as const) {
+      fails(
+        () => emit(mapping([entry("f", float(v))])),
+        "UNREPRESENTABLE",
+        new RegExp(`^Error marshaling to json: Error encoding value : json: unsupported value: ${go}$`),
+      );
     }
   });
 });

@@ -14,12 +14,11 @@ import { execFileSync, spawnSync } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { PassThrough } from "node:stream";
 import { after, before, test } from "node:test";
 import { fileURLToPath } from "node:url";
-import { main } from "../../../../src/cli/main.ts";
 import { yamlCodec } from "../../../../src/envelope/sops/codecs/yaml.ts";
 import { BootsealError } from "../../../../src/errors.ts";
+import { runBootsealInProcess } from "../../../helpers/cli-in-process.ts";
 import { peer } from "../../../helpers/peers.ts";
 import { VECTORS_URL } from "../../../helpers/vectors.ts";
 import { blockSeqBomb, flowSeqBomb, mapBomb, mergeBomb } from "../../../hostile/hostile-yaml.ts";
@@ -173,25 +172,9 @@ test("aliases: sops and bootseal refuse the same bombs, and agree on what they a
 
 /** `bootseal ARGS` in-process with the test's age key; its stdout. */
 async function bootseal(args: string[]): Promise<string> {
-  const stdin = new PassThrough();
-  const stdout = new PassThrough();
-  const stderr = new PassThrough();
-  const out: Buffer[] = [];
-  let err = "";
-  stdout.on("data", (c: Buffer) => out.push(c));
-  stderr.on("data", (c: Buffer) => {
-    err += c.toString();
-  });
-  stdin.end();
-  const code = await main(args, {
-    stdin,
-    stdout,
-    stderr,
-    env: { SOPS_AGE_KEY_FILE: env.SOPS_AGE_KEY_FILE },
-    cwd: dir,
-  });
-  assert.equal(code, 0, err);
-  return Buffer.concat(out).toString();
+  const r = await runBootsealInProcess(args, { env: { SOPS_AGE_KEY_FILE: env.SOPS_AGE_KEY_FILE }, cwd: dir });
+  assert.equal(r.status, 0, r.stderr);
+  return r.stdout.toString();
 }
 
 test("a small aliased file: sops' encryption decrypts with bootseal as with sops, and the reverse", async () => {
