@@ -7,8 +7,8 @@
 import { Composer, CST, LineCounter, parseAllDocuments } from "yaml";
 import { BootsealError } from "../../../errors.ts";
 import type { Branch, Scalar } from "../document.ts";
-import type { Mark, PColl, RawComment } from "./yaml-comments.ts";
 import { blockScalarValue } from "./yaml-block-end.ts";
+import type { Mark, PColl, RawComment } from "./yaml-comments.ts";
 import { expandTag, streamDirectives, type TagHandles } from "./yaml-directives.ts";
 import { parseSimpleYaml } from "./yaml-fast.ts";
 import { boundedTokens, tooDeep, tooDeepAt } from "./yaml-limits.ts";
