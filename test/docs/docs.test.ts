@@ -201,7 +201,7 @@ test("every doc-test marker belongs to a block, and every block left out says wh
     const blocks = blocksOf(page);
     const marked = blocks.filter((b) => b.role.kind !== "run").length;
     assert.equal(
-      (text.match(/<!-- doc-test:/g) ?? []).length,
+      (text.match(/^\s*<!-- doc-test: .* -->\s*$/gm) ?? []).length,
       marked,
       `${page}: a marker not right before a block`,
     );
