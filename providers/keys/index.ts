@@ -14,9 +14,10 @@ import { type GcpKmsDeps, gcpKmsKeyType } from "./gcp-kms.ts";
 import { type HckmsDeps, hckmsKeyType } from "./hckms.ts";
 import type { BaseDeps, MasterKeyType } from "./key-type.ts";
 import { type PgpDeps, pgpKeyType } from "./pgp.ts";
+import { tpmSealedKeyType } from "./tpm-sealed.ts";
 import { type VaultTransitDeps, vaultTransitKeyType } from "./vault-transit.ts";
 
-/** In sops's `.sops.yaml` extraction order (config.go extractMasterKeys): age, pgp, kms, gcp, hckms, azure, vault. */
+/** In sops's `.sops.yaml` extraction order (config.go extractMasterKeys): age, pgp, kms, gcp, hckms, azure, vault; then bootseal's own tpm. */
 export const KEY_TYPES = [
   ageKeyType,
   pgpKeyType,
@@ -25,6 +26,7 @@ export const KEY_TYPES = [
   hckmsKeyType,
   azureKvKeyType,
   vaultTransitKeyType,
+  tpmSealedKeyType,
 ] as const;
 
 /** The sops metadata list a kind lives in: sops.age[], sops.kms[], … */

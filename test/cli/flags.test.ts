@@ -160,23 +160,23 @@ const EXPECTED_FLAGS: Record<string, string> = {
   controller:
     "ca-file:s concurrency:s=4 health-listen:s=0.0.0.0:8081 kubeconfig:s leader-elect:b leader-election-namespace:s namespace:s resync:s=10m server:s token-file:s",
   encrypt:
-    "age/-a:s aws-profile:s azure-kv:s config:s enable-local-keyservice:b=true encrypted-comment-regex:s encrypted-regex:s encrypted-suffix:s encryption-context:s filename-override:s format:s=sops gcp-kms:s hc-vault-transit:s hckms:s in-place/-i:b indent:s input-type:s keyservice:s kms/-k:s mac-only-encrypted:b machine:s output-type:s output:s pgp/-p:s shamir-secret-sharing-threshold:s unencrypted-comment-regex:s unencrypted-regex:s unencrypted-suffix:s",
+    "age/-a:s aws-profile:s azure-kv:s config:s enable-local-keyservice:b=true encrypted-comment-regex:s encrypted-regex:s encrypted-suffix:s encryption-context:s filename-override:s format:s=sops gcp-kms:s hc-vault-transit:s hckms:s in-place/-i:b indent:s input-type:s keyservice:s kms/-k:s mac-only-encrypted:b machine:s output-type:s output:s pgp/-p:s shamir-secret-sharing-threshold:s tpm-ek:s unencrypted-comment-regex:s unencrypted-regex:s unencrypted-suffix:s",
   decrypt:
     "decryption-order:s enable-local-keyservice:b=true extract:s filename-override:s ignore-mac:b in-place/-i:b indent:s input-type:s keyservice:s machine:s output-type:s output:s",
   rotate:
-    "add-age:s add-azure-kv:s add-gcp-kms:s add-hc-vault-transit:s add-hckms:s add-kms:s add-pgp:s aws-profile:s concurrency:s=4 decryption-order:s dry-run:b enable-local-keyservice:b=true encryption-context:s filename-override:s ignore-mac:b in-place/-i:b indent:s input-type:s json:b keyservice:s output-type:s output:s prefix:s=configs/ recursive:b rm-age:s rm-azure-kv:s rm-gcp-kms:s rm-hc-vault-transit:s rm-hckms:s rm-kms:s rm-pgp:s store:s",
+    "add-age:s add-azure-kv:s add-gcp-kms:s add-hc-vault-transit:s add-hckms:s add-kms:s add-pgp:s add-tpm-ek:s aws-profile:s concurrency:s=4 decryption-order:s dry-run:b enable-local-keyservice:b=true encryption-context:s filename-override:s ignore-mac:b in-place/-i:b indent:s input-type:s json:b keyservice:s output-type:s output:s prefix:s=configs/ recursive:b rm-age:s rm-azure-kv:s rm-gcp-kms:s rm-hc-vault-transit:s rm-hckms:s rm-kms:s rm-pgp:s rm-tpm-ek:s store:s",
   updatekeys:
     "config:s decryption-order:s enable-local-keyservice:b=true input-type:s keyservice:s recursive:b shamir-secret-sharing-threshold:s yes/-y:b",
   keyservice: "addr:s address:s=127.0.0.1:5000 net:s network:s=tcp prompt:b verbose:b",
   "exec-env": "background:b decryption-order:s pristine:b same-process:b user:s",
   "exec-file": "background:b decryption-order:s filename:s input-type:s no-fifo:b output-type:s user:s",
-  edit: "age/-a:s aws-profile:s azure-kv:s config:s decryption-order:s enable-local-keyservice:b=true encrypted-comment-regex:s encrypted-regex:s encrypted-suffix:s encryption-context:s gcp-kms:s hc-vault-transit:s hckms:s ignore-mac:b input-type:s keyservice:s kms/-k:s mac-only-encrypted:b output-type:s pgp/-p:s shamir-secret-sharing-threshold:s show-master-keys/-s:b unencrypted-comment-regex:s unencrypted-regex:s unencrypted-suffix:s",
+  edit: "age/-a:s aws-profile:s azure-kv:s config:s decryption-order:s enable-local-keyservice:b=true encrypted-comment-regex:s encrypted-regex:s encrypted-suffix:s encryption-context:s gcp-kms:s hc-vault-transit:s hckms:s ignore-mac:b input-type:s keyservice:s kms/-k:s mac-only-encrypted:b output-type:s pgp/-p:s shamir-secret-sharing-threshold:s show-master-keys/-s:b tpm-ek:s unencrypted-comment-regex:s unencrypted-regex:s unencrypted-suffix:s",
   set: "decryption-order:s enable-local-keyservice:b=true idempotent:b ignore-mac:b input-type:s keyservice:s output-type:s shamir-secret-sharing-threshold:s value-file:b value-stdin:b",
   unset:
     "decryption-order:s enable-local-keyservice:b=true idempotent:b ignore-mac:b input-type:s keyservice:s output-type:s shamir-secret-sharing-threshold:s",
   filestatus: "input-type:s",
   groups:
-    "age:s aws-profile:s azure-kv:s enable-local-keyservice:b=true encryption-context:s file/-f:s gcp-kms:s hc-vault-transit:s hckms:s in-place/-i:b keyservice:s kms:s pgp:s shamir-secret-sharing-threshold:s",
+    "age:s aws-profile:s azure-kv:s enable-local-keyservice:b=true encryption-context:s file/-f:s gcp-kms:s hc-vault-transit:s hckms:s in-place/-i:b keyservice:s kms:s pgp:s shamir-secret-sharing-threshold:s tpm-ek:s",
   completion: "",
   fetch:
     "allow-unknown-modules:b allow-unsafe-modes:b allowed-roots:s=/etc,/var/lib,/run,/opt apply:b attempt-timeout:s=30s auth:s=token aws-sts-endpoint:s aws-sts-region:s azure-resource:s ca-file:s deadline:s=10m decryption-order:s exec-timeout:s exec:s force:b from:s input-type:s json:b machine:s marker:s=/var/lib/bootseal/bootstrap.done one-time:b out:s payload:s=auto report-timeout:s=15s report:s root:s=/ sentinel:s=/run/cluster-api/bootstrap-success.complete server-id:s skip-module:s spiffe-jwt-file:s systemctl:s=systemctl token-file:s",

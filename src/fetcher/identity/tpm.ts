@@ -4,24 +4,17 @@
  * tools and not the TPM command wire format by hand: activating a credential needs a policy
  * session on the endorsement hierarchy (TPM2_StartAuthSession, TPM2_PolicySecret) and
  * parameter encryption is advisable on a bus; tpm2-tools does all of it, is packaged on
- * every distribution, and reaches any TPM through a TCTI: `device:/dev/tpmrm0` (the kernel's
- * resource manager, the default) or `swtpm:host=…,port=…` (a software TPM, the tests).
+ * every distribution, and reaches any TPM through a TCTI (providers/keys/tpm2-tools.ts).
  *
  * Environment: BOOTSEAL_TPM_TCTI (the TCTI; default device:/dev/tpmrm0).
- * Without a resource manager (swtpm's socket) transient objects stay loaded between tools:
- * every step flushes them (a no-op behind /dev/tpmrm0, which flushes per connection).
  */
-import { execFile } from "node:child_process";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { promisify } from "node:util";
+import { TPM_DEFAULT_TCTI, withTpm2Tools } from "../../../providers/keys/tpm2-tools.ts";
 import { BootsealError } from "../../errors.ts";
 import type { TpmChallengeRequest, TpmLoginCredential } from "../../machine/identity-login.ts";
 import type { CredentialContext, IdentityProvider } from "./provider.ts";
 
-const run = promisify(execFile);
-export const TPM_DEFAULT_TCTI = "device:/dev/tpmrm0";
 /** The TCG's NV index of the RSA 2048 EK certificate (EK Credential Profile §2.2.1.4). */
 const RSA_EK_CERT_NV_INDEX = "0x1c00002";
 
@@ -42,34 +35,17 @@ export function tpmProvider(): IdentityProvider {
   return {
     method: "tpm",
     async credential(ctx: CredentialContext): Promise<string> {
-      if (!ctx.challenge) throw new BootsealError("UNSUPPORTED", "--auth tpm needs the login challenge");
+      const askChallenge = ctx.challenge;
+      if (!askChallenge) throw new BootsealError("UNSUPPORTED", "--auth tpm needs the login challenge");
       const tcti = ctx.env.BOOTSEAL_TPM_TCTI || TPM_DEFAULT_TCTI;
-      const dir = await mkdtemp(join(tmpdir(), "bootseal-tpm-"));
-      const tool = async (name: string, args: readonly string[]): Promise<void> => {
-        try {
-          await run(name, args, {
-            cwd: dir,
-            env: { PATH: ctx.env.PATH ?? "/usr/bin:/bin", TPM2TOOLS_TCTI: tcti },
-            ...(ctx.signal ? { signal: ctx.signal } : {}),
-          });
-        } catch (err) {
-          const e = err as { code?: unknown; stderr?: string };
-          if (e.code === "ENOENT") {
-            throw new BootsealError("UNSUPPORTED", `--auth tpm needs tpm2-tools (${name} is not on PATH)`);
-          }
-          const why = (e.stderr ?? "").split("\n").find((l) => l.startsWith("ERROR")) ?? "failed";
-          throw new BootsealError("KEY_UNAVAILABLE", `TPM (${tcti}): ${name}: ${why.slice(0, 200)}`, {
-            cause: err,
-          });
-        }
-      };
-      const flushed = async (name: string, args: readonly string[]): Promise<void> => {
-        await tool(name, args);
-        await tool("tpm2_flushcontext", ["-t"]);
-      };
-      const b64 = async (file: string): Promise<string> =>
-        (await readFile(join(dir, file))).toString("base64");
-      try {
+      const session = { tcti, who: "--auth tpm", path: ctx.env.PATH, signal: ctx.signal };
+      return withTpm2Tools(session, async (tool, dir) => {
+        const flushed = async (name: string, args: readonly string[]): Promise<void> => {
+          await tool(name, args);
+          await tool("tpm2_flushcontext", ["-t"]);
+        };
+        const b64 = async (file: string): Promise<string> =>
+          (await readFile(join(dir, file))).toString("base64");
         await tool("tpm2_flushcontext", ["-t"]);
         await flushed("tpm2_createek", ["-c", "ek.ctx", "-G", "rsa", "-u", "ek.pub"]);
         await flushed("tpm2_createak", [
@@ -87,7 +63,7 @@ export function tpmProvider(): IdentityProvider {
         } catch {
           // No EK certificate in this TPM: the EK must be enrolled by its hash.
         }
-        const challenge = await ctx.challenge(request);
+        const challenge = await askChallenge(request);
         // tpm2_activatecredential's input: its magic and version around the two TPM2Bs.
         const header = Buffer.from([0xba, 0xdc, 0xc0, 0xde, 0, 0, 0, 1]);
         const blob = Buffer.from(challenge.credentialBlob, "base64");
@@ -117,9 +93,7 @@ export function tpmProvider(): IdentityProvider {
           signature: await b64("quote.sig"),
         };
         return Buffer.from(JSON.stringify(answer), "utf8").toString("base64");
-      } finally {
-        await rm(dir, { recursive: true, force: true });
-      }
+      });
     },
   };
 }

@@ -11,16 +11,6 @@
  */
 import { createHash, randomBytes, timingSafeEqual, X509Certificate } from "node:crypto";
 import { readFileSync } from "node:fs";
-import type { MachineAuthConfig, MachineBinding } from "../../config/machine-auth.ts";
-import { BootsealError, type ErrorCode } from "../../errors.ts";
-import type {
-  TpmChallengeRequest,
-  TpmChallengeResponse,
-  TpmLoginCredential,
-} from "../../machine/identity-login.ts";
-import { formatMachineId, type MachineId } from "../../machine/machine-id.ts";
-import { allowedBinding } from "./bindings.ts";
-import { makeCredential } from "./tpm-credential.ts";
 import {
   objectName,
   parsePublic,
@@ -31,7 +21,17 @@ import {
   TPMA,
   type TpmPublic,
   TpmWireError,
-} from "./tpm-wire.ts";
+} from "../../../providers/keys/tpm-wire.ts";
+import type { MachineAuthConfig, MachineBinding } from "../../config/machine-auth.ts";
+import { BootsealError, type ErrorCode } from "../../errors.ts";
+import type {
+  TpmChallengeRequest,
+  TpmChallengeResponse,
+  TpmLoginCredential,
+} from "../../machine/identity-login.ts";
+import { formatMachineId, type MachineId } from "../../machine/machine-id.ts";
+import { allowedBinding } from "./bindings.ts";
+import { makeCredential } from "./tpm-credential.ts";
 import type { IdentityVerifier, ProvenIdentity, VerifyContext } from "./verifier.ts";
 
 /** The reason codes a refusal carries, one per check, in the order they run. */
