@@ -28,12 +28,17 @@ export const ADMIN = "controller-admin-token-0123456789abcdefghijkl";
 const sha = (s: string) => createHash("sha256").update(s).digest("hex");
 
 /** The service app: one age rule (the machine's key), an admin controller, this login config. */
-export function loginService(recipient: string, machineAuth: MachineAuthConfig): FastifyInstance {
+/** A service with machine login; its one creation rule seals to `recipient` (an age recipient), or `rules` as given. */
+export function loginService(
+  recipient: string,
+  machineAuth: MachineAuthConfig,
+  rules?: string,
+): FastifyInstance {
   return buildApp({
     logger: false,
     store: new MemoryStore(),
     config: appConfig({
-      creationRules: parseSopsConfig(`creation_rules:\n  - age: ${recipient}\n`, "t"),
+      creationRules: parseSopsConfig(rules ?? `creation_rules:\n  - age: ${recipient}\n`, "t"),
       controllers: [{ name: "admin", tokenSha256: sha(ADMIN), scopes: [...SCOPES] }],
       rateLimit: { authFailuresPerMinute: 100 },
       machineAuth,

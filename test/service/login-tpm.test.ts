@@ -24,7 +24,7 @@ import type {
 } from "../../src/machine/identity-login.ts";
 import { ageKey, tempDir } from "../fetcher/helpers.ts";
 import { peer } from "../helpers/peers.ts";
-import { fetchWithLogin, loginService, phasesOf, publishAs } from "./login-harness.ts";
+import { ADMIN, fetchWithLogin, loginService, phasesOf, publishAs } from "./login-harness.ts";
 
 const run = promisify(execFile);
 const AUDIENCE = "https://bootseal-tpm.login.test";
@@ -288,6 +288,54 @@ test("tpm (swtpm): an AK not bound to the EK (another TPM's AK under this EK) is
 
 test("tpm (swtpm): an EK whose certificate is from another CA, and not enrolled, is refused (ek-untrusted)", async () => {
   await assert.rejects(attest(OTHER_TCTI), /ek-untrusted/);
+});
+
+test("tpm (swtpm): a config sealed to the machine's TPM under a PCR 7 policy: TPM login, fetch, unseal in the TPM, succeeded; no other key anywhere", async () => {
+  // The EK public key as a cloud API or an inventory hands it to the controller.
+  const ek = join(dir.path, "ek-a.pem");
+  await tpm2(TCTI, ["tpm2_createek", "-c", join(dir.path, "ek-a.ctx"), "-G", "rsa", "-u", ek, "-f", "pem"]);
+  await tpm2(TCTI, ["tpm2_flushcontext", "-t"]);
+  const sealed = loginService(
+    key.recipient,
+    parseMachineAuth(
+      {
+        audience: AUDIENCE,
+        tokenTtl: "1h",
+        aws: { region: "us-east-1" },
+        tpm: { ekCaFile: EK_CA },
+        bindings: [{ method: "tpm", match: { ekCertIssuer: "*" }, machines: "prod/*", pcrs: expected }],
+      },
+      undefined,
+    ),
+    `creation_rules:\n  - tpm_ek: "${ek}#7=${expected["7"]}"\n`,
+  );
+  const base = await sealed.listen({ host: "127.0.0.1", port: 0 });
+  try {
+    await publishAs(sealed, "prod/bare-1", "sealed to one TPM\n");
+    const stored = await sealed.inject({
+      method: "GET",
+      url: "/v1/machines/prod/bare-1/config",
+      headers: { authorization: `Bearer ${ADMIN}` },
+    });
+    const doc = JSON.parse(stored.body) as { sops: Record<string, unknown> };
+    assert.ok(
+      Array.isArray(doc.sops.tpm) && doc.sops.age === undefined,
+      "the data key is wrapped to the TPM alone",
+    );
+    const { r, root } = await fetchWithLogin({
+      dir: dir.path,
+      base,
+      machine: "prod/bare-1",
+      method: "tpm",
+      serverId: AUDIENCE,
+      env: { BOOTSEAL_TPM_TCTI: TCTI, PATH: process.env.PATH ?? "" },
+    });
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(await readFile(join(root, "etc/bootseal/secret.txt"), "utf8"), "sealed to one TPM\n");
+    assert.ok((await phasesOf(sealed, "prod/bare-1")).includes("succeeded"));
+  } finally {
+    await sealed.close();
+  }
 });
 
 test("tpm (swtpm): after PCR 7 is extended the machine is refused (pcr-mismatch); tpm2_checkquote still verifies the signature", async () => {
