@@ -15,6 +15,7 @@ import { stringify } from "yaml";
 import { clockLine } from "../../src/cli/check/service-checks.ts";
 import { REPO, tempDir } from "../fetcher/helpers.ts";
 import { runChild } from "../helpers/child.ts";
+import { peer } from "../helpers/peers.ts";
 import { freePort } from "../helpers/ports.ts";
 import { until } from "../helpers/until.ts";
 
@@ -282,6 +283,30 @@ describe("bootseal check against a real serve (dist)", { timeout: 180_000 }, () 
     const r = await check(["--config", file]);
     assert.equal(r.status, 50, r.out);
     assert.ok(/^ {2}FAIL {2}(config|rule 1 age) /m.test(r.out), r.out);
+  });
+
+  test("a creation rule on the real OpenBao transit: the service's token wraps and unwraps (ok); a token without transit rights fails the line", async () => {
+    const vault = { VAULT_ADDR: peer("VAULT_ADDR"), VAULT_TOKEN: peer("VAULT_TOKEN") };
+    const file = join(dir, "transit.yaml");
+    // The openbao peer makes transit/keys/bootseal-smoke at start.
+    const rule = { hc_vault_transit_uri: `${vault.VAULT_ADDR}/v1/transit/keys/bootseal-smoke` };
+    writeFileSync(file, stringify({ ...baseConfig(dir), creation_rules: [rule] }));
+    const good = await check(["--config", file], vault);
+    assert.equal(good.status, 0, good.out);
+    assert.match(lineOf(good.out, "rule 1 hc_vault"), /^ {2}ok {2}.*wraps and unwraps a data key/);
+    // A token with only OpenBao's default policy: no transit rights.
+    const created = await fetch(`${vault.VAULT_ADDR}/v1/auth/token/create`, {
+      method: "POST",
+      headers: { "X-Vault-Token": vault.VAULT_TOKEN },
+      body: JSON.stringify({ policies: ["default"], no_default_policy: false, ttl: "10m" }),
+    });
+    assert.equal(created.status, 200);
+    const weak = ((await created.json()) as { auth: { client_token: string } }).auth.client_token;
+    const bad = await check(["--config", file], { VAULT_ADDR: vault.VAULT_ADDR, VAULT_TOKEN: weak });
+    assert.equal(bad.status, 50, bad.out);
+    assert.match(lineOf(bad.out, "rule 1 hc_vault"), /^ {2}FAIL /);
+    for (const secret of [vault.VAULT_TOKEN, weak])
+      assert.ok(!bad.out.includes(secret), "no Vault token printed");
   });
 
   test("an unwritable store (a file store on a read-only bind mount) fails the store line", async () => {
