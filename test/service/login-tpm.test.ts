@@ -56,7 +56,8 @@ let app: FastifyInstance;
 let url: string;
 let expected: Record<string, string>;
 
-function service(): FastifyInstance {
+/** The service with the tpm binding; its creation rule the age key, or `rules` as given. */
+function service(rules?: string): FastifyInstance {
   return loginService(
     key.recipient,
     parseMachineAuth(
@@ -69,6 +70,7 @@ function service(): FastifyInstance {
       },
       undefined,
     ),
+    rules,
   );
 }
 
@@ -295,20 +297,7 @@ test("tpm (swtpm): a config sealed to the machine's TPM under a PCR 7 policy: TP
   const ek = join(dir.path, "ek-a.pem");
   await tpm2(TCTI, ["tpm2_createek", "-c", join(dir.path, "ek-a.ctx"), "-G", "rsa", "-u", ek, "-f", "pem"]);
   await tpm2(TCTI, ["tpm2_flushcontext", "-t"]);
-  const sealed = loginService(
-    key.recipient,
-    parseMachineAuth(
-      {
-        audience: AUDIENCE,
-        tokenTtl: "1h",
-        aws: { region: "us-east-1" },
-        tpm: { ekCaFile: EK_CA },
-        bindings: [{ method: "tpm", match: { ekCertIssuer: "*" }, machines: "prod/*", pcrs: expected }],
-      },
-      undefined,
-    ),
-    `creation_rules:\n  - tpm_ek: "${ek}#7=${expected["7"]}"\n`,
-  );
+  const sealed = service(`creation_rules:\n  - tpm_ek: "${ek}#7=${expected["7"]}"\n`);
   const base = await sealed.listen({ host: "127.0.0.1", port: 0 });
   try {
     await publishAs(sealed, "prod/bare-1", "sealed to one TPM\n");
