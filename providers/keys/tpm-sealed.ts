@@ -10,6 +10,9 @@
  * a file (PEM, DER SubjectPublicKeyInfo, or the TPM2B_PUBLIC tpm2_createek -u writes), an
  * inline PEM, or its SubjectPublicKeyInfo as one line of base64, then optionally `#PCR=HEX` per PCR of the policy with its expected sha256
  * value: `ek.pem#7=3d45…#16=0000…`. In `key_groups`: `tpm: [{ek: …, pcrs: {"7": HEX}}]`.
+ * In a service's creation rule the EK may be `publish` (EK_FROM_PUBLISH): each publish brings
+ * its machine's EK (docs/api.md, X-Bootseal-Tpm-Ek) and withPublishedEk puts it in; such an
+ * entry seals nothing anywhere else.
  * Entry fields: `ek_public` (base64 DER SubjectPublicKeyInfo), `pcrs` (`sha256:7,16`, absent
  * without a policy), `policy` (the PolicyPCR digest, hex), `created_at`, `enc` (base64 of the
  * TPM2B_PUBLIC, TPM2B_PRIVATE and TPM2B_ENCRYPTED_SECRET TPM2_Import takes).
@@ -103,30 +106,75 @@ function pcrValue(text: string, what: string): Buffer {
   return Buffer.from(text.replace(/^0x/, ""), "hex");
 }
 
-/** A new entry: the EK and, with PCR values, the PolicyPCR digest and its selection. */
-function tpmEntry(ekText: string, pcrs: ReadonlyMap<number, Buffer>): KeyEntry {
-  const key = loadEk(ekText);
-  ekOf(key);
+/** The EK of a service creation rule's entry that each publish names (withPublishedEk). */
+export const EK_FROM_PUBLISH = "publish";
+
+/** The entry's fields for an EK (SubjectPublicKeyInfo, base64 DER) and PCR values. */
+function tpmFields(ekPublic: string, pcrs: ReadonlyMap<number, Buffer>): [string, string][] {
   const indices = [...pcrs.keys()].sort((a, b) => a - b);
   const policy = indices.length === 0 ? "" : pcrPolicyDigest(pcrs).toString("hex");
-  return newEntry(KIND, [
-    ["ek_public", spki(key)],
+  return [
+    ["ek_public", ekPublic],
     ["pcrs", indices.length === 0 ? "" : `sha256:${indices.join(",")}`],
     ["policy", policy],
-  ]);
+  ];
+}
+
+/** A new entry: the EK and, with PCR values, the PolicyPCR digest and its selection. */
+function tpmEntry(ekText: string, pcrs: ReadonlyMap<number, Buffer>): KeyEntry {
+  if (ekText.trim() === EK_FROM_PUBLISH) return newEntry(KIND, tpmFields("", pcrs));
+  const key = loadEk(ekText);
+  ekOf(key);
+  return newEntry(KIND, tpmFields(spki(key), pcrs));
+}
+
+/** `PCR=HEX` parts (of `EK#PCR=HEX#…` or a publish's `7=HEX,16=HEX`) as a PCR policy. */
+export function parsePcrValues(parts: readonly string[], what: string): Map<number, Buffer> {
+  const pcrs = new Map<number, Buffer>();
+  for (const part of parts) {
+    const eq = part.indexOf("=");
+    if (eq < 0) throw new BootsealError("BAD_INPUT", `${what}: expected PCR=HEX, got ${part.slice(0, 40)}`);
+    const index = pcrIndex(part.slice(0, eq).trim(), what);
+    if (pcrs.has(index)) throw new BootsealError("BAD_INPUT", `${what}: PCR ${index} is given twice`);
+    pcrs.set(index, pcrValue(part.slice(eq + 1).trim(), what));
+  }
+  return pcrs;
 }
 
 /** `EK[#PCR=HEX]…` */
 function entryFromText(text: string): KeyEntry {
   const [ek = "", ...policyParts] = text.split("#");
-  const what = "tpm key";
-  const pcrs = new Map<number, Buffer>();
-  for (const part of policyParts) {
-    const eq = part.indexOf("=");
-    if (eq < 0) throw new BootsealError("BAD_INPUT", `${what}: expected #PCR=HEX, got #${part.slice(0, 40)}`);
-    pcrs.set(pcrIndex(part.slice(0, eq).trim(), what), pcrValue(part.slice(eq + 1).trim(), what));
+  return tpmEntry(ek, parsePcrValues(policyParts, "tpm key"));
+}
+
+/** Whether a rule's entry waits for the EK a publish brings (`publish` in place of the EK). */
+export function isEkFromPublish(entry: KeyEntry): boolean {
+  return entry.kind === KIND && entry.fields.get("ek_public") === "";
+}
+
+/**
+ * A rule's `publish` entry with the machine's EK (SubjectPublicKeyInfo, base64 DER, as a publish
+ * sends it) and, when the publish names PCR values, its policy in place of the rule's.
+ */
+export function withPublishedEk(
+  entry: KeyEntry,
+  ekPublic: string,
+  pcrs: ReadonlyMap<number, Buffer> | undefined,
+  what: string,
+): KeyEntry {
+  let key: KeyObject;
+  try {
+    key = createPublicKey({ key: Buffer.from(ekPublic, "base64"), format: "der", type: "spki" });
+  } catch {
+    throw new BootsealError("BAD_INPUT", `${what}: not an EK public key (base64 DER SubjectPublicKeyInfo)`);
   }
-  return tpmEntry(ek, pcrs);
+  ekOf(key);
+  if (pcrs === undefined) {
+    const fields = new Map(entry.fields);
+    fields.set("ek_public", spki(key));
+    return { ...entry, fields };
+  }
+  return newEntry(KIND, tpmFields(spki(key), pcrs));
 }
 
 function entryFromConfig(item: ConfigItem): KeyEntry {
@@ -152,6 +200,12 @@ interface TpmSealedSettings {
 function settingsOf(entry: KeyEntry): TpmSealedSettings {
   const label = "tpm entry";
   const ekPublic = stringField(entry.fields, "ek_public", label);
+  if (ekPublic === "") {
+    throw new BootsealError(
+      "BAD_INPUT",
+      `tpm key ${EK_FROM_PUBLISH}: its EK comes with each publish to the service (X-Bootseal-Tpm-Ek), nothing can be sealed to it here`,
+    );
+  }
   let key: KeyObject;
   try {
     key = createPublicKey({ key: Buffer.from(ekPublic, "base64"), format: "der", type: "spki" });

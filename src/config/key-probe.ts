@@ -5,9 +5,10 @@
  * a publish does; `bootseal check --config` also unwraps. The data key is random and dropped:
  * nothing wrapped here ever protects anything.
  */
-import { randomBytes, timingSafeEqual } from "node:crypto";
+import { generateKeyPairSync, randomBytes, timingSafeEqual } from "node:crypto";
 import type { ProviderDeps } from "../../providers/keys/index.ts";
-import type { MasterKey } from "../envelope/sops/master-key.ts";
+import { isEkFromPublish, withPublishedEk } from "../../providers/keys/tpm-sealed.ts";
+import type { KeyEntry, MasterKey } from "../envelope/sops/master-key.ts";
 import { describeError } from "../errors.ts";
 import { bindKeyGroups } from "../machine/kms-binding.ts";
 import type { MachineId } from "../machine/machine-id.ts";
@@ -63,6 +64,14 @@ async function probeKey(
   }
 }
 
+/** A throwaway EK for a rule's `tpm_ek: publish` key: its sealing (policy included) runs for real. */
+function withThrowawayEk(entry: KeyEntry): { entry: KeyEntry; id?: string } {
+  if (!isEkFromPublish(entry)) return { entry };
+  const { publicKey } = generateKeyPairSync("ec", { namedCurve: "P-256" });
+  const ek = publicKey.export({ format: "der", type: "spki" }).toString("base64");
+  return { entry: withPublishedEk(entry, ek, undefined, "probe"), id: "tpm: the EK each publish sends" };
+}
+
 /** Every key of every rule, in order; a key that cannot even be built fails its wrap. */
 export async function probeRuleKeys(
   rules: SopsConfig,
@@ -76,8 +85,9 @@ export async function probeRuleKeys(
       const base = { rule: i + 1, pathRegex: rule.pathRegex, kind: entry.kind };
       let result: { id: string; wrap: string; unwrap: string };
       try {
-        const key = newKeyFromEntry(entry, deps, options.now);
-        result = { id: key.id, ...(await probeKey(key, options.unwrap, options.signal)) };
+        const probed = withThrowawayEk(entry);
+        const key = newKeyFromEntry(probed.entry, deps, options.now);
+        result = { id: probed.id ?? key.id, ...(await probeKey(key, options.unwrap, options.signal)) };
       } catch (err) {
         result = { id: entry.kind, wrap: failure(err), unwrap: NOT_TRIED };
       }

@@ -17,6 +17,7 @@
  */
 
 import { KEY_KINDS, type ProviderDeps } from "../../providers/keys/index.ts";
+import { isEkFromPublish, withPublishedEk } from "../../providers/keys/tpm-sealed.ts";
 import { newKeyFromEntry } from "../config/rule-keys.ts";
 import { type CreationRule, keyIdentity, matchCreationRule, type SopsConfig } from "../config/sops-config.ts";
 import {
@@ -46,8 +47,18 @@ export interface PreparedDocument {
   readonly uploaded: boolean;
 }
 
+/** The machine's TPM a publish seals to (X-Bootseal-Tpm-Ek, X-Bootseal-Tpm-Pcrs). */
+export interface PublishedTpm {
+  /** The EK's SubjectPublicKeyInfo, base64 DER. */
+  readonly ekPublic: string;
+  /** PCR values of the policy, in place of the rule's; none: the rule's. */
+  readonly pcrs?: ReadonlyMap<number, Buffer> | undefined;
+}
+
 export interface PublishContext {
   readonly rules: SopsConfig;
+  /** The publish's TPM, for the rule's `tpm_ek: publish` entries. */
+  readonly tpm?: PublishedTpm | undefined;
   readonly keyDeps: ProviderDeps;
   readonly now: Date;
   readonly signal?: AbortSignal;
@@ -75,7 +86,7 @@ export async function prepareDocument(
   ctx: PublishContext,
 ): Promise<PreparedDocument> {
   const rule = ruleFor(ctx.rules, m);
-  const groups = bindKeyGroups(rule.keyGroups, m);
+  const groups = sealToPublishedTpm(bindKeyGroups(rule.keyGroups, m), m, ctx.tpm);
   const media = mediaTypeOf(contentType);
   if (media === SOPS_JSON || media === SOPS_YAML) {
     if (format !== undefined) {
@@ -105,6 +116,30 @@ export async function prepareDocument(
   if (storeFormat === "json") jsonStoreFormat(encrypted.branches, encrypted.metadata);
   const bytes = codec.emitEncrypted(encrypted.branches, metadataToTree(encrypted.metadata, KEY_KINDS));
   return { bytes, format: storeFormat, uploaded: false };
+}
+
+/**
+ * The rule's `tpm_ek: publish` entries with the publish's EK. Both or neither: a rule waiting for
+ * an EK gets none (the machine could not decrypt), an EK no rule entry takes would be ignored.
+ */
+function sealToPublishedTpm(groups: KeyEntry[][], m: MachineId, tpm: PublishedTpm | undefined): KeyEntry[][] {
+  const waiting = groups.some((g) => g.some(isEkFromPublish));
+  if (waiting && tpm === undefined) {
+    throw new BootsealError(
+      "BAD_INPUT",
+      `the creation rule for ${formatMachineId(m)} seals to the machine's TPM (tpm_ek: publish): send its EK in X-Bootseal-Tpm-Ek`,
+    );
+  }
+  if (tpm === undefined) return groups;
+  if (!waiting) {
+    throw new BootsealError(
+      "BAD_INPUT",
+      `X-Bootseal-Tpm-Ek: the creation rule for ${formatMachineId(m)} has no tpm key to seal to (tpm_ek: publish)`,
+    );
+  }
+  return groups.map((g) =>
+    g.map((e) => (isEkFromPublish(e) ? withPublishedEk(e, tpm.ekPublic, tpm.pcrs, "X-Bootseal-Tpm-Ek") : e)),
+  );
 }
 
 function checkUpload(

@@ -27,7 +27,6 @@ import { appConfig } from "./app-config.ts";
 export const ADMIN = "controller-admin-token-0123456789abcdefghijkl";
 const sha = (s: string) => createHash("sha256").update(s).digest("hex");
 
-/** The service app: one age rule (the machine's key), an admin controller, this login config. */
 /** A service with machine login; its one creation rule seals to `recipient` (an age recipient), or `rules` as given. */
 export function loginService(
   recipient: string,
@@ -46,11 +45,16 @@ export function loginService(
   });
 }
 
-export async function publishAs(svc: FastifyInstance, machine: string, payload: string): Promise<void> {
+export async function publishAs(
+  svc: FastifyInstance,
+  machine: string,
+  payload: string,
+  headers: Record<string, string> = {},
+): Promise<void> {
   const res = await svc.inject({
     method: "PUT",
     url: `/v1/machines/${machine}/config`,
-    headers: { authorization: `Bearer ${ADMIN}`, "content-type": "text/plain" },
+    headers: { authorization: `Bearer ${ADMIN}`, "content-type": "text/plain", ...headers },
     payload,
   });
   assert.equal(res.statusCode, 201, res.body);

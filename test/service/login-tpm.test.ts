@@ -327,6 +327,71 @@ test("tpm (swtpm): a config sealed to the machine's TPM under a PCR 7 policy: TP
   }
 });
 
+test("tpm (swtpm): the EK sent with the publish (X-Bootseal-Tpm-Ek, as the controller sends it) to a rule's `tpm_ek: publish#7=…`: sealed to that TPM alone, TPM login, unseal, succeeded; the other TPM's machine cannot unseal", async () => {
+  // The EK as a cloud API or an inventory gives it: SubjectPublicKeyInfo, DER, one base64 line.
+  const ekOf = async (tcti: string, name: string) => {
+    const der = join(dir.path, `${name}.der`);
+    await tpm2(tcti, [
+      "tpm2_createek",
+      "-c",
+      join(dir.path, `${name}.ctx`),
+      "-G",
+      "rsa",
+      "-u",
+      der,
+      "-f",
+      "der",
+    ]);
+    await tpm2(tcti, ["tpm2_flushcontext", "-t"]);
+    return (await readFile(der)).toString("base64");
+  };
+  const ek = await ekOf(TCTI, "ek-publish");
+  const sealed = service(`creation_rules:\n  - tpm_ek: "publish#7=${expected["7"]}"\n`);
+  const base = await sealed.listen({ host: "127.0.0.1", port: 0 });
+  try {
+    await publishAs(sealed, "prod/bare-2", "sealed per publish\n", { "x-bootseal-tpm-ek": ek });
+    // Another machine's config, sealed to the other TPM's EK: this TPM cannot open it.
+    await publishAs(sealed, "prod/bare-3", "not for TPM a\n", {
+      "x-bootseal-tpm-ek": await ekOf(OTHER_TCTI, "ek-other"),
+    });
+    const stored = await sealed.inject({
+      method: "GET",
+      url: "/v1/machines/prod/bare-2/config",
+      headers: { authorization: `Bearer ${ADMIN}` },
+    });
+    const doc = JSON.parse(stored.body) as { sops: { tpm?: { ek_public: string; pcrs: string }[] } };
+    assert.deepEqual(
+      doc.sops.tpm?.map((t) => [t.ek_public, t.pcrs]),
+      [[ek, "sha256:7"]],
+      "one tpm key: the publish's EK under the rule's PCR 7 policy",
+    );
+    const { r, root } = await fetchWithLogin({
+      dir: dir.path,
+      base,
+      machine: "prod/bare-2",
+      method: "tpm",
+      serverId: AUDIENCE,
+      env: { BOOTSEAL_TPM_TCTI: TCTI, PATH: process.env.PATH ?? "" },
+    });
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(await readFile(join(root, "etc/bootseal/secret.txt"), "utf8"), "sealed per publish\n");
+    assert.ok((await phasesOf(sealed, "prod/bare-2")).includes("succeeded"));
+    // TPM a logs in as bare-3 (the binding allows prod/*) and gets the document, but cannot unseal it.
+    const other = await fetchWithLogin({
+      dir: dir.path,
+      base,
+      machine: "prod/bare-3",
+      method: "tpm",
+      serverId: AUDIENCE,
+      env: { BOOTSEAL_TPM_TCTI: TCTI, PATH: process.env.PATH ?? "" },
+    });
+    assert.notEqual(other.r.code, 0);
+    assert.match(other.r.stderr, /Failed to get the data key|could not decrypt|no key/i);
+  } finally {
+    await sealed.close();
+  }
+});
+
 test("tpm (swtpm): after PCR 7 is extended the machine is refused (pcr-mismatch); tpm2_checkquote still verifies the signature", async () => {
   await tpm2(TCTI, ["tpm2_pcrextend", `7:sha256=${"ab".repeat(32)}`]);
   const x = await attest(TCTI);

@@ -9,6 +9,8 @@
  * command (the publish's, else the first matching `bootstrapCommands` rule) is stored with
  * the token, never in the encrypted config: the stub carries it to `bootseal fetch --exec`.
  */
+
+import { parsePcrValues } from "../../../providers/keys/tpm-sealed.ts";
 import type { ObjectInfo, WriteCondition } from "../../../providers/stores/object-store.ts";
 import { checkBootstrapCommand } from "../../config/service-config.ts";
 import { contentTypeOf } from "../../envelope/document.ts";
@@ -16,7 +18,7 @@ import { BootsealError, hasCode } from "../../errors.ts";
 import { formatMachineId, type MachineId } from "../../machine/machine-id.ts";
 import { quoteEtag, type ServiceContext } from "../context.ts";
 import { errorLabel } from "../plugins/metrics.ts";
-import { type PreparedDocument, prepareDocument } from "../prepare-document.ts";
+import { type PreparedDocument, type PublishedTpm, prepareDocument } from "../prepare-document.ts";
 import type { CapiRef } from "../status-record.ts";
 import { mintDerivedToken, mintToken, newSalt, sha256Hex, type TokenRecord } from "../tokens.ts";
 
@@ -34,6 +36,8 @@ export interface PublishRequest {
   readonly bootstrapCommand: string | undefined;
   /** The Cluster API objects the publish is for (the controller's), kept with the config. */
   readonly capi?: CapiRef | undefined;
+  /** The machine's TPM the rule's `tpm_ek: publish` keys seal to. */
+  readonly tpm?: PublishedTpm | undefined;
 }
 
 export interface PublishResult {
@@ -88,6 +92,38 @@ export function bootstrapCommandHeader(value: string | string[] | undefined): st
   return checkBootstrapCommand(text, BOOTSTRAP_COMMAND_HEADER);
 }
 
+export const TPM_EK_HEADER = "x-bootseal-tpm-ek";
+export const TPM_PCRS_HEADER = "x-bootseal-tpm-pcrs";
+
+function oneHeader(value: string | string[] | undefined, name: string): string | undefined {
+  if (Array.isArray(value)) throw new BootsealError("BAD_INPUT", `${name}: given more than once`);
+  return value;
+}
+
+/**
+ * The publish's TPM: `X-Bootseal-Tpm-Ek` (the EK's SubjectPublicKeyInfo, base64 DER, one line)
+ * and optionally `X-Bootseal-Tpm-Pcrs` (`7=HEX,16=HEX`: the policy's sha256 PCR values).
+ */
+export function tpmHeaders(
+  ek: string | string[] | undefined,
+  pcrs: string | string[] | undefined,
+): PublishedTpm | undefined {
+  const ekText = oneHeader(ek, TPM_EK_HEADER)?.trim();
+  const pcrText = oneHeader(pcrs, TPM_PCRS_HEADER)?.trim();
+  if (ekText === undefined) {
+    if (pcrText !== undefined)
+      throw new BootsealError("BAD_INPUT", `${TPM_PCRS_HEADER}: only with ${TPM_EK_HEADER}`);
+    return undefined;
+  }
+  // An RSA 4096 EK is 550 bytes of DER: 2048 characters leave room and bound the parse.
+  if (!/^[A-Za-z0-9+/]{40,2048}={0,2}$/.test(ekText))
+    throw new BootsealError("BAD_INPUT", `${TPM_EK_HEADER}: expected base64 DER (SubjectPublicKeyInfo)`);
+  if (pcrText === undefined) return { ekPublic: ekText };
+  if (pcrText === "" || pcrText.length > 24 * 68)
+    throw new BootsealError("BAD_INPUT", `${TPM_PCRS_HEADER}: expected PCR=HEX[,PCR=HEX]…`);
+  return { ekPublic: ekText, pcrs: parsePcrValues(pcrText.split(","), TPM_PCRS_HEADER) };
+}
+
 /** The bootstrap command of a publish: its own, else the first rule whose `match` finds `<ns>/<name>`. */
 export function bootstrapCommandFor(
   ctx: ServiceContext,
@@ -140,6 +176,7 @@ export async function publishConfig(
       now,
       signal: request.signal,
       instrumentKey: metrics.instrumentKey,
+      tpm: request.tpm,
     });
     const { created, info } = await storeConfig(ctx, m, prepared, request.condition);
     const sha256 = sha256Hex(prepared.bytes);

@@ -12,7 +12,7 @@ import { BootsealError } from "../../errors.ts";
 import type { ServiceContext } from "../context.ts";
 import { deleteConfig } from "../machines/delete.ts";
 import { fetchConfig } from "../machines/fetch.ts";
-import { bootstrapCommandHeader, publishConfig } from "../machines/publish.ts";
+import { bootstrapCommandHeader, publishConfig, tpmHeaders } from "../machines/publish.ts";
 import { signalFor } from "../plugins/auth.ts";
 import { labelValue } from "../plugins/metrics.ts";
 import { machineTokenOf, mayMintTokens, stateOf, who } from "../request-state.ts";
@@ -80,6 +80,7 @@ export function machineConfigRoutes(parent: FastifyInstance, ctx: ServiceContext
         throw new BootsealError("BAD_INPUT", `a ?format=${request.query.format} payload must be UTF-8 text`);
       }
       const bootstrapCommand = bootstrapCommandHeader(request.headers["x-bootseal-bootstrap-command"]);
+      const tpm = tpmHeaders(request.headers["x-bootseal-tpm-ek"], request.headers["x-bootseal-tpm-pcrs"]);
       const {
         capiCluster: cluster,
         capiMachine: machine,
@@ -99,6 +100,7 @@ export function machineConfigRoutes(parent: FastifyInstance, ctx: ServiceContext
         {
           bootstrapCommand,
           capi,
+          tpm,
           body: payload,
           contentType: request.headers["content-type"],
           format: request.query.format,

@@ -60,6 +60,16 @@ export const publishSchema = {
         type: "string",
         description: "the command the fetcher runs after writing the files (overrides bootstrapCommands)",
       },
+      "x-bootseal-tpm-ek": {
+        type: "string",
+        description:
+          "the machine's TPM endorsement key (SubjectPublicKeyInfo, base64 DER): the creation rule's `tpm_ek: publish` keys seal the data key to it",
+      },
+      "x-bootseal-tpm-pcrs": {
+        type: "string",
+        description:
+          "with x-bootseal-tpm-ek: `PCR=SHA256HEX[,…]`, the PCR policy the sealed key needs (in place of the rule's)",
+      },
     },
   },
   response: {
