@@ -8,6 +8,7 @@
 
 import { existsSync } from "node:fs";
 import {
+  ApisApi,
   CoordinationV1Api,
   CoreV1Api,
   CustomObjectsApi,
@@ -102,6 +103,8 @@ export class Kube {
   readonly custom: CustomObjectsApi;
   readonly core: CoreV1Api;
   readonly coordination: CoordinationV1Api;
+  /** API group -> its preferred version (discovery; a group's versions change with its CRDs only). */
+  readonly #preferred = new Map<string, string>();
 
   constructor(kc: KubeConfig) {
     this.kc = kc;
@@ -123,6 +126,24 @@ export class Kube {
       if (statusOf(err) === 404) return null;
       throw kubeError(err, `get ${ref.kind} ${ref.namespace}/${ref.name}`);
     }
+  }
+
+  /**
+   * The preferred version of an API group, for a Cluster API v1beta2 reference that names only
+   * its group (as Cluster API itself resolves it); null when the group is not served.
+   */
+  async preferredVersion(group: string): Promise<string | null> {
+    const known = this.#preferred.get(group);
+    if (known) return known;
+    let groups: { name: string; preferredVersion?: { groupVersion: string } }[];
+    try {
+      groups = (await this.kc.makeApiClient(ApisApi).getAPIVersions()).groups;
+    } catch (err) {
+      throw kubeError(err, "API discovery");
+    }
+    for (const g of groups)
+      if (g.preferredVersion) this.#preferred.set(g.name, g.preferredVersion.groupVersion);
+    return this.#preferred.get(group) ?? null;
   }
 
   async create<T extends KObject = KObject>(obj: KObject): Promise<T> {

@@ -43,9 +43,11 @@ import {
   KIND,
   payloadMismatch,
   SECRET_FORMAT,
+  type TpmSealSpec,
   validateSpec,
 } from "./spec.ts";
 import { cond, StatusDraft } from "./status-draft.ts";
+import { ekSources, type TpmSeal, tpmSealOf } from "./tpm-ek.ts";
 
 export interface Log {
   info(obj: object, msg: string): void;
@@ -115,7 +117,12 @@ interface Publication {
   readonly configDeleted: boolean;
 }
 
-const sha256 = (b: Uint8Array) => createHash("sha256").update(b).digest("hex");
+/** What the service holds: the inner data, and the TPM it is sealed to (a new EK republishes). */
+function publishedDigest(data: Uint8Array, tpm: TpmSeal | undefined): string {
+  const hash = createHash("sha256").update(data);
+  if (tpm) hash.update(`\0tpm\0${tpm.ekPublic}\0${tpm.pcrs ?? ""}`);
+  return hash.digest("hex");
+}
 
 export class Reconciler {
   readonly #d: ReconcilerDeps;
@@ -350,7 +357,13 @@ export class Reconciler {
     const { namespace, name } = obj.metadata;
     const configDeleted = obj.metadata.annotations?.[ANNOTATION_CONFIG_DELETED] === "true";
     let version = obj.metadata.annotations?.[ANNOTATION_PUBLISHED_VERSION];
-    const digest = data === "kept" ? undefined : sha256(data);
+    let tpm: TpmSeal | undefined;
+    if (c.spec.tpm && data !== "kept" && !configDeleted) {
+      const found = await this.#tpmSeal(c, c.spec.tpm);
+      if (found instanceof Stop) return found;
+      tpm = found;
+    }
+    const digest = data === "kept" ? undefined : publishedDigest(data, tpm);
     if (
       data !== "kept" &&
       obj.metadata.annotations?.[ANNOTATION_PUBLISHED_SHA256] !== digest &&
@@ -358,11 +371,13 @@ export class Reconciler {
     ) {
       let published: { version: number };
       try {
-        published = await this.#d.service.publish(c.id, data, c.spec.bootstrapCommand, {
-          cluster: c.clusterName || undefined,
-          machine: c.id.name,
-          bootsealConfig: name,
-        });
+        published = await this.#d.service.publish(
+          c.id,
+          data,
+          c.spec.bootstrapCommand,
+          { cluster: c.clusterName || undefined, machine: c.id.name, bootsealConfig: name },
+          tpm,
+        );
       } catch (err) {
         return new Stop(await this.#serviceDown(obj, draft, err, "publish"));
       }
@@ -395,6 +410,47 @@ export class Reconciler {
       ),
     );
     return { version, configDeleted };
+  }
+
+  /**
+   * The machine's EK for `spec.tpm` (tpm-ek.ts), or the reconcile stops: waiting while no source
+   * has one yet (an inventory annotates the Machine, or the infrastructure reports it), and
+   * InvalidTpmEk for one that is not a public key.
+   */
+  async #tpmSeal(c: Configured, spec: TpmSealSpec): Promise<TpmSeal | Stop> {
+    const { obj, draft } = c;
+    try {
+      const infra = spec.ekFieldPath !== undefined ? await this.#infrastructureOf(c.machine) : null;
+      const seal = tpmSealOf(spec, c.machine, infra);
+      if (seal) return seal;
+    } catch (err) {
+      if (!isBootsealError(err) || err.code !== "BAD_INPUT") throw err;
+      draft.set(cond("Published", "False", "InvalidTpmEk", err.message));
+      draft.set(cond("Ready", "False", "InvalidTpmEk", err.message));
+      return new Stop(await this.#write(obj, draft, { requeueAfterMs: this.#d.waitMs }));
+    }
+    const message = `spec.tpm: waiting for the machine's TPM EK (${ekSources(spec)})`;
+    draft.set(cond("Published", "False", "WaitingForTpmEk", message));
+    if (draft.value.dataSecretName === undefined)
+      draft.set(cond("Ready", "False", "WaitingForTpmEk", message));
+    return new Stop(await this.#write(obj, draft, { requeueAfterMs: this.#d.waitMs }));
+  }
+
+  /** The Machine's infrastructure object (v1beta2 names its group only), or null while there is none. */
+  async #infrastructureOf(machine: Obj): Promise<Obj | null> {
+    const ref = (machine.spec as { infrastructureRef?: Record<string, unknown> } | undefined)
+      ?.infrastructureRef;
+    const kind = ref?.kind;
+    const name = ref?.name;
+    if (typeof kind !== "string" || typeof name !== "string") return null;
+    const apiVersion =
+      typeof ref?.apiVersion === "string"
+        ? ref.apiVersion
+        : typeof ref?.apiGroup === "string"
+          ? await this.#d.kube.preferredVersion(ref.apiGroup)
+          : null;
+    if (apiVersion === null) return null;
+    return this.#d.kube.get<Obj>({ apiVersion, kind, namespace: machine.metadata.namespace, name });
   }
 
   /** The data secret with the stub, once per published version. */

@@ -17,6 +17,7 @@ import type { MachineId } from "../machine/machine-id.ts";
 import { SizeBoundedLru } from "../size-bounded-lru.ts";
 import type { MachineStatus } from "./phase-conditions.ts";
 import type { UserDataFormat } from "./spec.ts";
+import type { TpmSeal } from "./tpm-ek.ts";
 
 export interface ServiceSettings {
   readonly server: URL;
@@ -104,16 +105,22 @@ export class ServiceApi {
 
   /**
    * PUT …/config with the plaintext bytes (the service encrypts them for the machine), naming
-   * the Cluster API objects it is for (the fleet page shows them).
+   * the Cluster API objects it is for (the fleet page shows them) and the machine's TPM to seal
+   * to, if any.
    */
   async publish(
     m: MachineId,
     data: Uint8Array,
     bootstrapCommand?: string,
     capi?: CapiObjects,
+    tpm?: TpmSeal,
   ): Promise<Published> {
     const headers: Record<string, string> = { "content-type": "application/octet-stream" };
     if (bootstrapCommand !== undefined) headers["x-bootseal-bootstrap-command"] = bootstrapCommand;
+    if (tpm) {
+      headers["x-bootseal-tpm-ek"] = tpm.ekPublic;
+      if (tpm.pcrs !== undefined) headers["x-bootseal-tpm-pcrs"] = tpm.pcrs;
+    }
     const query = new URLSearchParams();
     if (capi?.cluster) query.set("capiCluster", capi.cluster);
     if (capi?.machine) query.set("capiMachine", capi.machine);

@@ -31,6 +31,11 @@ export const ANNOTATION_CONFIG_DELETED = "bootstrap.bootseal.dev/config-deleted"
  * annotation is what wakes it when the Cluster becomes ready.
  */
 export const ANNOTATION_CLUSTER_STATE = "bootstrap.bootseal.dev/cluster-state";
+/**
+ * On the Machine: its TPM's endorsement key (PEM, or SubjectPublicKeyInfo as base64 DER), as an
+ * inventory or a cloud API gives it; a BootsealConfig with `spec.tpm` seals the config to it.
+ */
+export const ANNOTATION_TPM_EK = "bootstrap.bootseal.dev/tpm-ek";
 /** On bootseal's own data secret (the stub): never taken for inner bootstrap data. */
 export const LABEL_STUB_SECRET = "bootstrap.bootseal.dev/stub";
 
@@ -63,6 +68,14 @@ export interface InnerSpec {
   readonly templateRef?: { readonly name: string };
 }
 
+/** `spec.tpm`: seal the config to the machine's TPM (the service's rule has `tpm_ek: publish`). */
+export interface TpmSealSpec {
+  /** Where on the Machine's infrastructure object the EK is (dotted, e.g. `status.tpm.ekPublic`). */
+  readonly ekFieldPath?: string;
+  /** The PCR policy (sha256 bank, PCR number to hex value); none: the service rule's. */
+  readonly pcrs?: Readonly<Record<string, string>>;
+}
+
 /** A BootsealConfig spec with its defaults applied. */
 export interface BootsealConfigSpec {
   readonly inner: InnerSpec;
@@ -72,6 +85,7 @@ export interface BootsealConfigSpec {
   /** cloud-config modules the machine's fetch skips (the stub's `--skip-module`). */
   readonly skipModules: readonly string[];
   readonly deleteConfigOnNodeRef: boolean;
+  readonly tpm?: TpmSealSpec;
 }
 
 const NAME = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
@@ -131,6 +145,7 @@ export function validateSpec(raw: unknown): BootsealConfigSpec {
       throw bad("skipModules: a module name is lower-case letters and '_' (e.g. ntp, users_groups)");
   const del = raw.deleteConfigOnNodeRef ?? true;
   if (typeof del !== "boolean") throw bad("deleteConfigOnNodeRef must be true or false");
+  const tpm = raw.tpm === undefined ? undefined : tpmSpec(raw.tpm);
   return {
     inner: out,
     userDataFormat: format as UserDataFormat,
@@ -138,6 +153,31 @@ export function validateSpec(raw: unknown): BootsealConfigSpec {
     ...(command !== undefined && command !== "" ? { bootstrapCommand: command } : {}),
     skipModules: skip as string[],
     deleteConfigOnNodeRef: del,
+    ...(tpm ? { tpm } : {}),
+  };
+}
+
+export const EK_FIELD_PATH = /^[A-Za-z][A-Za-z0-9]{0,62}(\.[A-Za-z][A-Za-z0-9]{0,62}){0,7}$/;
+
+function tpmSpec(raw: unknown): TpmSealSpec {
+  if (!isObject(raw)) throw bad("tpm must be an object");
+  const path = raw.ekFieldPath;
+  if (path !== undefined && (typeof path !== "string" || !EK_FIELD_PATH.test(path)))
+    throw bad("tpm.ekFieldPath must be a dotted field path (e.g. status.tpm.ekPublic)");
+  const pcrs = raw.pcrs;
+  if (pcrs !== undefined) {
+    if (!isObject(pcrs) || Object.keys(pcrs).length === 0 || Object.keys(pcrs).length > 24)
+      throw bad("tpm.pcrs must map 1 to 24 PCR numbers to values");
+    for (const [index, value] of Object.entries(pcrs)) {
+      if (!/^(1?[0-9]|2[0-3])$/.test(index))
+        throw bad(`tpm.pcrs: ${index.slice(0, 8)} is not a PCR number 0-23`);
+      if (typeof value !== "string" || !/^[0-9a-fA-F]{64}$/.test(value))
+        throw bad(`tpm.pcrs.${index} must be a sha256 value in hex (64 digits)`);
+    }
+  }
+  return {
+    ...(path !== undefined ? { ekFieldPath: path as string } : {}),
+    ...(pcrs !== undefined ? { pcrs: pcrs as Record<string, string> } : {}),
   };
 }
 

@@ -8,6 +8,7 @@ import { readFileSync } from "node:fs";
 import { test } from "node:test";
 import { parse } from "yaml";
 import {
+  EK_FIELD_PATH,
   GROUP,
   KIND,
   PAYLOADS,
@@ -60,6 +61,7 @@ test("BootsealConfig: status subresource, printer columns, enums and defaults fr
   assert.equal(spec.properties.userDataFormat.default, "cloud-init");
   assert.deepEqual(spec.properties.payload.enum, [...PAYLOADS]);
   assert.equal(spec.properties.deleteConfigOnNodeRef.default, true);
+  assert.equal(spec.properties.tpm.properties.ekFieldPath.pattern, EK_FIELD_PATH.source);
   assert.equal(spec.properties.inner.properties.spec["x-kubernetes-preserve-unknown-fields"], true);
   const status = v.schema.openAPIV3Schema.properties.status.properties;
   assert.deepEqual(status.phase.enum, [...MACHINE_PHASES]);
