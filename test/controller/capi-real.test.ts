@@ -6,13 +6,15 @@
  * (test/controller/capi-world.ts). Each test has its own namespace and Cluster.
  */
 import assert from "node:assert/strict";
-import { createHash } from "node:crypto";
+import { createHash, createPublicKey } from "node:crypto";
 import { mkdir, readFile, stat, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { after, before, test } from "node:test";
 import type { E2EService } from "../e2e/service.ts";
-import { type AgeKey, run } from "../fetcher/helpers.ts";
+import { type AgeKey, run, tempDir } from "../fetcher/helpers.ts";
 import { assertAppliedAsIgnition } from "../fetcher/ignition-v2-oracle.ts";
+import { peer } from "../helpers/peers.ts";
+import { lockSwtpm, pcrValues, tpm2 } from "../helpers/swtpm.ts";
 import { until } from "../helpers/until.ts";
 import {
   bootMachine,
@@ -55,9 +57,50 @@ let dir: string;
 let key: AgeKey;
 let service: E2EService;
 let kubeconfig: string;
+/** The bare-metal machine's TPM (the swtpm peer's second TPM: no other test extends its PCRs). */
+const TPM_TCTI = peer("SWTPM_OTHER_TCTI");
+/** Its EK as an inventory records it (PEM), and that EK's SubjectPublicKeyInfo as base64 DER. */
+let tpmEkPem: string;
+let tpmEkDer: string;
+/** Its PCR 7 now: the boot state the config is sealed to and the login's binding expects. */
+let tpmPcr7: string;
+/** The bare-metal test's namespace: the service's TPM rule and binding name it. */
+let tpmNs: string;
 
 before(async () => {
-  world = await controllerWorld("capi-real");
+  const release = await lockSwtpm();
+  try {
+    const work = await tempDir("capi-real-tpm");
+    await tpm2(TPM_TCTI, ["tpm2_flushcontext", "-t"]);
+    await tpm2(
+      TPM_TCTI,
+      ["tpm2_createek", "-c", "ek.ctx", "-G", "rsa", "-u", "ek.pem", "-f", "pem"],
+      work.path,
+    );
+    await tpm2(TPM_TCTI, ["tpm2_flushcontext", "-t"]);
+    tpmEkPem = await readFile(join(work.path, "ek.pem"), "utf8");
+    tpmEkDer = createPublicKey(tpmEkPem).export({ format: "der", type: "spki" }).toString("base64");
+    tpmPcr7 = (await pcrValues(TPM_TCTI, [7]))["7"] as string;
+    await work.remove();
+  } finally {
+    await release();
+  }
+  const ekSha256 = createHash("sha256").update(Buffer.from(tpmEkDer, "base64")).digest("hex");
+  tpmNs = await namespace("capi-tpm");
+  world = await controllerWorld("capi-real", async () => ({
+    // Bare metal in the tpmNs namespace: the data key sealed to each machine's TPM alone, the
+    // machine logging in with that TPM (its EK enrolled: no vendor certificate chain needed).
+    rulesFirst: [`  - path_regex: ^${tpmNs}/`, `    tpm_ek: "publish#7=${tpmPcr7}"`],
+    configLines: [
+      "machineAuth:",
+      "  audience: https://bootseal.capi-real.test",
+      "  bindings:",
+      "    - method: tpm",
+      `      match: { ekPublicSha256: "${ekSha256}" }`,
+      `      machines: "${tpmNs}/*"`,
+      `      pcrs: { "7": "${tpmPcr7}" }`,
+    ],
+  }));
   ({ dir, key, service, kubeconfig } = world);
 });
 after(async () => {
@@ -623,6 +666,120 @@ test("the kubeadm provider's users, ntp, diskSetup, mounts and a Jinja node name
     for (const d of ["run/kubeadm", "run/cluster-api"])
       assert.equal((await stat(join(root, d))).mode & 0o777, 0o755, d);
     assert.equal((await stat(join(root, "run/cluster-api/bootstrap-success.complete"))).mode & 0o777, 0o644);
+  } finally {
+    assert.equal(await ctl.stop(), 0, `controller exits 0 on SIGTERM: ${ctl.log().slice(-2000)}`);
+    await deleteNodes(ns, ["cp-0"]);
+  }
+});
+
+test("bare metal with a TPM (Cluster API's kubeadm provider, swtpm): the worker waits for its EK (WaitingForTpmEk), the inventory annotates the Machine with it, the join data is sealed to that TPM alone under a PCR 7 policy, the stub carries no secret, the machine logs in with its TPM, unseals, runs kubeadm and reports succeeded; an infrastructure object's EK field works as the source too", {
+  timeout: 600_000,
+}, async () => {
+  const ns = tpmNs;
+  await createRealCluster(ns, "c1");
+  const ctl = controller(ns);
+  try {
+    await initialiseControlPlane(ns, "c1", "kubeadm");
+    await createRealMachine(ns, "c1", {
+      name: "worker-0",
+      bootseal: { ...joinSpec("worker-0"), tpm: { pcrs: { "7": tpmPcr7 } } },
+    });
+    const waiting = await waitConfig(
+      ns,
+      "worker-0",
+      "worker-0 waits for its TPM's EK",
+      (o) => condition(o, "Published")?.reason === "WaitingForTpmEk",
+    );
+    assert.match(condition(waiting, "Published").message, /bootstrap.bootseal.dev\/tpm-ek/);
+    assert.equal((await service.get(`/v1/machines/${ns}/worker-0/config`)).status, 404, "nothing published");
+
+    // The inventory (or the operator) records the machine's EK on its Machine.
+    await custom().patchNamespacedCustomObject(
+      {
+        ...CAPI,
+        namespace: ns,
+        plural: "machines",
+        name: "worker-0",
+        body: { metadata: { annotations: { "bootstrap.bootseal.dev/tpm-ek": tpmEkPem } } },
+      },
+      MERGE,
+    );
+    const w = await waitConfig(
+      ns,
+      "worker-0",
+      "worker-0 published",
+      (o) => condition(o, "Published")?.status === "True",
+    );
+    const res = await service.get(`/v1/machines/${ns}/worker-0/config`);
+    const doc = (await res.json()) as { sops: Record<string, unknown> };
+    assert.deepEqual(
+      (doc.sops.tpm as { ek_public: string; pcrs: string }[]).map((t) => [t.ek_public, t.pcrs]),
+      [[tpmEkDer, "sha256:7"]],
+      "one key: the machine's EK under the PCR 7 policy",
+    );
+    assert.equal(doc.sops.age, undefined, "no other key anywhere");
+
+    const stub = Buffer.from((await secret(ns, w.status.dataSecretName)).data.value, "base64").toString();
+    assert.match(stub, /ExecStart=\S+ fetch --from \S+ --auth tpm --server-id \S+ --apply --root \/\n/);
+    assert.doesNotMatch(stub, /- path: \/etc\/bootseal\/token/, "no token file in the user data");
+    const root = join(dir, `${ns}-worker-0`);
+    const release = await lockSwtpm();
+    let r: Awaited<ReturnType<typeof runCloudInitStub>>;
+    try {
+      r = await runCloudInitStub(stub, root, {
+        ageKeyFile: "/nonexistent",
+        kubeadmExit: 0,
+        privateRun: true,
+        tpmTcti: TPM_TCTI,
+      });
+    } finally {
+      await release();
+    }
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(
+      await readFile(join(root, "kubeadm.args"), "utf8"),
+      /^join$/m,
+      "kubeadm ran with the join data",
+    );
+    await waitConfig(ns, "worker-0", "succeeded", (o) => o.status?.phase === "succeeded");
+
+    // A provider that reports the host's EK: spec.tpm.ekFieldPath on its infrastructure object
+    // (a v1beta2 reference names only the group: its version is found by discovery).
+    await createRealMachine(ns, "c1", {
+      name: "worker-1",
+      bootseal: { ...joinSpec("worker-1"), tpm: { ekFieldPath: "status.tpm.ekPublic" } },
+    });
+    await waitConfig(
+      ns,
+      "worker-1",
+      "worker-1 waits",
+      (o) => condition(o, "Published")?.reason === "WaitingForTpmEk",
+    );
+    await custom().patchNamespacedCustomObjectStatus(
+      {
+        ...INFRA,
+        namespace: ns,
+        plural: "testmachines",
+        name: "worker-1",
+        body: { status: { tpm: { ekPublic: tpmEkPem } } },
+      },
+      MERGE,
+    );
+    await waitConfig(
+      ns,
+      "worker-1",
+      "worker-1 published",
+      (o) => condition(o, "Published")?.status === "True",
+    );
+    const second = (await (await service.get(`/v1/machines/${ns}/worker-1/config`)).json()) as {
+      sops: { tpm: { ek_public: string; pcrs: string }[] };
+    };
+    assert.deepEqual(
+      second.sops.tpm.map((t) => [t.ek_public, t.pcrs]),
+      [[tpmEkDer, "sha256:7"]],
+      "the rule's policy",
+    );
+    assert.equal(ctl.process.exitCode, null);
   } finally {
     assert.equal(await ctl.stop(), 0, `controller exits 0 on SIGTERM: ${ctl.log().slice(-2000)}`);
     await deleteNodes(ns, ["cp-0"]);

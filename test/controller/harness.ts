@@ -7,7 +7,7 @@
  */
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
-import { mkdir, readFile, writeFile } from "node:fs/promises";
+import { mkdir, readdir, readFile, writeFile } from "node:fs/promises";
 import { connect, createServer, type Server, type Socket } from "node:net";
 import { join } from "node:path";
 import {
@@ -248,7 +248,7 @@ export async function relay(
 export async function runCloudInitStub(
   stub: string,
   root: string,
-  env: { ageKeyFile: string; kubeadmExit: number; privateRun?: boolean },
+  env: { ageKeyFile: string; kubeadmExit: number; privateRun?: boolean; tpmTcti?: string },
 ): Promise<RunResult> {
   const doc = parse(stub, { version: "1.1" }) as {
     write_files: { path: string; permissions: string; content: string }[];
@@ -262,8 +262,17 @@ export async function runCloudInitStub(
     0o755,
   );
   const unit = await readFile(join(root, "etc/systemd/system/bootseal-fetch.service"), "utf8");
+  // systemd reads the unit's drop-ins in name order after it (a machine logging in with its
+  // identity gets its fetch command from one).
+  const dropinDir = join(root, "etc/systemd/system/bootseal-fetch.service.d");
+  const dropins = await Promise.all(
+    (await readdir(dropinDir).catch(() => [] as string[]))
+      .filter((n) => n.endsWith(".conf"))
+      .sort()
+      .map((n) => readFile(join(dropinDir, n), "utf8")),
+  );
   const fetchEnv = envFileValues(await readFile(join(root, "etc/bootseal/fetch.env"), "utf8"));
-  const pre = effective("ExecStartPre", unit, []);
+  const pre = effective("ExecStartPre", unit, dropins);
   const install = underRoot(systemdArgv(pre[0] as string, fetchEnv), root);
   const i = await run(
     install.slice(1),
@@ -277,7 +286,7 @@ export async function runCloudInitStub(
     180_000,
   );
   assert.equal(i.code, 0, i.stderr);
-  const [line] = effective("ExecStart", unit, []);
+  const [line] = effective("ExecStart", unit, dropins);
   const argv = underRoot(systemdArgv(line as string, fetchEnv), root);
   assert.deepEqual(argv.slice(1, 3), ["fetch", "--from"]);
   const machineEnv = {
@@ -287,12 +296,13 @@ export async function runCloudInitStub(
     SOPS_AGE_KEY_FILE: env.ageKeyFile,
     KUBEADM_ARGS: join(root, "kubeadm.args"),
     KUBEADM_EXIT: String(env.kubeadmExit),
+    ...(env.tpmTcti ? { BOOTSEAL_TPM_TCTI: env.tpmTcti } : {}),
   };
   if (!env.privateRun) return run(argv.slice(1), machineEnv, argv[0], 180_000);
   await mkdir(join(root, "run"), { recursive: true });
   // As systemd starts the unit: its UMask (0077: bootseal's own secrets stay private; what the
   // payload makes must still come out as cloud-init makes it).
-  const umask = effective("UMask", unit, []).at(-1) ?? "0022";
+  const umask = effective("UMask", unit, dropins).at(-1) ?? "0022";
   const mountRun = `umask ${umask} && mount --bind "$0/run" /run && exec "$@"`;
   return run(["-m", "sh", "-c", mountRun, root, ...argv], machineEnv, "unshare", 180_000);
 }

@@ -58,6 +58,8 @@ export async function startE2EService(opts: {
   }[];
   /** More top-level configuration (YAML lines), e.g. controllerAuth and kubernetesBindings. */
   configLines?: readonly string[];
+  /** Creation rules (YAML lines of list items) tried before the catch-all age rule. */
+  rulesFirst?: readonly string[];
 }): Promise<E2EService> {
   const { dir } = opts;
   const controllerToken = randomBytes(24).toString("hex");
@@ -72,6 +74,7 @@ export async function startE2EService(opts: {
     [
       `store: file://${join(dir, "store")}`,
       "creation_rules:",
+      ...(opts.rulesFirst ?? []),
       "  - path_regex: .*",
       `    age: ${opts.ageRecipient}`,
       "controllers:",

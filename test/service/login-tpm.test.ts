@@ -7,13 +7,11 @@
  * and tpm2_checkquote, an independent implementation, agrees with the service on every quote.
  */
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
 import { createHash } from "node:crypto";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
-import { promisify } from "node:util";
 import type { FastifyInstance } from "fastify";
 import { parseMachineAuth } from "../../src/config/machine-auth.ts";
 import { tpmProvider } from "../../src/fetcher/identity/tpm.ts";
@@ -24,31 +22,14 @@ import type {
 } from "../../src/machine/identity-login.ts";
 import { ageKey, tempDir } from "../fetcher/helpers.ts";
 import { peer } from "../helpers/peers.ts";
+import { lockSwtpm, pcrValues, tpm2 } from "../helpers/swtpm.ts";
 import { ADMIN, fetchWithLogin, loginService, phasesOf, publishAs } from "./login-harness.ts";
 
-const run = promisify(execFile);
 const AUDIENCE = "https://bootseal-tpm.login.test";
 const TCTI = peer("SWTPM_TCTI");
 const OTHER_TCTI = peer("SWTPM_OTHER_TCTI");
 const EK_CA = peer("SWTPM_EK_CA");
 const PCRS = [0, 7];
-
-async function tpm2(tcti: string, args: string[], cwd?: string): Promise<string> {
-  const { stdout } = await run(args[0] as string, args.slice(1), {
-    env: { ...process.env, TPM2TOOLS_TCTI: tcti },
-    ...(cwd ? { cwd } : {}),
-  });
-  return stdout;
-}
-
-/** The sha256-bank values of `pcrs` as tpm2_pcrread prints them. */
-async function pcrValues(tcti: string): Promise<Record<string, string>> {
-  const out = await tpm2(tcti, ["tpm2_pcrread", `sha256:${PCRS.join(",")}`]);
-  const values: Record<string, string> = {};
-  for (const m of out.matchAll(/^\s*(\d+)\s*:\s*0x([0-9A-Fa-f]{64})/gm))
-    values[m[1] as string] = (m[2] as string).toLowerCase();
-  return values;
-}
 
 let dir: { path: string; remove: () => Promise<void> };
 let key: Awaited<ReturnType<typeof ageKey>>;
@@ -74,10 +55,13 @@ function service(rules?: string): FastifyInstance {
   );
 }
 
+let releaseSwtpm: (() => Promise<void>) | undefined;
+
 before(async () => {
+  releaseSwtpm = await lockSwtpm();
   dir = await tempDir("login-tpm");
   key = await ageKey(dir.path, "machine");
-  expected = await pcrValues(TCTI);
+  expected = await pcrValues(TCTI, PCRS);
   app = service();
   url = await app.listen({ host: "127.0.0.1", port: 0 });
   await publishAs(app, "prod/web-1", "tpm-attested secret\n");
@@ -87,6 +71,7 @@ before(async () => {
 after(async () => {
   await app?.close();
   await dir?.remove();
+  await releaseSwtpm?.();
 });
 
 /** What the machine sent and got, step by step, with a hook to tamper with the challenge. */

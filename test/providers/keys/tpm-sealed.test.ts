@@ -7,12 +7,10 @@
  * policy, so the login test's PCRs 0 and 7 on the same TPM stay as they are.
  */
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
-import { promisify } from "node:util";
 import { tpmSealedKeyType } from "../../../providers/keys/tpm-sealed.ts";
 import { pcrPolicyDigest } from "../../../providers/keys/tpm-sealed-object.ts";
 import { unsealWithTpm } from "../../../providers/keys/tpm-sealed-unseal.ts";
@@ -20,26 +18,13 @@ import { hasCode } from "../../../src/errors.ts";
 import { tempDir } from "../../fetcher/helpers.ts";
 import { runBootsealInProcess } from "../../helpers/cli-in-process.ts";
 import { peer } from "../../helpers/peers.ts";
+import { lockSwtpm, pcrValues, tpm2 } from "../../helpers/swtpm.ts";
 
-const run = promisify(execFile);
 const TCTI = peer("SWTPM_TCTI");
 const OTHER_TCTI = peer("SWTPM_OTHER_TCTI");
 const PCR = 16;
 
-async function tpm2(tcti: string, args: string[], cwd?: string): Promise<string> {
-  const { stdout } = await run(args[0] as string, args.slice(1), {
-    env: { ...process.env, TPM2TOOLS_TCTI: tcti },
-    ...(cwd ? { cwd } : {}),
-  });
-  return stdout;
-}
-
-async function pcrValue(tcti: string): Promise<string> {
-  const out = await tpm2(tcti, ["tpm2_pcrread", `sha256:${PCR}`]);
-  const m = /^\s*16\s*:\s*0x([0-9A-Fa-f]{64})/m.exec(out);
-  assert.ok(m, out);
-  return (m[1] as string).toLowerCase();
-}
+const pcrValue = async (tcti: string): Promise<string> => (await pcrValues(tcti, [PCR]))[PCR] as string;
 
 /** The TPM's RSA EK public key as PEM, the form a cloud API hands out. */
 async function ekPem(tcti: string, file: string): Promise<string> {
@@ -52,7 +37,10 @@ let dir: { path: string; remove: () => Promise<void> };
 let ekA: string;
 let ekOther: string;
 
+let releaseSwtpm: (() => Promise<void>) | undefined;
+
 before(async () => {
+  releaseSwtpm = await lockSwtpm();
   dir = await tempDir("tpm-sealed");
   await tpm2(TCTI, ["tpm2_pcrreset", String(PCR)]);
   ekA = join(dir.path, "ek-a.pem");
@@ -64,6 +52,7 @@ before(async () => {
 after(async () => {
   await tpm2(TCTI, ["tpm2_pcrreset", String(PCR)]).catch(() => undefined);
   await dir.remove();
+  await releaseSwtpm?.();
 });
 
 const env = (tcti: string) => ({ PATH: process.env.PATH, BOOTSEAL_TPM_TCTI: tcti });
