@@ -16,6 +16,7 @@
  * `wrap` is ever called: the service needs no decrypt rights.
  */
 
+import { createHash } from "node:crypto";
 import { KEY_KINDS, type ProviderDeps } from "../../providers/keys/index.ts";
 import { isEkFromPublish, withPublishedEk } from "../../providers/keys/tpm-sealed.ts";
 import { newKeyFromEntry } from "../config/rule-keys.ts";
@@ -45,6 +46,8 @@ export interface PreparedDocument {
   readonly format: DocumentFormat;
   /** true when the body was an already-encrypted SOPS upload. */
   readonly uploaded: boolean;
+  /** The SHA-256 of the publish's EK, when the rule sealed to it (tpm_ek: publish). */
+  readonly tpmEkSha256?: string;
 }
 
 /** The machine's TPM a publish seals to (X-Bootseal-Tpm-Ek, X-Bootseal-Tpm-Pcrs). */
@@ -86,7 +89,7 @@ export async function prepareDocument(
   ctx: PublishContext,
 ): Promise<PreparedDocument> {
   const rule = ruleFor(ctx.rules, m);
-  const groups = sealToPublishedTpm(bindKeyGroups(rule.keyGroups, m), m, ctx.tpm);
+  const { groups, sealedTo } = sealToPublishedTpm(bindKeyGroups(rule.keyGroups, m), m, ctx.tpm);
   const media = mediaTypeOf(contentType);
   if (media === SOPS_JSON || media === SOPS_YAML) {
     if (format !== undefined) {
@@ -94,7 +97,7 @@ export async function prepareDocument(
     }
     const uploadFormat = media === SOPS_JSON ? "json" : "yaml";
     checkUpload(body, uploadFormat, rule, groups);
-    return { bytes: body, format: uploadFormat, uploaded: true };
+    return { bytes: body, format: uploadFormat, uploaded: true, ...sealedTo };
   }
   if (body.length === 0) throw new BootsealError("BAD_INPUT", "the payload is empty");
   const storeFormat = format ?? "binary";
@@ -115,14 +118,18 @@ export async function prepareDocument(
   // told from a binary document when fetched: refused now rather than unfetchable later.
   if (storeFormat === "json") jsonStoreFormat(encrypted.branches, encrypted.metadata);
   const bytes = codec.emitEncrypted(encrypted.branches, metadataToTree(encrypted.metadata, KEY_KINDS));
-  return { bytes, format: storeFormat, uploaded: false };
+  return { bytes, format: storeFormat, uploaded: false, ...sealedTo };
 }
 
 /**
  * The rule's `tpm_ek: publish` entries with the publish's EK. Both or neither: a rule waiting for
  * an EK gets none (the machine could not decrypt), an EK no rule entry takes would be ignored.
  */
-function sealToPublishedTpm(groups: KeyEntry[][], m: MachineId, tpm: PublishedTpm | undefined): KeyEntry[][] {
+function sealToPublishedTpm(
+  groups: KeyEntry[][],
+  m: MachineId,
+  tpm: PublishedTpm | undefined,
+): { groups: KeyEntry[][]; sealedTo: { tpmEkSha256?: string } } {
   const waiting = groups.some((g) => g.some(isEkFromPublish));
   if (waiting && tpm === undefined) {
     throw new BootsealError(
@@ -130,16 +137,24 @@ function sealToPublishedTpm(groups: KeyEntry[][], m: MachineId, tpm: PublishedTp
       `the creation rule for ${formatMachineId(m)} seals to the machine's TPM (tpm_ek: publish): send its EK in X-Bootseal-Tpm-Ek`,
     );
   }
-  if (tpm === undefined) return groups;
+  if (tpm === undefined) return { groups, sealedTo: {} };
   if (!waiting) {
     throw new BootsealError(
       "BAD_INPUT",
       `X-Bootseal-Tpm-Ek: the creation rule for ${formatMachineId(m)} has no tpm key to seal to (tpm_ek: publish)`,
     );
   }
-  return groups.map((g) =>
-    g.map((e) => (isEkFromPublish(e) ? withPublishedEk(e, tpm.ekPublic, tpm.pcrs, "X-Bootseal-Tpm-Ek") : e)),
+  let ekPublic = "";
+  const sealed = groups.map((g) =>
+    g.map((e) => {
+      if (!isEkFromPublish(e)) return e;
+      const entry = withPublishedEk(e, tpm.ekPublic, tpm.pcrs, "X-Bootseal-Tpm-Ek");
+      ekPublic = entry.fields.get("ek_public") as string;
+      return entry;
+    }),
   );
+  const tpmEkSha256 = createHash("sha256").update(Buffer.from(ekPublic, "base64")).digest("hex");
+  return { groups: sealed, sealedTo: { tpmEkSha256 } };
 }
 
 function checkUpload(

@@ -40,6 +40,8 @@ export interface PublishedConfig {
   readonly format: DocumentFormat;
   /** Set when the publisher named its Cluster API objects (`?capiCluster=` …). */
   readonly capi?: CapiRef;
+  /** The SHA-256 of the EK (SubjectPublicKeyInfo) the data key is sealed to (X-Bootseal-Tpm-Ek). */
+  readonly tpmEkSha256?: string;
 }
 
 /** The machine's current bootstrap token as its status record mirrors it (never the token). */

@@ -57,6 +57,8 @@ export async function loginMachine(
       `${identity.principal} is not bound to machine ${formatMachineId(m)} (machineAuth.bindings)`,
     );
   }
+  if (identity.method === "tpm")
+    await checkSealedEk(ctx, m, identity.attributes.ekPublicSha256, options.signal);
   // A token for a machine with nothing to fetch would only be a record to clean up.
   const configEtag = await ctx.machines.configEtag(m, options.signal ? { signal: options.signal } : {});
   if (configEtag === null) {
@@ -70,4 +72,24 @@ export async function loginMachine(
   await ctx.machines.recordToken(m, record);
   await ctx.machines.writeToken(m, record);
   return { token, expiresAt: record.expiresAt };
+}
+
+/**
+ * A config sealed to one TPM (X-Bootseal-Tpm-Ek) is that TPM's alone to log in for: another
+ * TPM the bindings also trust could not decrypt it, but could report its phases or have a
+ * one-time config deleted before the machine fetched it.
+ */
+async function checkSealedEk(
+  ctx: ServiceContext,
+  m: MachineId,
+  ekPublicSha256: string | undefined,
+  signal: AbortSignal | undefined,
+): Promise<void> {
+  const status = await ctx.machines.readStatus(m, signal ? { signal } : {});
+  const sealedTo = status?.value.config?.tpmEkSha256;
+  if (sealedTo === undefined || sealedTo === ekPublicSha256) return;
+  throw new BootsealError(
+    "FORBIDDEN",
+    `tpm login refused (ek-not-sealed-to): the config of ${formatMachineId(m)} is sealed to another TPM (EK sha256:${sealedTo})`,
+  );
 }

@@ -192,6 +192,7 @@ export async function publishConfig(
         publishedAt: now.toISOString(),
         format: prepared.format,
         ...(request.capi ? { capi: request.capi } : {}),
+        ...(prepared.tpmEkSha256 ? { tpmEkSha256: prepared.tpmEkSha256 } : {}),
       },
       by: request.by,
       now,
