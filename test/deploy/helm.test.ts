@@ -148,6 +148,7 @@ const ALL_S3 = {
     },
     podAnnotations: { "example.com/c": "d" },
     nodeSelector: { "kubernetes.io/os": "linux" },
+    infrastructureReadGroups: ["infrastructure.cluster.x-k8s.io"],
   },
 };
 
@@ -354,7 +355,11 @@ function checkServerWiring(
   return { server, controller, svc, port: port.containerPort as number };
 }
 
-function checkController(objects: Obj[], config: Obj, opts: { tls: boolean; audience: string }): void {
+function checkController(
+  objects: Obj[],
+  config: Obj,
+  opts: { tls: boolean; audience: string; infrastructureReadGroups?: readonly string[] },
+): void {
   const { controller } = deployments(objects);
   assert.ok(controller, "the controller's Deployment");
   assert.equal(controller.spec.replicas, 1);
@@ -403,7 +408,9 @@ function checkController(objects: Obj[], config: Obj, opts: { tls: boolean; audi
 
   // RBAC: exactly the least-privilege rules, bound to the controller's account only.
   const role = only(objects, "ClusterRole");
-  assert.deepEqual(grants(role.rules), expectedGrants(CONTROLLER_RULES));
+  // Plus `get` on the infrastructure groups a spec.tpm.ekFieldPath reads, when the values name any.
+  const infraRules = (opts.infrastructureReadGroups ?? []).map((g) => [g, "*", "get"] as const);
+  assert.deepEqual(grants(role.rules), expectedGrants([...CONTROLLER_RULES, ...infraRules]));
   const bindings = objects.filter(
     (o) => o.kind === "ClusterRoleBinding" && o.roleRef.name === role.metadata.name,
   );
@@ -710,7 +717,11 @@ describe("helm template, every feature on (S3, inline configuration)", () => {
   test("the controller over TLS, with the chosen audience, namespaces and RBAC", () => {
     const cm = only(objects, "ConfigMap");
     const config = parseYaml(cm.data["bootseal.yaml"]);
-    checkController(objects, config, { tls: true, audience: "bootseal-prod" });
+    checkController(objects, config, {
+      tls: true,
+      audience: "bootseal-prod",
+      infrastructureReadGroups: ["infrastructure.cluster.x-k8s.io"],
+    });
     const account = `${ns}/${deployments(objects).controller?.spec.template.spec.serviceAccountName}`;
     assert.deepEqual(
       config.kubernetesBindings.map((b: Obj) => b.serviceAccount),
