@@ -68,6 +68,16 @@ export interface MachineBinding {
   readonly instanceIdFromSession: boolean;
   /** tpm: PCR index -> its expected sha256-bank value (hex); what the quote must show. */
   readonly pcrs?: Readonly<Record<number, string>>;
+  /** tpm: PCRs replayed from the machine's event log, and the event digests allowed in them. */
+  readonly eventLog?: TpmEventLogPolicy;
+}
+
+/** A `tpm` binding's `eventLog`: measured boot checked event by event. */
+export interface TpmEventLogPolicy {
+  /** The PCRs whose values come from replaying the log (the quote must show the replay). */
+  readonly pcrs: readonly number[];
+  /** Every event extended into those PCRs must have one of these sha256 digests (hex). */
+  readonly allowedDigests: ReadonlySet<string>;
 }
 
 /** `machineAuth.tpm`: how EKs are trusted, how long a challenge lives. */
@@ -111,6 +121,7 @@ export interface RawMachineAuth {
     machines: string | string[];
     instanceIdFromSession?: boolean;
     pcrs?: Record<string, unknown>;
+    eventLog?: { pcrs?: unknown; allowedDigests?: unknown };
   }[];
 }
 
@@ -161,7 +172,43 @@ function parseBinding(b: RawMachineAuth["bindings"][number], i: number): Machine
     throw usage(`${where}.match.ekPublicSha256`, "must be 64 lower-case hex digits (no glob)");
   }
   const pcrs = parsePcrs(b, where);
-  return { method: b.method, match, machines, instanceIdFromSession, ...(pcrs ? { pcrs } : {}) };
+  const eventLog = parseEventLog(b, where, pcrs);
+  return {
+    method: b.method,
+    match,
+    machines,
+    instanceIdFromSession,
+    ...(pcrs ? { pcrs } : {}),
+    ...(eventLog ? { eventLog } : {}),
+  };
+}
+
+function parseEventLog(
+  b: RawMachineAuth["bindings"][number],
+  where: string,
+  fixed: Record<number, string> | undefined,
+): TpmEventLogPolicy | undefined {
+  if (b.eventLog === undefined) return undefined;
+  if (b.method !== "tpm") throw usage(`${where}.eventLog`, "applies to tpm bindings only");
+  const { pcrs, allowedDigests } = b.eventLog;
+  if (!Array.isArray(pcrs) || pcrs.length === 0)
+    throw usage(`${where}.eventLog.pcrs`, "needs the PCRs to replay from the log");
+  for (const p of pcrs) {
+    if (!PCR_INDEX.test(String(p)))
+      throw usage(`${where}.eventLog.pcrs`, `${String(p).slice(0, 8)} is not a PCR index (0-23)`);
+    // One source per PCR: a fixed value and a replay could disagree about what is allowed.
+    if (fixed?.[Number(p)] !== undefined) throw usage(`${where}.eventLog.pcrs`, `PCR ${p} is in pcrs too`);
+  }
+  // Without an allowlist the replay would accept any boot: every replayed PCR is checked.
+  if (!Array.isArray(allowedDigests) || allowedDigests.length === 0)
+    throw usage(`${where}.eventLog.allowedDigests`, "needs the sha256 digests of the allowed events");
+  const allowed = new Set<string>();
+  for (const d of allowedDigests) {
+    if (typeof d !== "string" || !SHA256_HEX.test(d.toLowerCase()))
+      throw usage(`${where}.eventLog.allowedDigests`, "each must be a sha256 digest (64 hex digits)");
+    allowed.add(d.toLowerCase());
+  }
+  return { pcrs: [...new Set(pcrs.map(Number))].sort((x, y) => x - y), allowedDigests: allowed };
 }
 
 function parsePcrs(b: RawMachineAuth["bindings"][number], where: string): Record<number, string> | undefined {
@@ -171,7 +218,9 @@ function parsePcrs(b: RawMachineAuth["bindings"][number], where: string): Record
   }
   const entries = Object.entries(b.pcrs ?? {});
   // Without PCRs a quote proves nothing about the boot: a tpm binding always names some.
-  if (entries.length === 0) throw usage(`${where}.pcrs`, "a tpm binding needs at least one PCR");
+  if (entries.length === 0 && b.eventLog === undefined)
+    throw usage(`${where}.pcrs`, "a tpm binding needs at least one PCR (pcrs or eventLog.pcrs)");
+  if (entries.length === 0) return undefined;
   const pcrs: Record<number, string> = {};
   for (const [index, value] of entries) {
     if (!PCR_INDEX.test(index)) throw usage(`${where}.pcrs.${index}`, "is not a PCR index (0-23)");

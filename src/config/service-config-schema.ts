@@ -378,7 +378,7 @@ export const SERVICE_CONFIG_SCHEMA: SchemaNode = {
           type: "array",
           default: [],
           description:
-            'list of `{method, match, machines, instanceIdFromSession, pcrs}`: which cloud identities may log in as which machines (docs/api.md "Machine login")',
+            'list of `{method, match, machines, instanceIdFromSession, pcrs, eventLog}`: which cloud identities may log in as which machines (docs/api.md "Machine login")',
           items: {
             type: "object",
             additionalProperties: false,
@@ -402,6 +402,17 @@ export const SERVICE_CONFIG_SCHEMA: SchemaNode = {
               pcrs: {
                 type: "object",
                 description: "tpm: PCR index -> expected sha256-bank value (hex); the quote must show them",
+              },
+              eventLog: {
+                type: "object",
+                additionalProperties: false,
+                required: ["pcrs", "allowedDigests"],
+                description:
+                  "tpm: the machine sends its measured-boot event log; `pcrs` are replayed from it and must match the quote, and every event extended into them must have a sha256 digest in `allowedDigests`",
+                properties: {
+                  pcrs: { type: "array", items: { type: "integer" } },
+                  allowedDigests: { type: "array", items: { type: "string" } },
+                },
               },
             },
           },

@@ -60,9 +60,14 @@ export interface TpmChallengeRequest {
  * The service's answer: a single-use nonce to quote over, the PCRs to quote (sha256 bank),
  * and a credential made to the EK for the AK's name (TPM2_MakeCredential; base64 TPM2Bs).
  */
+/** The largest TPM event log a `tpm` login carries (a real UEFI log is 20-100 KiB). */
+export const TPM_EVENT_LOG_MAX_BYTES = 256 * 1024;
+
 export interface TpmChallengeResponse {
   readonly nonce: string;
   readonly pcrs: readonly number[];
+  /** true: the binding replays the machine's measured-boot event log; send it (`eventLog`). */
+  readonly eventLog?: boolean;
   readonly credentialBlob: string;
   readonly encryptedSecret: string;
   readonly expiresAt: string;
@@ -77,4 +82,8 @@ export interface TpmLoginCredential {
   readonly secret: string;
   readonly attest: string;
   readonly signature: string;
+  /** The quoted PCRs' sha256 values, concatenated in index order (their hash is the quote's digest). */
+  readonly pcrValues?: string;
+  /** The TCG event log, when the challenge asked for it. */
+  readonly eventLog?: string;
 }

@@ -6,14 +6,23 @@
  * parameter encryption is advisable on a bus; tpm2-tools does all of it, is packaged on
  * every distribution, and reaches any TPM through a TCTI (providers/keys/tpm2-tools.ts).
  *
- * Environment: BOOTSEAL_TPM_TCTI (the TCTI; default device:/dev/tpmrm0).
+ * Environment: BOOTSEAL_TPM_TCTI (the TCTI; default device:/dev/tpmrm0) and
+ * BOOTSEAL_TPM_EVENT_LOG (the measured-boot event log sent when the challenge asks for it;
+ * default the kernel's /sys/kernel/security/tpm0/binary_bios_measurements).
  */
 import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { TPM_DEFAULT_TCTI, withTpm2Tools } from "../../../providers/keys/tpm2-tools.ts";
 import { BootsealError } from "../../errors.ts";
-import type { TpmChallengeRequest, TpmLoginCredential } from "../../machine/identity-login.ts";
+import {
+  TPM_EVENT_LOG_MAX_BYTES,
+  type TpmChallengeRequest,
+  type TpmLoginCredential,
+} from "../../machine/identity-login.ts";
 import type { CredentialContext, IdentityProvider } from "./provider.ts";
+
+/** Where Linux exposes the firmware's TCG event log. */
+export const KERNEL_EVENT_LOG = "/sys/kernel/security/tpm0/binary_bios_measurements";
 
 /** The TCG's NV index of the RSA 2048 EK certificate (EK Credential Profile §2.2.1.4). */
 const RSA_EK_CERT_NV_INDEX = "0x1c00002";
@@ -29,6 +38,26 @@ export function trimDer(bytes: Buffer): Buffer | null {
   for (let i = 0; i < n; i++) length = length * 256 + (bytes[2 + i] as number);
   const end = 2 + n + length;
   return end <= bytes.length ? bytes.subarray(0, end) : null;
+}
+
+/** The event log the binding asks for, base64; a clear error where this machine has none. */
+async function eventLog(file: string | undefined): Promise<string> {
+  const path = file || KERNEL_EVENT_LOG;
+  let bytes: Buffer;
+  try {
+    bytes = await readFile(path);
+  } catch {
+    throw new BootsealError(
+      "UNSUPPORTED",
+      `--auth tpm: the service asks for the TPM event log and ${path} cannot be read (BOOTSEAL_TPM_EVENT_LOG)`,
+    );
+  }
+  if (bytes.length > TPM_EVENT_LOG_MAX_BYTES)
+    throw new BootsealError(
+      "UNSUPPORTED",
+      `--auth tpm: the TPM event log ${path} is longer than ${TPM_EVENT_LOG_MAX_BYTES} bytes`,
+    );
+  return bytes.toString("base64");
 }
 
 export function tpmProvider(): IdentityProvider {
@@ -84,13 +113,15 @@ export function tpmProvider(): IdentityProvider {
         const nonceHex = Buffer.from(challenge.nonce, "base64url").toString("hex");
         await flushed("tpm2_quote", [
           ...["-c", "ak.ctx", "-l", `sha256:${challenge.pcrs.join(",")}`, "-q", nonceHex],
-          ...["-m", "quote.msg", "-s", "quote.sig", "-g", "sha256"],
+          ...["-m", "quote.msg", "-s", "quote.sig", "-g", "sha256", "-o", "pcrs.out", "-F", "values"],
         ]);
         const answer: TpmLoginCredential = {
           nonce: challenge.nonce,
           secret: await b64("secret.out"),
           attest: await b64("quote.msg"),
           signature: await b64("quote.sig"),
+          pcrValues: await b64("pcrs.out"),
+          ...(challenge.eventLog ? { eventLog: await eventLog(ctx.env.BOOTSEAL_TPM_EVENT_LOG) } : {}),
         };
         return Buffer.from(JSON.stringify(answer), "utf8").toString("base64");
       });

@@ -7,7 +7,9 @@
  * single-use nonce and a credential only that EK's TPM can activate, and only for that AK
  * (tpm-credential.ts). The login: the activated secret (so the AK lives beside the EK) and a
  * TPM2_Quote by the AK over the nonce and the binding's PCRs, whose digest must be the
- * binding's expected values. Every refusal names the check that failed (TPM_REFUSALS).
+ * binding's expected values; a binding with `eventLog` takes some PCRs' values from replaying
+ * the machine's measured-boot log (tpm-event-log.ts) instead, once every event in them is on
+ * its allowlist. Every refusal names the check that failed (TPM_REFUSALS).
  */
 import { createHash, randomBytes, timingSafeEqual, X509Certificate } from "node:crypto";
 import { readFileSync } from "node:fs";
@@ -32,6 +34,7 @@ import type {
 import { formatMachineId, type MachineId } from "../../machine/machine-id.ts";
 import { allowedBinding } from "./bindings.ts";
 import { makeCredential } from "./tpm-credential.ts";
+import { EventLogError, replayEventLog } from "./tpm-event-log.ts";
 import type { IdentityVerifier, ProvenIdentity, VerifyContext } from "./verifier.ts";
 
 /** The reason codes a refusal carries, one per check, in the order they run. */
@@ -48,6 +51,11 @@ export const TPM_REFUSALS = [
   "quote-signature", // the quote is not the AK's (another TPM's)
   "quote-nonce", // the quote is over another nonce
   "pcr-selection", // the quote covers other PCRs than the binding names
+  "event-log-missing", // the binding replays an event log and none was sent
+  "event-log-malformed", // the event log does not parse (not a crypto-agile TCG log)
+  "event-log-digest", // an event in a replayed PCR is not on the binding's allowlist
+  "pcr-values", // the PCR values sent are not the ones the quote covers
+  "event-log-replay", // the log's replay is not what the TPM quoted: the log is not this boot's
   "pcr-mismatch", // the PCR values differ from the binding's
 ] as const;
 export type TpmRefusal = (typeof TPM_REFUSALS)[number];
@@ -139,14 +147,81 @@ function certifiedBy(cert: X509Certificate, cas: readonly X509Certificate[], now
   return null;
 }
 
-/** The PCR digest a quote over these PCRs (ascending) must carry for the binding's values. */
-function expectedDigest(pcrs: Readonly<Record<number, string>>): { indices: number[]; digest: Buffer } {
-  const indices = Object.keys(pcrs)
-    .map(Number)
-    .sort((a, b) => a - b);
+/** The PCRs a binding has quoted: its fixed ones and those its event log replays, ascending. */
+function quotedPcrs(binding: MachineBinding): number[] {
+  const fixed = Object.keys(binding.pcrs ?? {}).map(Number);
+  return [...new Set([...fixed, ...(binding.eventLog?.pcrs ?? [])])].sort((a, b) => a - b);
+}
+
+/** The value a PCR has before anything is extended into it (as the event log replay starts). */
+const initialPcr = (index: number): string => (index >= 17 && index <= 22 ? "ff" : "00").repeat(32);
+
+/**
+ * The values the quote must show: the binding's fixed ones and, with `eventLog`, the replay of
+ * the machine's log for the others, once every event in those PCRs is allowed.
+ */
+function expectedPcrs(binding: MachineBinding, eventLog: string | undefined): Map<number, string> {
+  const expected = new Map<number, string>(
+    Object.entries(binding.pcrs ?? {}).map(([i, v]) => [Number(i), v] as [number, string]),
+  );
+  const policy = binding.eventLog;
+  if (!policy) return expected;
+  if (typeof eventLog !== "string" || eventLog === "")
+    throw refuse("event-log-missing", `the binding replays PCRs ${policy.pcrs.join(",")} from the event log`);
+  let replay: ReturnType<typeof replayEventLog>;
+  try {
+    replay = replayEventLog(Buffer.from(eventLog, "base64"));
+  } catch (err) {
+    if (err instanceof EventLogError) throw refuse("event-log-malformed", err.message);
+    throw err;
+  }
+  for (const [n, event] of replay.events.entries()) {
+    if (policy.pcrs.includes(event.pcr) && !policy.allowedDigests.has(event.sha256)) {
+      throw refuse(
+        "event-log-digest",
+        `event ${n + 1} in PCR ${event.pcr} (type 0x${event.type.toString(16)}) has digest ${event.sha256}, not in eventLog.allowedDigests`,
+      );
+    }
+  }
+  for (const i of policy.pcrs) expected.set(i, replay.pcrs.get(i) ?? initialPcr(i));
+  return expected;
+}
+
+/** The composite digest of PCR values (sha256 of them in ascending index order). */
+function compositeDigest(values: ReadonlyMap<number, string>): Buffer {
   const hash = createHash("sha256");
-  for (const i of indices) hash.update(Buffer.from(pcrs[i] as string, "hex"));
-  return { indices, digest: hash.digest() };
+  for (const i of [...values.keys()].sort((a, b) => a - b))
+    hash.update(Buffer.from(values.get(i) as string, "hex"));
+  return hash.digest();
+}
+
+/**
+ * Why the quote's digest is not the expected one: with the machine's own PCR values (checked
+ * against the quote first), the first PCR that differs and where its expected value came from.
+ */
+function pcrRefusal(
+  binding: MachineBinding,
+  expected: ReadonlyMap<number, string>,
+  quoted: Buffer,
+  sent: string | undefined,
+): BootsealError {
+  const indices = [...expected.keys()].sort((a, b) => a - b);
+  if (typeof sent === "string" && sent !== "") {
+    const values = Buffer.from(sent, "base64");
+    if (values.length !== 32 * indices.length || !createHash("sha256").update(values).digest().equals(quoted))
+      return refuse("pcr-values", "the PCR values sent are not the ones the TPM quoted");
+    for (const [k, i] of indices.entries()) {
+      const actual = values.subarray(32 * k, 32 * (k + 1)).toString("hex");
+      if (actual === expected.get(i)) continue;
+      return binding.eventLog?.pcrs.includes(i)
+        ? refuse(
+            "event-log-replay",
+            `PCR ${i} is ${actual} in the TPM, ${expected.get(i)} by the event log: the log is not this boot's`,
+          )
+        : refuse("pcr-mismatch", `PCR ${i} is ${actual}, the binding expects ${expected.get(i)}`);
+    }
+  }
+  return refuse("pcr-mismatch", `PCRs ${indices.join(",")} differ from the binding's values`);
 }
 
 export function tpmVerifier(config: MachineAuthConfig): TpmVerifier {
@@ -201,7 +276,7 @@ export function tpmVerifier(config: MachineAuthConfig): TpmVerifier {
         attributes: { ekPublicSha256, ...(ekCertIssuer !== null ? { ekCertIssuer } : {}) },
       };
       const binding = allowedBinding(config.bindings, identity, m);
-      if (binding?.pcrs === undefined) {
+      if (!binding || quotedPcrs(binding).length === 0) {
         throw refuse(
           "not-bound",
           `${identity.principal} is not bound to machine ${formatMachineId(m)}`,
@@ -215,7 +290,8 @@ export function tpmVerifier(config: MachineAuthConfig): TpmVerifier {
       admit(nonce, { machine: formatMachineId(m), expiresAt, secret, ak, binding, identity }, now.getTime());
       return {
         nonce,
-        pcrs: expectedDigest(binding.pcrs).indices,
+        pcrs: quotedPcrs(binding),
+        ...(binding.eventLog ? { eventLog: true } : {}),
         credentialBlob: made.credentialBlob.toString("base64"),
         encryptedSecret: made.encryptedSecret.toString("base64"),
         expiresAt: new Date(expiresAt).toISOString(),
@@ -262,17 +338,18 @@ export function tpmVerifier(config: MachineAuthConfig): TpmVerifier {
       if (!quote.extraData.equals(Buffer.from(nonce, "base64url"))) {
         throw refuse("quote-nonce", "the quote is not over this challenge's nonce");
       }
-      const expected = expectedDigest(challenge.binding.pcrs ?? {});
+      const indices = quotedPcrs(challenge.binding);
       const selection = quote.selections;
       if (
         selection.length !== 1 ||
         selection[0]?.hash !== TPM_ALG.SHA256 ||
-        selection[0].pcrs.join(",") !== expected.indices.join(",")
+        selection[0].pcrs.join(",") !== indices.join(",")
       ) {
-        throw refuse("pcr-selection", `the quote must cover sha256 PCRs ${expected.indices.join(",")}`);
+        throw refuse("pcr-selection", `the quote must cover sha256 PCRs ${indices.join(",")}`);
       }
-      if (!quote.pcrDigest.equals(expected.digest)) {
-        throw refuse("pcr-mismatch", `PCRs ${expected.indices.join(",")} differ from the binding's values`);
+      const expected = expectedPcrs(challenge.binding, parsed.eventLog);
+      if (!quote.pcrDigest.equals(compositeDigest(expected))) {
+        throw pcrRefusal(challenge.binding, expected, quote.pcrDigest, parsed.pcrValues);
       }
       return challenge.identity;
     },

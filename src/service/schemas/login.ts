@@ -2,8 +2,11 @@
 import { CLOUD_AUTH_METHODS } from "../../machine/identity-login.ts";
 import { errorResponses, machineParams } from "./common.ts";
 
-/** Largest credential: a signed STS request with a session token is about 3 KiB of base64. */
-export const CREDENTIAL_MAX_CHARS = 16 * 1024;
+/**
+ * Largest credential: a signed STS request with a session token is about 3 KiB of base64; a
+ * tpm login with its measured-boot event log (at most 256 KiB) is the largest.
+ */
+export const CREDENTIAL_MAX_CHARS = 384 * 1024;
 export const LOGIN_BODY_LIMIT = CREDENTIAL_MAX_CHARS + 1024;
 
 export const loginBody = {
@@ -79,6 +82,7 @@ export const tpmChallengeSchema = {
       properties: {
         nonce: { type: "string", description: "base64url; the quote's qualifying data; single use" },
         pcrs: { type: "array", items: { type: "integer" }, description: "sha256-bank PCRs to quote" },
+        eventLog: { type: "boolean", description: "true: send the measured-boot event log with the login" },
         credentialBlob: { type: "string", description: "TPM2B_ID_OBJECT, base64" },
         encryptedSecret: { type: "string", description: "TPM2B_ENCRYPTED_SECRET, base64" },
         expiresAt: { type: "string", format: "date-time" },
