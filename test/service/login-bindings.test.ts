@@ -80,6 +80,64 @@ test("machineAuth bindings are checked: match keys per method, machine patterns,
   ]);
 });
 
+test("tpm bindings: pcrs and eventLog checked; one source per PCR; an eventLog always has an allowlist", () => {
+  const D = "ab".repeat(32);
+  const tpm = (b: Record<string, unknown>) => ({
+    ...MINIMAL,
+    machineAuth: {
+      audience: "bootseal-1",
+      bindings: [{ method: "tpm", match: { ekCertIssuer: "*" }, machines: "metal/*", ...b }],
+    },
+  });
+  usage(() => validateServiceConfig(tpm({})), /at least one PCR \(pcrs or eventLog.pcrs\)/);
+  usage(() => validateServiceConfig(tpm({ pcrs: { "24": D } })), /pcrs.24.*not a PCR index/);
+  usage(
+    () => validateServiceConfig(tpm({ eventLog: { pcrs: [], allowedDigests: [D] } })),
+    /eventLog: .*must NOT have fewer|eventLog.pcrs.*PCRs to replay/,
+  );
+  usage(
+    () => validateServiceConfig(tpm({ eventLog: { pcrs: [4], allowedDigests: [] } })),
+    /allowedDigests.*sha256 digests/,
+  );
+  usage(
+    () => validateServiceConfig(tpm({ eventLog: { pcrs: [4], allowedDigests: ["xyz"] } })),
+    /allowedDigests.*64 hex/,
+  );
+  usage(
+    () => validateServiceConfig(tpm({ eventLog: { pcrs: [24], allowedDigests: [D] } })),
+    /24 is not a PCR index/,
+  );
+  usage(
+    () => validateServiceConfig(tpm({ pcrs: { "4": D }, eventLog: { pcrs: [4], allowedDigests: [D] } })),
+    /PCR 4 is in pcrs too/,
+  );
+  usage(
+    () =>
+      validateServiceConfig({
+        ...MINIMAL,
+        machineAuth: {
+          audience: "a",
+          bindings: [
+            {
+              method: "gcp",
+              match: { project: "p" },
+              machines: "a/b",
+              eventLog: { pcrs: [4], allowedDigests: [D] },
+            },
+          ],
+        },
+      }),
+    /eventLog.*tpm bindings only/,
+  );
+  const ok = validateServiceConfig(
+    tpm({ pcrs: { "7": D }, eventLog: { pcrs: [4, 0, 4], allowedDigests: [D.toUpperCase()] } }),
+  );
+  const b = ok.machineAuth.bindings[0];
+  assert.deepEqual(b?.pcrs, { 7: D });
+  assert.deepEqual(b?.eventLog?.pcrs, [0, 4]);
+  assert.deepEqual([...(b?.eventLog?.allowedDigests ?? [])], [D]);
+});
+
 test("globs: * matches any run of characters, everything else is literal", () => {
   assert.ok(globMatches("arn:aws:sts::1:assumed-role/R/*", "arn:aws:sts::1:assumed-role/R/i-0abc"));
   assert.ok(!globMatches("arn:aws:sts::1:assumed-role/R/*", "arn:aws:sts::1:assumed-role/RX/i-0abc"));

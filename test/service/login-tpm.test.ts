@@ -23,6 +23,7 @@ import type {
 import { ageKey, tempDir } from "../fetcher/helpers.ts";
 import { peer } from "../helpers/peers.ts";
 import { lockSwtpm, pcrValues, tpm2 } from "../helpers/swtpm.ts";
+import { sha256, type TcgEvent, tcgEventLog } from "../helpers/tcg-event-log.ts";
 import { ADMIN, fetchWithLogin, loginService, phasesOf, publishAs } from "./login-harness.ts";
 
 const AUDIENCE = "https://bootseal-tpm.login.test";
@@ -387,4 +388,150 @@ test("tpm (swtpm): after PCR 7 is extended the machine is refused (pcr-mismatch)
   const c = JSON.parse(Buffer.from(x.credential, "base64").toString()) as TpmLoginCredential;
   assert.notEqual(Buffer.from(c.attest, "base64").subarray(-32).toString("hex"), digestOfExpected());
   refusal(await postLogin("prod/web-2", x.credential), 401, "pcr-mismatch");
+});
+
+/** A login on `svc` with the real TPM client, its credential edited before it is sent. */
+async function tpmLogin(
+  svc: FastifyInstance,
+  machine: string,
+  env: Record<string, string>,
+  edit: (c: Record<string, unknown>) => Record<string, unknown> = (c) => c,
+) {
+  const credential = await tpmProvider().credential({
+    audience: AUDIENCE,
+    env: { PATH: process.env.PATH, BOOTSEAL_TPM_TCTI: TCTI, ...env },
+    challenge: async (request) => {
+      const res = await svc.inject({
+        method: "POST",
+        url: `/v1/machines/${machine}/login/challenge`,
+        payload: request,
+      });
+      assert.equal(res.statusCode, 200, res.body);
+      return res.json() as TpmChallengeResponse;
+    },
+  });
+  const sent = edit(JSON.parse(Buffer.from(credential, "base64").toString()) as Record<string, unknown>);
+  return svc.inject({
+    method: "POST",
+    url: `/v1/machines/${machine}/login`,
+    payload: { method: "tpm", credential: Buffer.from(JSON.stringify(sent)).toString("base64") },
+  });
+}
+
+test("tpm (swtpm): a binding's eventLog replays PCR 23 from the machine's measured-boot log (every event allowed) beside PCR 7's fixed value: bootseal fetch sends the log and succeeds; a log that is not this boot's, an event off the allowlist, no log, a damaged log and PCR values that are not the quoted ones are each refused with their own reason", async () => {
+  const event = (data: string, type = 0xd): TcgEvent => ({
+    pcr: 23,
+    type,
+    digest: sha256(data),
+    data: Buffer.from(data),
+  });
+  const separator: TcgEvent = { pcr: 23, type: 0x4, digest: sha256(Buffer.alloc(4)), data: Buffer.alloc(4) };
+  const booted = [event("shim 15.8"), event("grub 2.12"), separator];
+  // The firmware's part, played by the test: PCR 23 (resettable) extended with the boot's events.
+  await tpm2(TCTI, ["tpm2_pcrreset", "23"]);
+  for (const e of booted) await tpm2(TCTI, ["tpm2_pcrextend", `23:sha256=${e.digest.toString("hex")}`]);
+  const write = async (name: string, events: readonly TcgEvent[] | Buffer) => {
+    const file = join(dir.path, name);
+    await writeFile(file, Buffer.isBuffer(events) ? events : tcgEventLog(events));
+    return file;
+  };
+  const good = await write("boot.log", booted);
+  const allowed = [...booted, event("grub 2.12 (evil)")].map((e) => e.digest.toString("hex"));
+  const svc = loginService(
+    key.recipient,
+    parseMachineAuth(
+      {
+        audience: AUDIENCE,
+        tokenTtl: "1h",
+        aws: { region: "us-east-1" },
+        tpm: { ekCaFile: EK_CA },
+        bindings: [
+          {
+            method: "tpm",
+            match: { ekCertIssuer: "*" },
+            machines: "prod/*",
+            // Read now: an earlier test extends PCR 7.
+            pcrs: { "7": (await pcrValues(TCTI, [7]))["7"] as string },
+            eventLog: { pcrs: [23], allowedDigests: allowed },
+          },
+        ],
+      },
+      undefined,
+    ),
+  );
+  const base = await svc.listen({ host: "127.0.0.1", port: 0 });
+  try {
+    await publishAs(svc, "prod/measured-1", "measured boot\n");
+    const { r, root } = await fetchWithLogin({
+      dir: dir.path,
+      base,
+      machine: "prod/measured-1",
+      method: "tpm",
+      serverId: AUDIENCE,
+      env: {
+        BOOTSEAL_TPM_TCTI: TCTI,
+        BOOTSEAL_TPM_EVENT_LOG: good,
+        SOPS_AGE_KEY_FILE: key.file,
+        PATH: process.env.PATH ?? "",
+      },
+    });
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(await readFile(join(root, "etc/bootseal/secret.txt"), "utf8"), "measured boot\n");
+
+    // An allowed log, but not what this TPM measured (another boot loader was extended).
+    const other = await write("other.log", [event("shim 15.8"), event("grub 2.12 (evil)"), separator]);
+    const replay = await tpmLogin(svc, "prod/measured-1", { BOOTSEAL_TPM_EVENT_LOG: other });
+    refusal(replay, 401, "event-log-replay");
+    assert.match(replay.body, /PCR 23 is [0-9a-f]{64} in the TPM/);
+    // An event the allowlist does not have (checked before the replay).
+    const unknown = await write("unknown.log", [event("shim 15.8"), event("unsigned kernel"), separator]);
+    refusal(
+      await tpmLogin(svc, "prod/measured-1", { BOOTSEAL_TPM_EVENT_LOG: unknown }),
+      401,
+      "event-log-digest",
+    );
+    // No log, and a damaged one.
+    refusal(
+      await tpmLogin(svc, "prod/measured-1", { BOOTSEAL_TPM_EVENT_LOG: good }, (c) => ({
+        ...c,
+        eventLog: undefined,
+      })),
+      401,
+      "event-log-missing",
+    );
+    const damaged = await write("damaged.log", tcgEventLog(booted).subarray(0, 70));
+    refusal(
+      await tpmLogin(svc, "prod/measured-1", { BOOTSEAL_TPM_EVENT_LOG: damaged }),
+      401,
+      "event-log-malformed",
+    );
+    // PCR values that are not the quoted ones cannot point the blame elsewhere.
+    refusal(
+      await tpmLogin(svc, "prod/measured-1", { BOOTSEAL_TPM_EVENT_LOG: other }, (c) => ({
+        ...c,
+        pcrValues: Buffer.alloc(64, 7).toString("base64"),
+      })),
+      401,
+      "pcr-values",
+    );
+    // The fetcher itself: a binding that asks for a log the machine does not have.
+    const missing = await fetchWithLogin({
+      dir: dir.path,
+      base,
+      machine: "prod/measured-1",
+      method: "tpm",
+      serverId: AUDIENCE,
+      env: {
+        BOOTSEAL_TPM_TCTI: TCTI,
+        BOOTSEAL_TPM_EVENT_LOG: join(dir.path, "absent.log"),
+        PATH: process.env.PATH ?? "",
+      },
+      deadline: "1s",
+    });
+    assert.notEqual(missing.r.code, 0);
+    assert.match(missing.r.stderr, /asks for the TPM event log and .*absent\.log cannot be read/);
+  } finally {
+    await svc.close();
+    await tpm2(TCTI, ["tpm2_pcrreset", "23"]).catch(() => undefined);
+  }
 });

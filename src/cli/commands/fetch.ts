@@ -42,7 +42,7 @@ const spec = {
       env: "BOOTSEAL_AUTH",
       value: "METHOD",
       default: "token",
-      help: "token (--token-file), or log in once per boot with the machine's cloud identity (aws-iam, gcp, azure), its SPIFFE JWT-SVID (spiffe) or its TPM (tpm; tpm2-tools, BOOTSEAL_TPM_TCTI)",
+      help: "token (--token-file), or log in once per boot with the machine's cloud identity (aws-iam, gcp, azure), its SPIFFE JWT-SVID (spiffe) or its TPM (tpm; tpm2-tools, BOOTSEAL_TPM_TCTI, BOOTSEAL_TPM_EVENT_LOG)",
     },
     {
       name: "server-id",
