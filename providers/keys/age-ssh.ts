@@ -20,9 +20,12 @@ import {
 } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { type Identity, type Recipient, Stanza } from "age-encryption";
+import type { Identity, Recipient, Stanza } from "age-encryption";
 import { BootsealError, type ErrorCode } from "../../src/errors.ts";
 import { parseAuthorizedKey, parsePrivateKey, type SshPublicKey } from "./age-ssh-keys.ts";
+
+/** typage reads a stanza's two fields only: a plain object keeps typage out of start-up. */
+const stanza = (args: string[], body: Uint8Array): Stanza => ({ args, body });
 
 const ED25519_LABEL = "age-encryption.org/v1/ssh-ed25519";
 const RSA_LABEL = "age-encryption.org/v1/ssh-rsa";
@@ -137,7 +140,7 @@ export function sshRecipient(text: string): Recipient {
       throw new BootsealError("BAD_INPUT", "ssh-rsa: the key is smaller than 2048 bits");
     return {
       wrapFileKey: (fileKey) => [
-        new Stanza(["ssh-rsa", tagOf(key)], publicEncrypt({ key: rsa, ...RSA_OAEP }, fileKey)),
+        stanza(["ssh-rsa", tagOf(key)], publicEncrypt({ key: rsa, ...RSA_OAEP }, fileKey)),
       ],
     };
   }
@@ -148,7 +151,7 @@ export function sshRecipient(text: string): Recipient {
       const share = x25519(ephemeral, BASEPOINT);
       const wrapKey = ed25519WrapKey(key, x25519(ephemeral, point), share, point);
       const args = ["ssh-ed25519", tagOf(key), share.toString("base64").replace(/=+$/, "")];
-      return [new Stanza(args, seal(wrapKey, fileKey))];
+      return [stanza(args, seal(wrapKey, fileKey))];
     },
   };
 }

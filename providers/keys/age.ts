@@ -5,10 +5,12 @@
  * `ssh-ed25519`/`ssh-rsa` keys (./age-ssh.ts, since typage has no SSH support), with SSH
  * identities from sops's SSH sources, and plugins (./age-plugin.ts): recipients `age1name1…`
  * and identities `AGE-PLUGIN-NAME-1…`, run through the `age-plugin-name` binary on PATH.
+ * X25519 recipients and identities, nearly every use, go through ./age-x25519-file.ts on
+ * node:crypto; typage is loaded only for the rest (its import alone costs a CLI run ~25 ms).
  */
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { armor, Decrypter, Encrypter, type Identity } from "age-encryption";
+import type { Identity } from "age-encryption";
 import type { CallOptions } from "../../src/call-options.ts";
 import {
   entryString,
@@ -17,9 +19,31 @@ import {
   type MasterKey,
 } from "../../src/envelope/sops/master-key.ts";
 import { BootsealError, type ErrorCode } from "../../src/errors.ts";
-import { pluginIdentity, pluginIdentityName, pluginRecipient, pluginRecipientName } from "./age-plugin.ts";
+import {
+  bech32Decode,
+  pluginIdentity,
+  pluginIdentityName,
+  pluginRecipient,
+  pluginRecipientName,
+} from "./age-plugin.ts";
 import { loadSshIdentities, sshRecipient } from "./age-ssh.ts";
+import {
+  decryptWithX25519,
+  encryptToX25519,
+  isX25519Identity,
+  isX25519Recipient,
+  type UNSUPPORTED,
+  x25519IdentityKey,
+  x25519RecipientBytes,
+} from "./age-x25519-file.ts";
 import { type BaseDeps, itemText, type MasterKeyType, newEntry } from "./key-type.ts";
+
+/** typage, loaded on first use (./age-x25519-file.ts says why not at start-up). */
+const typage = () => import("age-encryption");
+
+/** An identity ./age-x25519-file.ts opens files with; typage judges any other. */
+const isNativeIdentity = (identity: string) =>
+  isX25519Identity(identity) && x25519IdentityKey(identity) !== null;
 
 // The global, not `node:process`: importing that module as ESM evaluates its lazy getters
 // (process.stdin among them), which costs every CLI run start-up time.
@@ -90,11 +114,11 @@ function checkRecipient(recipient: string): void {
     pluginRecipientName(recipient);
     return;
   }
-  try {
-    new Encrypter().addRecipient(recipient);
-  } catch (cause) {
-    throw new BootsealError("BAD_INPUT", `age: invalid recipient: ${recipient}`, { cause });
-  }
+  // X25519 in full here; a post-quantum recipient's Bech32 here, its key when typage wraps to it.
+  const valid = isX25519Recipient(recipient)
+    ? x25519RecipientBytes(recipient) !== null
+    : recipient === recipient.toLowerCase() && bech32Decode(recipient) !== null;
+  if (!valid) throw new BootsealError("BAD_INPUT", `age: invalid recipient: ${recipient}`);
 }
 
 /** Go's os.UserConfigDir, with sops's XDG_CONFIG_HOME override on macOS. */
@@ -114,7 +138,11 @@ export function userConfigDir(env: Env, platform: NodeJS.Platform = process.plat
  * skipped; SOPS_AGE_KEY may hold several identities per line. One bad identity makes sops
  * drop the whole source, and so do we. Returns the reason instead of throwing.
  */
-function parseIdentities(text: string, location: string, wordsPerLine: boolean): string[] | string {
+async function parseIdentities(
+  text: string,
+  location: string,
+  wordsPerLine: boolean,
+): Promise<string[] | string> {
   const out: string[] = [];
   const lines = text.split("\n");
   for (let n = 0; n < lines.length; n++) {
@@ -126,10 +154,12 @@ function parseIdentities(text: string, location: string, wordsPerLine: boolean):
         out.push(word);
         continue;
       }
-      try {
-        new Decrypter().addIdentity(word);
-      } catch {
-        return `${location}: invalid identity on line ${n + 1}`;
+      if (!isNativeIdentity(word)) {
+        try {
+          new (await typage()).Decrypter().addIdentity(word);
+        } catch {
+          return `${location}: invalid identity on line ${n + 1}`;
+        }
       }
       out.push(word);
     }
@@ -208,23 +238,23 @@ export async function loadAgeIdentities(
   const identities: string[] = [];
   const runCommand = (command: string) => runKeyCommand(command, env, recipient ?? "", signal);
   const { identities: ssh, errors } = await loadSshIdentities(env, recipient, runCommand);
-  const add = (text: string, location: string, words: boolean) => {
-    const parsed = parseIdentities(text, location, words);
+  const add = async (text: string, location: string, words: boolean) => {
+    const parsed = await parseIdentities(text, location, words);
     if (typeof parsed === "string") errors.push({ code: "BAD_INPUT", message: parsed });
     else identities.push(...parsed);
   };
 
-  if (env.SOPS_AGE_KEY !== undefined) add(env.SOPS_AGE_KEY, "SOPS_AGE_KEY", true);
+  if (env.SOPS_AGE_KEY !== undefined) await add(env.SOPS_AGE_KEY, "SOPS_AGE_KEY", true);
   if (env.SOPS_AGE_KEY_FILE !== undefined) {
     try {
-      add(await readFile(env.SOPS_AGE_KEY_FILE, "utf8"), "SOPS_AGE_KEY_FILE", false);
+      await add(await readFile(env.SOPS_AGE_KEY_FILE, "utf8"), "SOPS_AGE_KEY_FILE", false);
     } catch {
       errors.push({ code: "IO_ERROR", message: `SOPS_AGE_KEY_FILE: cannot read ${env.SOPS_AGE_KEY_FILE}` });
     }
   }
   if (env.SOPS_AGE_KEY_CMD !== undefined && recipient !== undefined) {
     try {
-      add(await runKeyCommand(env.SOPS_AGE_KEY_CMD, env, recipient, signal), "SOPS_AGE_KEY_CMD", false);
+      await add(await runKeyCommand(env.SOPS_AGE_KEY_CMD, env, recipient, signal), "SOPS_AGE_KEY_CMD", false);
     } catch (err) {
       signal?.throwIfAborted();
       const why = err instanceof BootsealError ? err.message : "command failed";
@@ -235,7 +265,7 @@ export async function loadAgeIdentities(
   if (configDir !== null) {
     const path = join(configDir, "sops", "age", "keys.txt");
     try {
-      add(await readFile(path, "utf8"), path, false);
+      await add(await readFile(path, "utf8"), path, false);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== "ENOENT") {
         errors.push({ code: "IO_ERROR", message: `cannot read ${path}` });
@@ -294,6 +324,15 @@ function noMatchSentinel(): { identity: Identity; reached: () => boolean } {
   };
 }
 
+/** No identity opened the file: null, or why a source was unusable when one was. */
+function noIdentity(errors: AgeIdentities["errors"], recipient: string): null {
+  const first = errors[0];
+  if (first === undefined) return null;
+  // Some source was unusable: say why instead of a bare "no key".
+  const detail = errors.map((e) => e.message).join("; ");
+  throw new BootsealError(first.code, `age: no identity for ${recipient} (${detail})`);
+}
+
 function ageKey(recipient: string, deps: BaseDeps): MasterKey {
   const env = deps.env ?? processEnv;
   let loaded: Promise<AgeIdentities> | undefined;
@@ -302,6 +341,8 @@ function ageKey(recipient: string, deps: BaseDeps): MasterKey {
     id: AGE_FORMAT.identity(newEntry("age", [["recipient", recipient]])),
 
     async wrap(secret: Uint8Array): Promise<string> {
+      if (isX25519Recipient(recipient)) return encryptToX25519(secret, [recipient]);
+      const { armor, Encrypter } = await typage();
       const encrypter = new Encrypter();
       encrypter.addRecipient(
         recipient.startsWith("ssh-")
@@ -315,12 +356,6 @@ function ageKey(recipient: string, deps: BaseDeps): MasterKey {
     },
 
     async unwrap(enc: string, options?: CallOptions): Promise<Uint8Array | null> {
-      let file: Uint8Array;
-      try {
-        file = armor.decode(enc);
-      } catch (cause) {
-        throw new BootsealError("BAD_INPUT", `age: enc for ${recipient} is not an age armour`, { cause });
-      }
       // Loaded at most once per key, like sops's parsedIdentities.
       if (loaded === undefined) {
         loaded = loadAgeIdentities(env, recipient, options?.signal);
@@ -330,6 +365,26 @@ function ageKey(recipient: string, deps: BaseDeps): MasterKey {
         });
       }
       const { identities, ssh, errors } = await loaded;
+      const native = identities.filter(isNativeIdentity);
+      if (native.length > 0) {
+        let opened: Uint8Array | null | typeof UNSUPPORTED;
+        try {
+          opened = decryptWithX25519(enc, native);
+        } catch (cause) {
+          throw new BootsealError("BAD_INPUT", `age: could not decrypt enc for ${recipient}`, { cause });
+        }
+        if (opened instanceof Uint8Array) return opened;
+        // No X25519 identity matched, and there is none of another kind: typage would agree.
+        if (opened === null && native.length === identities.length && ssh.length === 0)
+          return noIdentity(errors, recipient);
+      }
+      const { armor, Decrypter } = await typage();
+      let file: Uint8Array;
+      try {
+        file = armor.decode(enc);
+      } catch (cause) {
+        throw new BootsealError("BAD_INPUT", `age: enc for ${recipient} is not an age armour`, { cause });
+      }
       const sentinel = noMatchSentinel();
       if (identities.length + ssh.length > 0) {
         const decrypter = new Decrypter();
@@ -351,11 +406,7 @@ function ageKey(recipient: string, deps: BaseDeps): MasterKey {
           }
         }
       }
-      const first = errors[0];
-      if (first === undefined) return null;
-      // No match, and some source was unusable: say why instead of a bare "no key".
-      const detail = errors.map((e) => e.message).join("; ");
-      throw new BootsealError(first.code, `age: no identity for ${recipient} (${detail})`);
+      return noIdentity(errors, recipient);
     },
 
     toMetadata(enc: string): KeyEntry {
