@@ -175,20 +175,26 @@ async function makeOtherAk(work: string): Promise<void> {
   await tpm2(OTHER_TCTI, ["tpm2_flushcontext", "-t"]);
 }
 
+/** The real `bootseal fetch --auth tpm` on TPM a against `base`, with more environment if given. */
+function tpmFetch(base: string, machine: string, env: Record<string, string> = {}, deadline?: string) {
+  return fetchWithLogin({
+    dir: dir.path,
+    base,
+    machine,
+    method: "tpm",
+    serverId: AUDIENCE,
+    env: { BOOTSEAL_TPM_TCTI: TCTI, PATH: process.env.PATH ?? "", ...env },
+    ...(deadline ? { deadline } : {}),
+  });
+}
+
 function refusal(res: { statusCode: number; body: string }, status: number, reason: string): void {
   assert.equal(res.statusCode, status, res.body);
   assert.match(res.body, new RegExp(`tpm login refused \\(${reason}\\)`));
 }
 
 test("tpm (swtpm): bootseal fetch --auth tpm logs in with the TPM, fetches, writes and reports succeeded", async () => {
-  const { r, root } = await fetchWithLogin({
-    dir: dir.path,
-    base: url,
-    machine: "prod/web-1",
-    method: "tpm",
-    serverId: AUDIENCE,
-    env: { BOOTSEAL_TPM_TCTI: TCTI, SOPS_AGE_KEY_FILE: key.file, PATH: process.env.PATH ?? "" },
-  });
+  const { r, root } = await tpmFetch(url, "prod/web-1", { SOPS_AGE_KEY_FILE: key.file });
   assert.equal(r.code, 0, r.stderr);
   assert.equal(await readFile(join(root, "etc/bootseal/secret.txt"), "utf8"), "tpm-attested secret\n");
   assert.ok((await phasesOf(app, "prod/web-1")).includes("succeeded"));
@@ -297,14 +303,7 @@ test("tpm (swtpm): a config sealed to the machine's TPM under a PCR 7 policy: TP
       Array.isArray(doc.sops.tpm) && doc.sops.age === undefined,
       "the data key is wrapped to the TPM alone",
     );
-    const { r, root } = await fetchWithLogin({
-      dir: dir.path,
-      base,
-      machine: "prod/bare-1",
-      method: "tpm",
-      serverId: AUDIENCE,
-      env: { BOOTSEAL_TPM_TCTI: TCTI, PATH: process.env.PATH ?? "" },
-    });
+    const { r, root } = await tpmFetch(base, "prod/bare-1");
     assert.equal(r.code, 0, r.stderr);
     assert.equal(await readFile(join(root, "etc/bootseal/secret.txt"), "utf8"), "sealed to one TPM\n");
     assert.ok((await phasesOf(sealed, "prod/bare-1")).includes("succeeded"));
@@ -351,28 +350,14 @@ test("tpm (swtpm): the EK sent with the publish (X-Bootseal-Tpm-Ek, as the contr
       [[ek, "sha256:7"]],
       "one tpm key: the publish's EK under the rule's PCR 7 policy",
     );
-    const { r, root } = await fetchWithLogin({
-      dir: dir.path,
-      base,
-      machine: "prod/bare-2",
-      method: "tpm",
-      serverId: AUDIENCE,
-      env: { BOOTSEAL_TPM_TCTI: TCTI, PATH: process.env.PATH ?? "" },
-    });
+    const { r, root } = await tpmFetch(base, "prod/bare-2");
     assert.equal(r.code, 0, r.stderr);
     assert.equal(await readFile(join(root, "etc/bootseal/secret.txt"), "utf8"), "sealed per publish\n");
     assert.ok((await phasesOf(sealed, "prod/bare-2")).includes("succeeded"));
     // TPM a is trusted for prod/* too, but bare-3's config is sealed to the other TPM: its
     // login is refused (it could not decrypt; it could report bare-3's phases or have a one-time
     // config deleted), and nothing was fetched.
-    const other = await fetchWithLogin({
-      dir: dir.path,
-      base,
-      machine: "prod/bare-3",
-      method: "tpm",
-      serverId: AUDIENCE,
-      env: { BOOTSEAL_TPM_TCTI: TCTI, PATH: process.env.PATH ?? "" },
-    });
+    const other = await tpmFetch(base, "prod/bare-3");
     assert.notEqual(other.r.code, 0);
     assert.match(other.r.stderr, /tpm login refused \(ek-not-sealed-to\)/);
     assert.deepEqual(await phasesOf(sealed, "prod/bare-3"), ["published"]);
@@ -462,18 +447,9 @@ test("tpm (swtpm): a binding's eventLog replays PCR 23 from the machine's measur
   const base = await svc.listen({ host: "127.0.0.1", port: 0 });
   try {
     await publishAs(svc, "prod/measured-1", "measured boot\n");
-    const { r, root } = await fetchWithLogin({
-      dir: dir.path,
-      base,
-      machine: "prod/measured-1",
-      method: "tpm",
-      serverId: AUDIENCE,
-      env: {
-        BOOTSEAL_TPM_TCTI: TCTI,
-        BOOTSEAL_TPM_EVENT_LOG: good,
-        SOPS_AGE_KEY_FILE: key.file,
-        PATH: process.env.PATH ?? "",
-      },
+    const { r, root } = await tpmFetch(base, "prod/measured-1", {
+      BOOTSEAL_TPM_EVENT_LOG: good,
+      SOPS_AGE_KEY_FILE: key.file,
     });
     assert.equal(r.code, 0, r.stderr);
     assert.equal(await readFile(join(root, "etc/bootseal/secret.txt"), "utf8"), "measured boot\n");
@@ -515,19 +491,12 @@ test("tpm (swtpm): a binding's eventLog replays PCR 23 from the machine's measur
       "pcr-values",
     );
     // The fetcher itself: a binding that asks for a log the machine does not have.
-    const missing = await fetchWithLogin({
-      dir: dir.path,
+    const missing = await tpmFetch(
       base,
-      machine: "prod/measured-1",
-      method: "tpm",
-      serverId: AUDIENCE,
-      env: {
-        BOOTSEAL_TPM_TCTI: TCTI,
-        BOOTSEAL_TPM_EVENT_LOG: join(dir.path, "absent.log"),
-        PATH: process.env.PATH ?? "",
-      },
-      deadline: "1s",
-    });
+      "prod/measured-1",
+      { BOOTSEAL_TPM_EVENT_LOG: join(dir.path, "absent.log") },
+      "1s",
+    );
     assert.notEqual(missing.r.code, 0);
     assert.match(missing.r.stderr, /asks for the TPM event log and .*absent\.log cannot be read/);
   } finally {
