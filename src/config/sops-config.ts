@@ -148,6 +148,14 @@ function ignoredWarning(ignored: string, used: string): string {
 }
 
 /** Reads and parses a config file; IO_ERROR when it cannot be read. */
+/**
+ * The last configurations read, by path, with the text they were parsed from: a run over a
+ * directory tree asks for the same `.sops.yaml` once per file, and parsing it again each time
+ * was a tenth of `updatekeys --recursive`. The file is read every time (a change is seen).
+ */
+const parsedConfigs = new Map<string, { readonly text: string; readonly config: SopsConfig }>();
+const PARSED_CONFIGS_MAX = 64;
+
 export function loadSopsConfig(path: string): SopsConfig {
   let text: string;
   try {
@@ -155,7 +163,12 @@ export function loadSopsConfig(path: string): SopsConfig {
   } catch (err) {
     throw new BootsealError("IO_ERROR", `could not read config file ${path}`, { cause: err });
   }
-  return parseSopsConfig(text, path);
+  const seen = parsedConfigs.get(path);
+  if (seen?.text === text) return seen.config;
+  const config = parseSopsConfig(text, path);
+  if (parsedConfigs.size >= PARSED_CONFIGS_MAX) parsedConfigs.clear();
+  parsedConfigs.set(path, { text, config });
+  return config;
 }
 
 function parseRule(v: Tree | undefined, where: string): ParsedCreationRule {

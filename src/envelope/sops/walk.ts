@@ -49,14 +49,23 @@ export interface GoRegexp {
   test(input: string): boolean;
 }
 
+/** Compiled patterns (immutable): a directory run matches every file against the same rules. */
+const compiled = new Map<string, GoRegexp>();
+const COMPILED_MAX = 256;
+
 /**
  * Compile a pattern in Go's RE2 syntax, the dialect sops evaluates every rule and
  * `.sops.yaml` path_regex in. re2js is a port of RE2, so what Go rejects (backreferences,
  * lookaround, `\C`, counts over 1000) is rejected here too: BAD_INPUT with Go's message.
  */
 export function compileRegex(pattern: string): GoRegexp {
+  const known = compiled.get(pattern);
+  if (known) return known;
   try {
-    return RE2JS.compile(pattern);
+    const re = RE2JS.compile(pattern);
+    if (compiled.size >= COMPILED_MAX) compiled.clear();
+    compiled.set(pattern, re);
+    return re;
   } catch (cause) {
     const reason = cause instanceof Error ? cause.message : "unknown error";
     throw new BootsealError("BAD_INPUT", `Invalid regular expression: ${reason}`, { cause });
