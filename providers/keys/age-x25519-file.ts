@@ -77,7 +77,7 @@ interface IdentityKey {
 
 /** Parsed identities by their text: a run loads its few identities once and unwraps many files. */
 const identityKeys = new Map<string, IdentityKey | null>();
-const recipientKeys = new Map<string, KeyObject>();
+const recipientKeys = new Map<string, { readonly key: KeyObject; readonly bytes: Buffer }>();
 const MAX_CACHED = 1024;
 
 function remember<V>(cache: Map<string, V>, key: string, value: V): V {
@@ -105,16 +105,14 @@ export function x25519IdentityKey(identity: string): IdentityKey | null {
   return remember(identityKeys, identity, { privateKey, recipient });
 }
 
-function recipientKey(recipient: string): KeyObject {
+/** The recipient's key object and its 32 bytes (the HKDF salt's second half). */
+function recipientKey(recipient: string): { readonly key: KeyObject; readonly bytes: Buffer } {
   const cached = recipientKeys.get(recipient);
   if (cached) return cached;
   const bytes = x25519RecipientBytes(recipient);
   if (!bytes) throw new BootsealError("BAD_INPUT", `age: invalid recipient: ${recipient}`);
-  return remember(
-    recipientKeys,
-    recipient,
-    createPublicKey({ key: Buffer.concat([SPKI_PREFIX, bytes]), format: "der", type: "spki" }),
-  );
+  const key = createPublicKey({ key: Buffer.concat([SPKI_PREFIX, bytes]), format: "der", type: "spki" });
+  return remember(recipientKeys, recipient, { key, bytes });
 }
 
 /**
@@ -184,7 +182,7 @@ export function encryptToX25519(payload: Uint8Array, recipients: readonly string
       let shared: Buffer;
       try {
         // OpenSSL refuses a low-order peer (an all-zero shared secret), as age does.
-        shared = diffieHellman({ privateKey: ephemeral.privateKey, publicKey: peer });
+        shared = diffieHellman({ privateKey: ephemeral.privateKey, publicKey: peer.key });
       } catch (cause) {
         throw new BootsealError("BAD_INPUT", `age: invalid recipient: ${recipient}`, { cause });
       }
