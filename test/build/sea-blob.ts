@@ -10,6 +10,7 @@ export const SEA_FLAGS = {
   disableExperimentalSeaWarning: 1 << 0,
   useSnapshot: 1 << 1,
   useCodeCache: 1 << 2,
+  includeAssets: 1 << 3,
 } as const;
 
 export interface BlobHeader {
@@ -21,7 +22,7 @@ export interface BlobHeader {
 }
 
 /** The blob whose main script is `codePath`, found by its header. */
-export function findBlob(exe: Buffer, codePath = "bootseal.cjs"): BlobHeader | undefined {
+export function findBlob(exe: Buffer, codePath = "loader.cjs"): BlobHeader | undefined {
   const needle = Buffer.alloc(8 + codePath.length);
   needle.writeBigUInt64LE(BigInt(codePath.length), 0);
   needle.write(codePath, 8, "latin1");

@@ -8,8 +8,8 @@
  */
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { createHash, createPublicKey, generateKeyPairSync, verify } from "node:crypto";
-import { mkdir, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { createHash, createPublicKey, generateKeyPairSync, randomBytes, verify } from "node:crypto";
+import { chmod, mkdir, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { after, before, test } from "node:test";
 import { seaCacheDir } from "../../scripts/sea/node-dist.ts";
@@ -190,7 +190,7 @@ test("the SBOM is CycloneDX 1.5 and lists the bundled packages at package-lock's
   assert.deepEqual(bom.dependencies[0].dependsOn.length, bom.components.length);
 });
 
-test("every executable carries the same blob: no code cache, no snapshot, the fuse set", async () => {
+test("every executable carries the same blob: no code cache, no snapshot, the loader as main script with the bundle as an asset, the fuse set", async () => {
   const x64 = await readFile(join(a, EXES[0] as string));
   const arm64 = await readFile(join(a, EXES[1] as string));
   const win = await readFile(join(a, EXES[2] as string));
@@ -199,8 +199,8 @@ test("every executable carries the same blob: no code cache, no snapshot, the fu
   assert.equal(peMachine(win), 0x8664);
   const blob = findBlob(x64);
   assert.ok(blob, "the blob is in linux-x64");
-  assert.equal(blob.flags, SEA_FLAGS.disableExperimentalSeaWarning);
-  assert.equal(blob.codePath, "bootseal.cjs");
+  assert.equal(blob.flags, SEA_FLAGS.disableExperimentalSeaWarning | SEA_FLAGS.includeAssets);
+  assert.equal(blob.codePath, "loader.cjs");
   assert.ok(arm64.includes(blob.bytes), "linux-arm64 has the same blob");
   // Windows finds it as Node does: the RT_RCDATA resource NODE_SEA_BLOB.
   const resource = peResource(win, "NODE_SEA_BLOB");
@@ -249,6 +249,56 @@ test("linux-x64 runs natively: --version and a fetch give the right bytes", asyn
   const { r, out } = await fetchOnce("x64", exe, [], (p) => p);
   assert.equal(r.code, 0, r.stderr);
   assert.ok((await readFile(out)).equals(payload));
+});
+
+test("linux-x64 keeps a V8 code cache of its bundle (0600 in a 0700 directory of its own) and runs from it; a damaged cache is replaced, a shared directory and BOOTSEAL_SEA_CODE_CACHE=0 are not used, a fetch writes none", async () => {
+  const exe = join(a, "bootseal-linux-x64");
+  const cacheHome = join(dir.path, "cache-home");
+  const env = (more: Record<string, string> = {}) => ({
+    PATH: "/usr/bin:/bin",
+    XDG_CACHE_HOME: cacheHome,
+    ...more,
+  });
+  const cacheDir = join(cacheHome, "bootseal");
+  const cacheFiles = async () =>
+    (await readdir(cacheDir).catch(() => [] as string[])).filter((f) => f.endsWith(".v8cache"));
+
+  // A machine's one fetch gains nothing from a cache: none is written.
+  const fetched = await fetchOnce("x64-cache", exe, [], (p) => p, { XDG_CACHE_HOME: cacheHome });
+  assert.equal(fetched.r.code, 0, fetched.r.stderr);
+  assert.deepEqual(await cacheFiles(), []);
+
+  const first = await run(["--version"], env(), exe);
+  assert.equal(first.code, 0, first.stderr);
+  const [file] = await cacheFiles();
+  assert.ok(file, "the first run left a cache");
+  assert.match(file, /^sea-[0-9a-f]{32}-x64\.v8cache$/);
+  assert.equal((await stat(cacheDir)).mode & 0o777, 0o700);
+  assert.equal((await stat(join(cacheDir, file))).mode & 0o777, 0o600);
+  const made = await readFile(join(cacheDir, file));
+  const second = await run(["--version"], env(), exe);
+  assert.equal(second.stdout, `bootseal ${version}\n`);
+  assert.ok((await readFile(join(cacheDir, file))).equals(made), "an accepted cache is not written again");
+
+  // Damaged: V8 refuses it, the run still works and writes a good one.
+  const junk = randomBytes(made.length);
+  await writeFile(join(cacheDir, file), junk, { mode: 0o600 });
+  const damaged = await run(["--version"], env(), exe);
+  assert.equal(damaged.stdout, `bootseal ${version}\n`);
+  assert.ok(!(await readFile(join(cacheDir, file))).equals(junk), "the damaged cache was replaced");
+  const again = await run(["--version"], env(), exe);
+  assert.equal(again.code, 0, again.stderr);
+
+  // Off, and a directory others can write to: nothing read or written there.
+  const off = join(dir.path, "cache-off");
+  await run(["--version"], env({ XDG_CACHE_HOME: off, BOOTSEAL_SEA_CODE_CACHE: "0" }), exe);
+  assert.equal(await stat(off).catch(() => null), null);
+  const shared = join(dir.path, "cache-shared");
+  await mkdir(join(shared, "bootseal"), { recursive: true });
+  await chmod(join(shared, "bootseal"), 0o777);
+  const r = await run(["--version"], env({ XDG_CACHE_HOME: shared }), exe);
+  assert.equal(r.stdout, `bootseal ${version}\n`);
+  assert.deepEqual(await readdir(join(shared, "bootseal")), []);
 });
 
 test("linux-arm64 runs under qemu-user: --version and a fetch give the right bytes", async () => {
