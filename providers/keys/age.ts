@@ -19,6 +19,7 @@ import {
 import { BootsealError, type ErrorCode } from "../../src/errors.ts";
 import { pluginIdentity, pluginIdentityName, pluginRecipient, pluginRecipientName } from "./age-plugin.ts";
 import { loadSshIdentities, sshRecipient } from "./age-ssh.ts";
+import { isX25519Recipient, x25519Recipient } from "./age-x25519.ts";
 import { type BaseDeps, itemText, type MasterKeyType, newEntry } from "./key-type.ts";
 
 // The global, not `node:process`: importing that module as ESM evaluates its lazy getters
@@ -308,7 +309,9 @@ function ageKey(recipient: string, deps: BaseDeps): MasterKey {
           ? sshRecipient(recipient)
           : isPluginRecipient(recipient)
             ? pluginRecipient(recipient, env)
-            : recipient,
+            : isX25519Recipient(recipient)
+              ? x25519Recipient(recipient)
+              : recipient,
       );
       // Same armour as Go's age/armor: 64-column base64 and a final newline.
       return armor.encode(await readAllBytes(await encrypter.encrypt(streamOf(secret)), false));
