@@ -530,6 +530,7 @@ async function runTarget(name: string): Promise<Record<string, string | number>>
     const latencies: Record<Kind, number[]> = { publish: [], fetch: [], status: [] };
     const errors: string[] = [];
     const cpu0 = cpuMs(target.pid);
+    const client0 = process.cpuUsage();
     const pubSeconds = await drive(target.url, target.publish, () => "publish", latencies, errors);
     const cpu1 = cpuMs(target.pid);
     const storm = [target.fetch, ...PHASES.map((ph) => (target as Target).status(ph))];
@@ -541,6 +542,7 @@ async function runTarget(name: string): Promise<Record<string, string | number>>
       errors,
     );
     const cpu2 = cpuMs(target.pid);
+    const client = process.cpuUsage(client0);
     const row = {
       target: target.label,
       machines: MACHINES,
@@ -551,6 +553,7 @@ async function runTarget(name: string): Promise<Record<string, string | number>>
       "fetch p99 ms": Math.round(p(latencies.fetch, 0.99)),
       "status p99 ms": Math.round(p(latencies.status, 0.99)),
       "server CPU ms/machine (publish + storm)": `${((cpu1 - cpu0) / MACHINES).toFixed(1)} + ${((cpu2 - cpu1) / MACHINES).toFixed(1)}`,
+      "client CPU ms/machine": ((client.user + client.system) / 1000 / MACHINES).toFixed(1),
       errors: errors.length,
     };
     console.log(`\n== ${target.label} (${target.url}): ${MACHINES} machines, ${CONNECTIONS} connections`);
