@@ -24,6 +24,8 @@
  *       [--routing request|machine] [--node-flags="--max-semi-space-size=8 ..."] [--metrics-dir DIR]
  *       [--one-time off|after-success|after-first-fetch] (bootseal's oneTimeFetch; default: the service's)
  *       [--rate N] (storm machines started per second, an open loop: latency at the same load)
+ *       [--cpu-prof DIR] (each bootseal serve under --cpu-prof, its profiles in DIR/<target>/
+ *       with phases.json, the publish's and the storm's start and end; bench/cpu-profile.ts reads them)
  *
  * --stores keeps only the bootseal targets on those stores (replicas: s3); --entry PATH runs
  * another build's dist/cli/main.js; --bao-policy and --bao-token-uses: docs/benchmarks.md.
@@ -107,6 +109,7 @@ const { values: opts } = parseArgs({
     "metrics-dir": { type: "string" },
     rate: { type: "string" },
     "one-time": { type: "string" },
+    "cpu-prof": { type: "string" },
     // Default: the flags `npm start` runs the service with (package.json), as shipped.
     "node-flags": { type: "string", default: startScriptNodeFlags().join(" ") },
   },
@@ -167,6 +170,9 @@ deadline.unref();
 for (const sig of ["SIGINT", "SIGTERM"] as const) process.once(sig, () => abort(130));
 
 const MiB = (kib: number) => kib / 1024;
+const CPU_PROF = opts["cpu-prof"] === undefined ? undefined : resolve(opts["cpu-prof"]);
+/** The monotonic clock V8's profiles count in (µs); the same clock in every process. */
+const monotonicUs = () => Number(process.hrtime.bigint() / 1000n);
 
 interface Outcome {
   readonly result: TargetResult;
@@ -180,14 +186,18 @@ async function runTarget(name: TargetName, payload: (n: string) => string): Prom
   const watchdog = setTimeout(() => ac.abort(new Error(`target watchdog (${TARGET_S} s)`)), TARGET_S * 1000);
   let started: Awaited<ReturnType<typeof startTarget>> | undefined;
   let client: HttpClient | undefined;
+  const profDir = CPU_PROF === undefined ? undefined : join(CPU_PROF, name);
+  const phases: Record<string, number> = {};
   try {
+    if (profDir !== undefined) await mkdir(profDir, { recursive: true });
     started = await startTarget(name, {
       entry: ENTRY,
       dir,
       payload,
       baoTokenUses: BAO_USES,
       baoPolicy: BAO_POLICY,
-      nodeFlags: NODE_FLAGS,
+      nodeFlags:
+        profDir === undefined ? NODE_FLAGS : [...NODE_FLAGS, "--cpu-prof", `--cpu-prof-dir=${profDir}`],
       oneTime: opts["one-time"],
     });
     console.log(`\n== ${LABELS[name]}: ${started.describe} (${started.urls.join(", ")})`);
@@ -197,7 +207,9 @@ async function runTarget(name: TargetName, payload: (n: string) => string): Prom
     const rss = sampleRss(started.pids);
     const m0 = await scrape(started.metricsUrls);
     const cpu0 = cpuMsOfAll(started.pids);
+    phases.publishStart = monotonicUs();
     const pub = await publishAll(client, started.protocol, machines, CONCURRENCY, rec, ac.signal);
+    phases.publishEnd = monotonicUs();
     const cpu1 = cpuMsOfAll(started.pids);
     const m1 = await scrape(started.metricsUrls);
     // Not for the no-op server: it answers every token.
@@ -217,6 +229,7 @@ async function runTarget(name: TargetName, payload: (n: string) => string): Prom
     const cpu2 = cpuMsOfAll(started.pids);
     const store2 = cpuMsOfAll(started.storePids ?? []);
     const client2 = cpuUsage();
+    phases.stormStart = monotonicUs();
     const st = await storm(
       client,
       started.protocol,
@@ -227,6 +240,7 @@ async function runTarget(name: TargetName, payload: (n: string) => string): Prom
       ac.signal,
       RATE,
     );
+    phases.stormEnd = monotonicUs();
     const cpu3 = cpuMsOfAll(started.pids);
     const store3 = cpuMsOfAll(started.storePids ?? []);
     const client3 = cpuUsage(client2);
@@ -343,6 +357,7 @@ async function runTarget(name: TargetName, payload: (n: string) => string): Prom
     clearTimeout(watchdog);
     client?.close();
     await started?.stop();
+    if (profDir !== undefined) await writeFile(join(profDir, "phases.json"), JSON.stringify(phases));
     await rm(dir, { recursive: true, force: true });
     tempDirs.delete(dir);
   }

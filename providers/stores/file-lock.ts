@@ -12,9 +12,21 @@
  * checking that the file is still linked (fstat: a broken lock has no link left) before
  * removing it: three calls, where reading the lock back took five. Lock files start with
  * `.bootseal-` (a reserved key segment); listing skips them.
+ *
+ * Where the file system has hard links, a lock is not a new file but a new name (`link(2)`,
+ * as atomic as O_EXCL) for this process's owner file, `.bootseal-lock.owner.<pid>.<random>` in
+ * the store root, which holds the same `{pid, host, token}` and whose mtime is refreshed before
+ * each lock is taken (so a lock's age, read by stat, is never older than the lock). Any
+ * version's lock code reads such a lock as it reads a lock file; the sweep judges an owner file
+ * by the same rule. Why: every lock file was an inode allocated and freed, and on ext4 without
+ * a journal each allocation scans past every inode freed in the last two minutes
+ * (`recently_deleted`): in a boot storm that was most of the service's CPU (issue #33). Taking
+ * the lock by name also needs one process to hold a key's lock at most once at a time (the
+ * unlock recognises its lock by the owner's inode), so this process's writers of one key queue
+ * in memory first.
  */
 import { createHash, randomBytes } from "node:crypto";
-import { mkdir, open, readFile, stat, unlink } from "node:fs/promises";
+import { link, lstat, mkdir, open, readFile, stat, unlink, utimes } from "node:fs/promises";
 import { hostname } from "node:os";
 import { dirname, join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -28,6 +40,16 @@ const TOKEN_PREFIX = randomBytes(8).toString("hex");
 let tokenCounter = 0;
 
 export const LOCK_PREFIX = `${RESERVED_SEGMENT_PREFIX}lock.`;
+
+/** This process's owner file (hard-link locks), and when its mtime was last set. */
+interface OwnerFile {
+  readonly path: string;
+  readonly ino: number;
+  refreshedAt: number;
+}
+
+/** link(2) errors that mean: no hard links here (or none more for this inode). */
+const NO_LINKS = new Set(["EPERM", "ENOTSUP", "EOPNOTSUPP", "EXDEV", "ENOSYS"]);
 
 /** The lock file of a key: hashed, so a 255-byte file name still gets a lock name that fits. */
 export function lockPathOf(dir: string, key: string): string {
@@ -69,15 +91,64 @@ export class KeyLocks {
   readonly #lockTimeoutMs: number;
   readonly #staleLockMs: number;
 
+  /** Hard-link locks: the owner file, undefined until the first lock; null: no links here. */
+  #owner: Promise<OwnerFile> | undefined | null;
+  /** Locks of this process being taken or held (the owner file lives while there are any). */
+  #active = 0;
+  /** Per lock path, the end of this process's queue for it. */
+  readonly #queues = new Map<string, Promise<void>>();
+
   constructor(root: string, lockTimeoutMs: number, staleLockMs: number) {
     this.#root = root;
     this.#lockTimeoutMs = lockTimeoutMs;
     this.#staleLockMs = staleLockMs;
   }
 
-  /** Runs `critical` holding the key's lock file; creates the key's directory as needed. */
+  /** Runs `critical` holding the key's lock; creates the key's directory as needed. */
   async run<T>(key: string, signal: AbortSignal | undefined, critical: () => Promise<T>): Promise<T> {
     const lockPath = lockPathOf(this.#root, key);
+    // One holder per key in this process (see the top): the others wait here, not on the file.
+    const before = this.#queues.get(lockPath);
+    let done!: () => void;
+    const mine = new Promise<void>((resolve) => {
+      done = resolve;
+    });
+    const end = before ? before.then(() => mine) : mine;
+    this.#queues.set(lockPath, end);
+    try {
+      if (before) await before;
+      this.#active++;
+      try {
+        return await this.#runLocked(lockPath, signal, critical);
+      } finally {
+        if (--this.#active === 0) await this.#dropOwnerFile();
+      }
+    } finally {
+      done();
+      if (this.#queues.get(lockPath) === end) this.#queues.delete(lockPath);
+    }
+  }
+
+  /**
+   * No lock taken or held: the owner file goes too (a store holds nothing of a process that is
+   * not writing). Under load some lock is nearly always held, so it lives through the storm.
+   */
+  async #dropOwnerFile(): Promise<void> {
+    const owner = this.#owner;
+    if (!owner) return;
+    this.#owner = undefined;
+    const path = await owner.then(
+      (f) => f.path,
+      () => undefined,
+    );
+    if (path !== undefined) await unlink(path).catch(() => {});
+  }
+
+  async #runLocked<T>(
+    lockPath: string,
+    signal: AbortSignal | undefined,
+    critical: () => Promise<T>,
+  ): Promise<T> {
     const owner: LockOwner = {
       pid: process.pid,
       host: hostname(),
@@ -85,17 +156,45 @@ export class KeyLocks {
     };
     const deadline = Date.now() + this.#lockTimeoutMs;
     let lockFd: number | undefined;
-    for (let attempt = 0; lockFd === undefined; attempt++) {
+    let linkedIno: number | undefined;
+    for (let attempt = 0; lockFd === undefined && linkedIno === undefined; attempt++) {
       signal?.throwIfAborted();
       try {
-        lockFd = await openFd(lockPath, "wx", 0o600);
+        const file = await this.#ownerFile();
+        if (file === null) lockFd = await openFd(lockPath, "wx", 0o600);
+        else {
+          if (Date.now() - file.refreshedAt > 1000) {
+            const now = new Date();
+            await utimes(file.path, now, now);
+            file.refreshedAt = now.getTime();
+          }
+          await link(file.path, lockPath);
+          linkedIno = file.ino;
+        }
       } catch (err) {
         const code = errno(err);
         if (code === "ENOENT") {
-          // The directory is missing, or a delete pruned it since: (re)create and try again.
+          // The directory is missing, a delete pruned it since, or a sweep took the owner file
+          // (a sweep elsewhere judges it by age): (re)create and try again.
+          if (this.#owner) {
+            const ownerPath = await this.#owner.then(
+              (f) => f.path,
+              () => undefined,
+            );
+            if (ownerPath !== undefined && !(await stat(ownerPath).catch(() => null)))
+              this.#owner = undefined;
+          }
           await mkdir(dirname(lockPath), { recursive: true, mode: 0o700 }).catch((e) => {
             throw fsError(e, "create a directory");
           });
+          continue;
+        }
+        if (this.#owner && code !== undefined && NO_LINKS.has(code)) {
+          this.#owner = null; // lock files from now on
+          continue;
+        }
+        if (code === "EMLINK") {
+          this.#owner = undefined; // this owner file has all the names it can have: a new one
           continue;
         }
         if (code !== "EEXIST") throw fsError(err, "lock an object");
@@ -111,6 +210,14 @@ export class KeyLocks {
         await sleep(wait, undefined, { signal });
       }
     }
+    if (linkedIno !== undefined) {
+      try {
+        return await critical();
+      } finally {
+        await this.#unlink(lockPath, linkedIno);
+      }
+    }
+    if (lockFd === undefined) throw new Error("unreachable: the loop ends with a lock");
     try {
       await writeAllFd(lockFd, Buffer.from(JSON.stringify(owner)));
     } catch (err) {
@@ -124,6 +231,44 @@ export class KeyLocks {
       return await critical();
     } finally {
       await this.#unlock(lockPath, lockFd);
+    }
+  }
+
+  /**
+   * This process's owner file, made on first use: created, written and closed before any lock
+   * names it, so a reader never sees it empty. null when the store has no hard links (probed by
+   * the first link, which then falls back to lock files).
+   */
+  #ownerFile(): Promise<OwnerFile> | null {
+    if (this.#owner === null) return null;
+    this.#owner ??= (async () => {
+      const path = join(this.#root, `${LOCK_PREFIX}owner.${process.pid}.${randomBytes(6).toString("hex")}`);
+      const content = JSON.stringify({ pid: process.pid, host: hostname(), token: `${TOKEN_PREFIX}.owner` });
+      await mkdir(this.#root, { recursive: true, mode: 0o700 });
+      const fd = await openFd(path, "wx", 0o600);
+      try {
+        await writeAllFd(fd, Buffer.from(content));
+        return { path, ino: (await fstatFd(fd)).ino, refreshedAt: Date.now() };
+      } catch (err) {
+        await unlink(path).catch(() => {}); // e.g. a full disk: no empty owner file left
+        throw err;
+      } finally {
+        await closeFd(fd);
+      }
+    })();
+    const made = this.#owner;
+    made.catch(() => {
+      if (this.#owner === made) this.#owner = undefined; // e.g. a full disk: try again next time
+    });
+    return made;
+  }
+
+  /** Removes our lock name, if it still is ours (a broken lock's name may be someone else's now). */
+  async #unlink(lockPath: string, ino: number): Promise<void> {
+    try {
+      if ((await lstat(lockPath)).ino === ino) await unlink(lockPath);
+    } catch {
+      // Gone already (broken as stale): nothing of ours to remove.
     }
   }
 

