@@ -157,7 +157,10 @@ async function startServer(dir: string, store: Record<string, unknown>, extraEnv
   for (let waited = 0; waited < 30_000; waited += 100) {
     const out = readFileSync(log, "utf8");
     const url = /listening on (http\S+)/.exec(out)?.[1];
-    if (url && out.includes("controllers:")) return { server: { url, child, log } as Server, controller };
+    // Serving once /readyz says so (the fetcher executables hashed and signed), as a balancer waits.
+    const ready =
+      url && out.includes("controllers:") && (await fetch(`${url}/readyz`).catch(() => null))?.status === 200;
+    if (ready) return { server: { url, child, log } as Server, controller };
     if (child.exitCode !== null) throw new Error(`serve exited: ${out.slice(-2000)}`);
     await new Promise((r) => setTimeout(r, 100));
   }

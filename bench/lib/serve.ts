@@ -14,6 +14,15 @@ import { stringify } from "yaml";
 import { removeS3Bucket, type S3Peer } from "../../test/helpers/s3.ts";
 import { stopChild, track } from "./processes.ts";
 
+/** Whether the service says it is ready (a refused connection is not). */
+async function readyz(url: string): Promise<boolean> {
+  try {
+    return (await fetch(`${url}/readyz`)).status === 200;
+  } catch {
+    return false;
+  }
+}
+
 export interface BenchServer {
   readonly url: string;
   readonly child: ChildProcess;
@@ -62,11 +71,12 @@ export async function startServe(
     await stopChild(child);
     return child.exitCode;
   };
-  // Ready once it has printed its URL and its configuration summary (bounded: 30 s).
+  // Ready once it has printed its URL and its configuration summary and /readyz answers 200
+  // (the fetcher executables hashed and signed, as a balancer would wait for; bounded: 30 s).
   for (let waited = 0; ; waited += 100) {
     const out = output();
     const url = /listening on (http\S+)/.exec(out)?.[1];
-    if (url && out.includes("controllers:")) return { url, child, output, stop };
+    if (url && out.includes("controllers:") && (await readyz(url))) return { url, child, output, stop };
     if (child.exitCode !== null || child.signalCode !== null)
       throw new Error(`${name}: serve exited early: ${out}`);
     if (waited > 30_000) {

@@ -248,7 +248,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
       heartbeatMs: config.events.heartbeatSeconds * 1000,
       now,
     };
-    healthRoutes(api, [storeProbe, ...(deps.probes ?? [])], metrics.registry);
+    const artifactsProbe: ReadinessProbe = { name: "artifacts", check: () => ctx.artifacts.ready() };
+    healthRoutes(api, [storeProbe, artifactsProbe, ...(deps.probes ?? [])], metrics.registry);
     docsRoutes(api);
     fleetRoutes(api);
     machineStatusRoutes(api, ctx);

@@ -152,6 +152,12 @@ export interface ArtifactSettings {
 /** The artifact set of one service, computed once (the first caller starts it) and kept. */
 export interface ArtifactCatalog {
   get(): Promise<ArtifactSet>;
+  /**
+   * For /readyz: resolves once the set is hashed and signed (starting that if nothing has),
+   * rejects while it is still being prepared or failed. Until then a balancer sends no machine
+   * here: stubs need the pins, and hashing a few hundred megabytes takes the CPU a storm needs.
+   */
+  ready(): Promise<void>;
 }
 
 /**
@@ -161,14 +167,28 @@ export interface ArtifactCatalog {
  */
 export function artifactCatalog(settings: ArtifactSettings | undefined): ArtifactCatalog {
   let loading: Promise<ArtifactSet> | undefined;
-  return {
-    get() {
-      if (settings === undefined) return Promise.resolve(EMPTY_ARTIFACTS);
-      loading ??= loadArtifacts(settings.dir, settings.signingKeyFile).catch((err: unknown) => {
+  let loaded = false;
+  const get = () => {
+    if (settings === undefined) return Promise.resolve(EMPTY_ARTIFACTS);
+    loading ??= loadArtifacts(settings.dir, settings.signingKeyFile).then(
+      (set) => {
+        loaded = true;
+        return set;
+      },
+      (err: unknown) => {
         loading = undefined;
         throw err;
-      });
-      return loading;
+      },
+    );
+    return loading;
+  };
+  return {
+    get,
+    async ready() {
+      if (settings === undefined || loaded) return;
+      // Started (or retried after a failure) here; the next probe sees how it went.
+      get().catch(() => {});
+      throw new BootsealError("SERVICE_UNAVAILABLE", "the fetcher executables are being hashed and signed");
     },
   };
 }

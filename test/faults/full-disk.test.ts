@@ -22,6 +22,7 @@ import { BootsealError } from "../../src/errors.ts";
 import { buildApp } from "../../src/service/app.ts";
 import { type AgeKey, ageKey, tempDir } from "../fetcher/helpers.ts";
 import { type Service, startService } from "../helpers/serve-process.ts";
+import { whenReady } from "../helpers/until.ts";
 import { appConfig } from "../service/app-config.ts";
 import { call, decryptWithAge, serviceConfig } from "./helpers.ts";
 
@@ -135,7 +136,7 @@ test("a full disk: 503 STORE_UNAVAILABLE, nothing half-written, the old version 
   assert.equal(again.status, 200, again.body.toString());
   const now = await call(machine("keep"), { token });
   assert.equal((await decryptWithAge(dir.path, now.body, operator.file)).toString(), payload);
-  assert.equal((await call(`${service?.url}/readyz`)).status, 200);
+  assert.equal((await whenReady(service?.url as string)).status, "ready");
 });
 
 test("an injected ENOSPC (runs where mount is refused too): 503, the old version still served", {

@@ -3,6 +3,7 @@ import { test } from "node:test";
 import { MemoryStore } from "../../providers/stores/memory.ts";
 import { parseSopsConfig } from "../../src/config/sops-config.ts";
 import { buildApp } from "../../src/service/app.ts";
+import { until } from "../helpers/until.ts";
 import { appConfig } from "./app-config.ts";
 
 const rules = parseSopsConfig(
@@ -27,8 +28,16 @@ test("readyz answers 503 with Retry-After and names the failing check", async ()
   const res = await app.inject({ method: "GET", url: "/readyz" });
   assert.equal(res.statusCode, 503);
   assert.equal(res.headers["retry-after"], "5");
-  assert.deepEqual(res.json(), { status: "unavailable", checks: { store: "ok", kms: "unavailable" } });
+  // The first probe starts preparing the fetcher executables (none here): not ready yet.
+  assert.deepEqual(res.json(), {
+    status: "unavailable",
+    checks: { store: "ok", artifacts: "unavailable", kms: "unavailable" },
+  });
   assert.ok(!res.body.includes("secret-endpoint"), "the cause stays out of the response");
+  await until("the executables are prepared", async () => {
+    const again = await app.inject({ method: "GET", url: "/readyz" });
+    return (again.json() as { checks: Record<string, string> }).checks.artifacts === "ok";
+  });
   await app.close();
 });
 

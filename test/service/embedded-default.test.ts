@@ -7,6 +7,7 @@ import { join } from "node:path";
 import { after, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { EXIT_CODES } from "../../src/cli/exit-codes.ts";
+import { whenReady } from "../helpers/until.ts";
 
 const mainTs = fileURLToPath(new URL("../../src/cli/main.ts", import.meta.url));
 const dirs: string[] = [];
@@ -63,9 +64,10 @@ test("embedded default: health, readiness, 0600 key files, reuse on restart, cle
   const health = await fetch(`${first.url}/healthz`);
   assert.equal(health.status, 200);
   assert.deepEqual(await health.json(), { status: "ok" });
-  const ready = await fetch(`${first.url}/readyz`);
-  assert.equal(ready.status, 200);
-  assert.equal(((await ready.json()) as { status: string }).status, "ready");
+  // Not ready until the fetcher executables are hashed and signed; then ready.
+  const ready = await whenReady(first.url);
+  assert.equal(ready.status, "ready");
+  assert.equal(ready.checks.artifacts, "ok");
   const missing = await fetch(`${first.url}/v1/nothing`);
   assert.equal(missing.status, 404);
   assert.deepEqual(Object.keys((await missing.json()) as object).sort(), ["code", "message"]);

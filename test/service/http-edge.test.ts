@@ -21,6 +21,7 @@ import { validateServiceConfig } from "../../src/config/service-config.ts";
 import { buildApp } from "../../src/service/app.ts";
 import { prepareEmbeddedDefault } from "../../src/service/embedded-default.ts";
 import { isLoopbackHost, startServer } from "../../src/service/server.ts";
+import { whenReady } from "../helpers/until.ts";
 import { appConfig } from "./app-config.ts";
 import { MAIN_TS } from "./serve-harness.ts";
 
@@ -520,8 +521,7 @@ describe("serve's surroundings", () => {
           reject(new Error(`serve exited (${code}): ${out}`));
         });
       });
-      const res = await fetch(`${url}/readyz`);
-      assert.equal(res.status, 200, await res.text());
+      assert.equal((await whenReady(url)).status, "ready");
       assert.doesNotMatch(out, /WARNING/);
     } finally {
       child.kill("SIGTERM");

@@ -28,6 +28,7 @@ import { SCOPES } from "../../src/config/service-config.ts";
 import { parseSopsConfig } from "../../src/config/sops-config.ts";
 import { buildApp } from "../../src/service/app.ts";
 import { peer } from "../helpers/peers.ts";
+import { whenReady } from "../helpers/until.ts";
 import { appConfig } from "./app-config.ts";
 
 const run = promisify(execFile);
@@ -459,8 +460,9 @@ describe("the live answers are what the document says", () => {
     );
     await check("checkDeployment", await fetch(url("/v1/check"), { method: "POST" }), 401);
 
-    // healthz, readyz, metrics.
+    // healthz, readyz (once the executables are prepared), metrics.
     await check("healthz", await fetch(url("/healthz")), 200);
+    await whenReady(base);
     await check("readyz", await fetch(url("/readyz")), 200);
     await check("metrics", await fetch(url("/metrics")), 200);
 
