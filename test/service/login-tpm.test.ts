@@ -38,8 +38,11 @@ let app: FastifyInstance;
 let url: string;
 let expected: Record<string, string>;
 
-/** The service with the tpm binding; its creation rule the age key, or `rules` as given. */
-function service(rules?: string): FastifyInstance {
+/**
+ * The service with a tpm binding for prod/* (PCRs 0 and 7 as read at the start, or `binding`'s
+ * checks); its creation rule the age key, or `rules` as given.
+ */
+function service(rules?: string, binding: Record<string, unknown> = { pcrs: expected }): FastifyInstance {
   return loginService(
     key.recipient,
     parseMachineAuth(
@@ -48,7 +51,7 @@ function service(rules?: string): FastifyInstance {
         tokenTtl: "1h",
         aws: { region: "us-east-1" },
         tpm: { ekCaFile: EK_CA },
-        bindings: [{ method: "tpm", match: { ekCertIssuer: "*" }, machines: "prod/*", pcrs: expected }],
+        bindings: [{ method: "tpm", match: { ekCertIssuer: "*" }, machines: "prod/*", ...binding }],
       },
       undefined,
     ),
@@ -422,28 +425,11 @@ test("tpm (swtpm): a binding's eventLog replays PCR 23 from the machine's measur
   };
   const good = await write("boot.log", booted);
   const allowed = [...booted, event("grub 2.12 (evil)")].map((e) => e.digest.toString("hex"));
-  const svc = loginService(
-    key.recipient,
-    parseMachineAuth(
-      {
-        audience: AUDIENCE,
-        tokenTtl: "1h",
-        aws: { region: "us-east-1" },
-        tpm: { ekCaFile: EK_CA },
-        bindings: [
-          {
-            method: "tpm",
-            match: { ekCertIssuer: "*" },
-            machines: "prod/*",
-            // Read now: an earlier test extends PCR 7.
-            pcrs: { "7": (await pcrValues(TCTI, [7]))["7"] as string },
-            eventLog: { pcrs: [23], allowedDigests: allowed },
-          },
-        ],
-      },
-      undefined,
-    ),
-  );
+  const svc = service(undefined, {
+    // Read now: an earlier test extends PCR 7.
+    pcrs: { "7": (await pcrValues(TCTI, [7]))["7"] as string },
+    eventLog: { pcrs: [23], allowedDigests: allowed },
+  });
   const base = await svc.listen({ host: "127.0.0.1", port: 0 });
   try {
     await publishAs(svc, "prod/measured-1", "measured boot\n");
@@ -459,37 +445,20 @@ test("tpm (swtpm): a binding's eventLog replays PCR 23 from the machine's measur
     const replay = await tpmLogin(svc, "prod/measured-1", { BOOTSEAL_TPM_EVENT_LOG: other });
     refusal(replay, 401, "event-log-replay");
     assert.match(replay.body, /PCR 23 is [0-9a-f]{64} in the TPM/);
-    // An event the allowlist does not have (checked before the replay).
+    type Edit = (c: Record<string, unknown>) => Record<string, unknown>;
     const unknown = await write("unknown.log", [event("shim 15.8"), event("unsigned kernel"), separator]);
-    refusal(
-      await tpmLogin(svc, "prod/measured-1", { BOOTSEAL_TPM_EVENT_LOG: unknown }),
-      401,
-      "event-log-digest",
-    );
-    // No log, and a damaged one.
-    refusal(
-      await tpmLogin(svc, "prod/measured-1", { BOOTSEAL_TPM_EVENT_LOG: good }, (c) => ({
-        ...c,
-        eventLog: undefined,
-      })),
-      401,
-      "event-log-missing",
-    );
     const damaged = await write("damaged.log", tcgEventLog(booted).subarray(0, 70));
-    refusal(
-      await tpmLogin(svc, "prod/measured-1", { BOOTSEAL_TPM_EVENT_LOG: damaged }),
-      401,
-      "event-log-malformed",
-    );
-    // PCR values that are not the quoted ones cannot point the blame elsewhere.
-    refusal(
-      await tpmLogin(svc, "prod/measured-1", { BOOTSEAL_TPM_EVENT_LOG: other }, (c) => ({
-        ...c,
-        pcrValues: Buffer.alloc(64, 7).toString("base64"),
-      })),
-      401,
-      "pcr-values",
-    );
+    const cases: [string, string, Edit?][] = [
+      // An event the allowlist does not have (checked before the replay).
+      ["event-log-digest", unknown],
+      // No log, and a damaged one.
+      ["event-log-missing", good, (c) => ({ ...c, eventLog: undefined })],
+      ["event-log-malformed", damaged],
+      // PCR values that are not the quoted ones cannot point the blame elsewhere.
+      ["pcr-values", other, (c) => ({ ...c, pcrValues: Buffer.alloc(64, 7).toString("base64") })],
+    ];
+    for (const [reason, log, edit] of cases)
+      refusal(await tpmLogin(svc, "prod/measured-1", { BOOTSEAL_TPM_EVENT_LOG: log }, edit), 401, reason);
     // The fetcher itself: a binding that asks for a log the machine does not have.
     const missing = await tpmFetch(
       base,
