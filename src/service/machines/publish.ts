@@ -75,15 +75,19 @@ async function storeConfig(
 
 export const BOOTSTRAP_COMMAND_HEADER = "x-bootseal-bootstrap-command";
 
+/** A header a publish gives once: an array (how Node may hand over a repeated header) is refused. */
+function oneHeader(value: string | string[] | undefined, name: string): string | undefined {
+  if (Array.isArray(value)) throw new BootsealError("BAD_INPUT", `${name}: given more than once`);
+  return value;
+}
+
 /**
  * The publish's `X-Bootseal-Bootstrap-Command` header, checked before anything is stored.
  * Its bytes are UTF-8 (Node hands header bytes over as Latin-1: decoded back here).
  */
-export function bootstrapCommandHeader(value: string | string[] | undefined): string | undefined {
+export function bootstrapCommandHeader(header: string | string[] | undefined): string | undefined {
+  const value = oneHeader(header, BOOTSTRAP_COMMAND_HEADER);
   if (value === undefined) return undefined;
-  if (Array.isArray(value)) {
-    throw new BootsealError("BAD_INPUT", `${BOOTSTRAP_COMMAND_HEADER}: given more than once`);
-  }
   const bytes = Buffer.from(value, "latin1");
   const text = bytes.toString("utf8");
   if (!Buffer.from(text, "utf8").equals(bytes)) {
@@ -94,11 +98,6 @@ export function bootstrapCommandHeader(value: string | string[] | undefined): st
 
 export const TPM_EK_HEADER = "x-bootseal-tpm-ek";
 export const TPM_PCRS_HEADER = "x-bootseal-tpm-pcrs";
-
-function oneHeader(value: string | string[] | undefined, name: string): string | undefined {
-  if (Array.isArray(value)) throw new BootsealError("BAD_INPUT", `${name}: given more than once`);
-  return value;
-}
 
 /**
  * The publish's TPM: `X-Bootseal-Tpm-Ek` (the EK's SubjectPublicKeyInfo, base64 DER, one line)
