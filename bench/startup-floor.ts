@@ -23,7 +23,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { build, type Plugin } from "esbuild";
+import type { Plugin } from "esbuild";
+import { bundle } from "../scripts/sea/bundle.ts";
 import { optionalPeer } from "../test/helpers/peers.ts";
 import { smallYaml } from "./lib/sops-documents.ts";
 
@@ -68,23 +69,9 @@ const leaveOut: Plugin = {
 
 const dir = mkdtempSync(join(tmpdir(), "bootseal-floor-"));
 try {
-  const bundle = await build({
-    stdin: { contents: ENTRY, resolveDir: repo, sourcefile: "floor-entry.ts", loader: "ts" },
-    absWorkingDir: repo,
-    bundle: true,
-    platform: "node",
-    target: "node24",
-    format: "cjs",
-    minify: true,
-    write: false,
-    outfile: "floor.cjs",
-    logLevel: "error",
-    supported: { "dynamic-import": false },
-    define: { "import.meta.url": "undefined", BOOTSEAL_SEA_VERSION: '"0.0.0"' },
-    plugins: [leaveOut],
-  });
+  const { code } = await bundle(repo, "0.0.0", { entry: ENTRY, plugins: [leaveOut] });
   const mini = join(dir, "decrypt-only.cjs");
-  writeFileSync(mini, bundle.outputFiles[0]?.contents as Uint8Array);
+  writeFileSync(mini, code);
   writeFileSync(
     join(dir, "cached.cjs"),
     `require("node:module").enableCompileCache(${JSON.stringify(join(dir, "cc"))});\nrequire(${JSON.stringify(mini)});\n`,
@@ -155,7 +142,7 @@ try {
     `decrypt-only snapshot, its own clock: main starts at ${started.toFixed(1)} ms, the decrypt takes ${work.toFixed(1)} ms`,
   );
   console.log(
-    `decrypt-only bundle ${(bundle.outputFiles[0]?.contents.length ?? 0) >> 10} KiB, blob ${a.length >> 20} MiB; built twice: ${differing === 0 ? "identical" : `${differing} bytes differ`}`,
+    `decrypt-only bundle ${code.length >> 10} KiB, blob ${a.length >> 20} MiB; built twice: ${differing === 0 ? "identical" : `${differing} bytes differ`}`,
   );
 } finally {
   rmSync(dir, { recursive: true, force: true });

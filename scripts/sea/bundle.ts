@@ -5,7 +5,7 @@
  * (the SBOM's list of bundled packages). esbuild's output is a function of its inputs and
  * options: minified, no comments, no paths of the build machine.
  */
-import { build, type Metafile } from "esbuild";
+import { build, type Metafile, type Plugin } from "esbuild";
 
 export interface Bundle {
   code: Uint8Array;
@@ -22,9 +22,14 @@ const io = { stdout: process.stdout, stderr: process.stderr, stdin: process.stdi
 main(process.argv.slice(2), io).then((code) => { process.exitCode = code; });
 `;
 
-export async function bundle(repo: string, version: string): Promise<Bundle> {
+/** `entry` and `plugins` are for bench/startup-floor.ts, which bundles a part of the CLI alone. */
+export async function bundle(
+  repo: string,
+  version: string,
+  { entry = ENTRY, plugins = [] }: { entry?: string; plugins?: Plugin[] } = {},
+): Promise<Bundle> {
   const result = await build({
-    stdin: { contents: ENTRY, resolveDir: repo, sourcefile: "sea-entry.ts", loader: "ts" },
+    stdin: { contents: entry, resolveDir: repo, sourcefile: "sea-entry.ts", loader: "ts" },
     absWorkingDir: repo,
     bundle: true,
     platform: "node",
@@ -44,6 +49,7 @@ export async function bundle(repo: string, version: string): Promise<Bundle> {
     // src/config/package-root.ts then has no package root, and takes the version baked in
     // here (`bootseal --version`, the metrics' build info).
     define: { "import.meta.url": "undefined", BOOTSEAL_SEA_VERSION: JSON.stringify(version) },
+    plugins,
   });
   for (const w of result.warnings) console.warn(`esbuild: ${w.text}`);
   const out = result.outputFiles[0];
