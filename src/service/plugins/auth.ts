@@ -368,14 +368,21 @@ export function authPlugin(app: FastifyInstance, options: AuthOptions): void {
   });
 }
 
+/** One signal per response: the token check and the handler share it. */
+const signals = new WeakMap<FastifyReply, AbortSignal>();
+
 /**
  * Aborted when the client goes away before its response was sent, so reads and key-service
  * calls stop with it. Writes are not given it: a half-made publish is worse than a finished one.
  */
 export function signalFor(reply: FastifyReply): AbortSignal {
+  let signal = signals.get(reply);
+  if (signal) return signal;
   const controller = new AbortController();
   reply.raw.once("close", () => {
     if (!reply.raw.writableFinished) controller.abort();
   });
-  return controller.signal;
+  signal = controller.signal;
+  signals.set(reply, signal);
+  return signal;
 }
