@@ -232,5 +232,8 @@ async function readCapped(
     total += chunk.byteLength;
     chunks.push(chunk);
   }
-  return new Uint8Array(Buffer.concat(chunks, total));
+  // One copy (the chunks are views of the socket's reads), handed out as a plain Uint8Array
+  // over the same memory, not copied a second time: a boot storm reads a 16 KiB config per fetch.
+  const joined = Buffer.concat(chunks, total);
+  return new Uint8Array(joined.buffer, joined.byteOffset, joined.byteLength);
 }

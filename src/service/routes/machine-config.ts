@@ -171,7 +171,8 @@ export function machineConfigRoutes(parent: FastifyInstance, ctx: ServiceContext
         .header("x-bootseal-format", result.format)
         .header("etag", result.etag)
         .header("cache-control", "no-store")
-        .send(Buffer.from(result.body));
+        // A Buffer over the stored body's memory, not a copy of it.
+        .send(Buffer.from(result.body.buffer, result.body.byteOffset, result.body.byteLength));
     },
   );
 
