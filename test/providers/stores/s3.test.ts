@@ -286,10 +286,7 @@ for (const ignores of [false, true]) {
     const bucket = await s3Bucket(peer);
     const proxy = await recordingProxy(peer.endpoint, ignores);
     try {
-      const store = openStore(`s3://${bucket}/p`, {
-        s3: { endpoint: proxy.endpoint, credentials: peer.credentials },
-        env: {},
-      });
+      const store = s3Store({ ...peer, endpoint: proxy.endpoint }, `s3://${bucket}/p`);
       const v1 = await store.put("k", enc("v1"), { ifNoneMatch: "*" });
       const v2 = await store.put("k", enc("v2"), { ifMatch: v1.etag });
       proxy.seen.splice(0);
@@ -324,10 +321,7 @@ for (const peerOf of [seaweedfs, moto]) {
     const bucket = await s3Bucket(peer);
     const proxy = await recordingProxy(peer.endpoint, false);
     try {
-      const store = openStore(`s3://${bucket}/p`, {
-        s3: { endpoint: proxy.endpoint, credentials: peer.credentials },
-        env: {},
-      });
+      const store = s3Store({ ...peer, endpoint: proxy.endpoint }, `s3://${bucket}/p`);
       const keys = Array.from({ length: 12 }, (_, i) => `k${i}`);
       const etags = await Promise.all(
         keys.map(async (k) => (await store.put(k, enc(k), { ifNoneMatch: "*" })).etag),
