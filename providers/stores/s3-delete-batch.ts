@@ -70,6 +70,14 @@ export class DeleteBatcher {
           for (const w of round) w.reject(err);
           continue;
         }
+        // An answer naming a key this round did not send (a server spelling keys otherwise):
+        // nothing it says can be matched, so each delete is made alone (one already done by
+        // the batch is then false, absent; never true for a key still there).
+        const sent = new Set(round.map((w) => w.entry.key));
+        if ([...refused.keys()].some((key) => !sent.has(key))) {
+          for (const w of round) this.#calls.one(w.entry).then(w.resolve, w.reject);
+          continue;
+        }
         for (const w of round) {
           const code = refused.get(w.entry.key);
           if (code === undefined) w.resolve(true);

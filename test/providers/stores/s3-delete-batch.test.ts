@@ -17,11 +17,12 @@ import { BootsealError } from "../../../src/errors.ts";
 /** A DOUBLE of the store's calls: records each, answers from `refuse` (key -> S3 error code). */
 function doubleCalls(refuse: Record<string, string> = {}, failMany = false) {
   const calls: string[] = [];
-  let release: () => void = () => {};
-  const gate = () => new Promise<void>((resolve) => (release = resolve));
+  const waiting: (() => void)[] = [];
+  const gate = () => new Promise<void>((resolve) => waiting.push(resolve));
   return {
     calls,
-    releaseNext: () => release(),
+    /** Lets the oldest call still waiting answer. */
+    releaseNext: () => waiting.shift()?.(),
     one: async (e: ConditionalDelete) => {
       calls.push(`one ${e.key}`);
       await gate();
@@ -38,6 +39,16 @@ function doubleCalls(refuse: Record<string, string> = {}, failMany = false) {
 }
 
 const tick = () => new Promise((resolve) => setImmediate(resolve));
+
+/** A delete that goes alone (nothing else waits), `keys` queued behind it; the first answered. */
+async function firstThenRound(calls: { releaseNext(): void }, batcher: DeleteBatcher, keys: string[]) {
+  const first = batcher.delete({ key: "first", etag: '"1"' });
+  const round = keys.map((key) => batcher.delete({ key, etag: '"1"' }));
+  await tick();
+  calls.releaseNext(); // the first, alone
+  await tick();
+  return { first, round };
+}
 
 test("DOUBLE calls: the first goes alone, those that arrive meanwhile go together (at most maxKeys, a key once per round)", async () => {
   const calls = doubleCalls();
@@ -58,11 +69,7 @@ test("DOUBLE calls: the first goes alone, those that arrive meanwhile go togethe
 test("DOUBLE calls: NoSuchKey in a batch is false; any other refusal is tried alone, whose answer the caller gets", async () => {
   const calls = doubleCalls({ gone: "NoSuchKey", stale: "PreconditionFailed" });
   const batcher = new DeleteBatcher(calls);
-  const first = batcher.delete({ key: "first", etag: '"1"' });
-  const rest = ["gone", "stale", "ok"].map((key) => batcher.delete({ key, etag: '"1"' }));
-  await tick();
-  calls.releaseNext(); // first, alone
-  await tick();
+  const { first, round: rest } = await firstThenRound(calls, batcher, ["gone", "stale", "ok"]);
   calls.releaseNext(); // the batch
   await tick();
   assert.deepEqual(calls.calls, ["one first", "many gone,stale,ok", "one stale"]);
@@ -74,15 +81,32 @@ test("DOUBLE calls: NoSuchKey in a batch is false; any other refusal is tried al
   assert.deepEqual(ok, { status: "fulfilled", value: true });
 });
 
+test("DOUBLE calls: an answer naming a key the batch did not send: every delete of the round is made alone", async () => {
+  const calls = doubleCalls();
+  const many = calls.many;
+  const batcher = new DeleteBatcher({
+    one: calls.one,
+    many: async (entries) => {
+      await many(entries);
+      return new Map([["a%20b", "PreconditionFailed"]]); // "a b" spelled another way
+    },
+  });
+  const { first, round } = await firstThenRound(calls, batcher, ["a b", "c"]);
+  calls.releaseNext(); // the batch
+  await tick();
+  assert.deepEqual(calls.calls, ["one first", "many a b,c", "one a b", "one c"]);
+  calls.releaseNext();
+  await tick();
+  calls.releaseNext();
+  assert.equal(await first, true);
+  assert.deepEqual(await Promise.all(round), [true, true]);
+});
+
 test("DOUBLE calls: a failed DeleteObjects fails every delete of its round, and the queue goes on", async () => {
   const calls = doubleCalls({}, true);
   const batcher = new DeleteBatcher(calls);
-  const first = batcher.delete({ key: "first", etag: '"1"' });
-  const round = ["a", "b"].map((key) => batcher.delete({ key, etag: '"1"' }));
-  await tick();
-  calls.releaseNext();
-  await tick();
-  calls.releaseNext();
+  const { first, round } = await firstThenRound(calls, batcher, ["a", "b"]);
+  calls.releaseNext(); // the batch
   assert.equal(await first, true);
   for (const r of await Promise.allSettled(round)) {
     assert.ok(r.status === "rejected" && (r.reason as BootsealError).code === "STORE_UNAVAILABLE");
