@@ -41,6 +41,18 @@ let tokenCounter = 0;
 
 export const LOCK_PREFIX = `${RESERVED_SEGMENT_PREFIX}lock.`;
 
+let host: string | undefined;
+
+/**
+ * This host's name, asked once: every lock names it, and os.hostname() is a system call (2 %
+ * of the service's CPU in a file-store storm). A host renamed while running marks its locks
+ * with the old name: they then look foreign, and only their age breaks them (safe).
+ */
+function thisHost(): string {
+  host ??= hostname();
+  return host;
+}
+
 /** This process's owner file (hard-link locks), and when its mtime was last set. */
 interface OwnerFile {
   readonly path: string;
@@ -151,7 +163,7 @@ export class KeyLocks {
   ): Promise<T> {
     const owner: LockOwner = {
       pid: process.pid,
-      host: hostname(),
+      host: thisHost(),
       token: `${TOKEN_PREFIX}.${++tokenCounter}`,
     };
     const deadline = Date.now() + this.#lockTimeoutMs;
@@ -243,7 +255,7 @@ export class KeyLocks {
     if (this.#owner === null) return null;
     this.#owner ??= (async () => {
       const path = join(this.#root, `${LOCK_PREFIX}owner.${process.pid}.${randomBytes(6).toString("hex")}`);
-      const content = JSON.stringify({ pid: process.pid, host: hostname(), token: `${TOKEN_PREFIX}.owner` });
+      const content = JSON.stringify({ pid: process.pid, host: thisHost(), token: `${TOKEN_PREFIX}.owner` });
       await mkdir(this.#root, { recursive: true, mode: 0o700 });
       const fd = await openFd(path, "wx", 0o600);
       try {
@@ -343,7 +355,7 @@ export class KeyLocks {
     } catch {
       // Empty or partial: its writer is between open and write, or crashed there (age decides).
     }
-    const gone = owner.host === hostname() && typeof owner.pid === "number" && processGone(owner.pid);
+    const gone = owner.host === thisHost() && typeof owner.pid === "number" && processGone(owner.pid);
     return { stale: gone, content, ino: st.ino };
   }
 }

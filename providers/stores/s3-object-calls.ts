@@ -1,5 +1,6 @@
 /**
- * The S3 store's calls on one object (GET, HEAD, PUT, DELETE), made with the SDK's own parts
+ * The S3 store's calls on one object (GET, HEAD, PUT, DELETE; and the bucket's POST ?delete for a
+ * batch of deletes), made with the SDK's own parts
  * but not through `S3Client.send`: the bucket's endpoint from the SDK's endpoint rules
  * (resolved once: for a bucket name it does not depend on the key), the client's credential
  * provider, the SDK's SigV4 signer (@smithy/signature-v4) and the client's HTTP handler
@@ -22,7 +23,8 @@ import { BootsealError } from "../../src/errors.ts";
 import { NodeSha256 } from "../aws-sha256.ts";
 import { lazyModule } from "../lazy-module.ts";
 
-export type ObjectMethod = "GET" | "HEAD" | "PUT" | "DELETE";
+/** POST: the bucket's DeleteObjects (`POST /?delete`, key ""; s3-delete-batch.ts). */
+export type ObjectMethod = "GET" | "HEAD" | "PUT" | "DELETE" | "POST";
 
 /** The operation name the SDK puts in the query of these calls (`?x-id=GetObject`); S3 ignores it. */
 const X_ID: Readonly<Record<ObjectMethod, string | undefined>> = {
@@ -30,6 +32,7 @@ const X_ID: Readonly<Record<ObjectMethod, string | undefined>> = {
   HEAD: undefined,
   PUT: "PutObject",
   DELETE: "DeleteObject",
+  POST: "DeleteObjects",
 };
 
 export interface ObjectCallOptions {
@@ -37,6 +40,8 @@ export interface ObjectCallOptions {
   /** Request headers (lower case): conditions, content type. */
   readonly headers?: Readonly<Record<string, string>>;
   readonly signal?: AbortSignal | undefined;
+  /** Query parameters besides `x-id` (`delete: ""` for DeleteObjects). */
+  readonly query?: Readonly<Record<string, string>>;
   /** A 2xx body larger than this is TOO_LARGE (and its download stopped). */
   readonly maxBytes?: number | undefined;
 }
@@ -167,7 +172,7 @@ export class S3ObjectCalls {
       hostname: url.hostname,
       ...(url.port ? { port: Number(url.port) } : {}),
       path: `${target.basePath}/${keyPath(key)}`,
-      query: X_ID[method] ? { "x-id": X_ID[method] } : {},
+      query: { ...options.query, ...(X_ID[method] ? { "x-id": X_ID[method] } : {}) },
       headers: {
         ...target.headers,
         host: url.host,
@@ -232,5 +237,8 @@ async function readCapped(
     total += chunk.byteLength;
     chunks.push(chunk);
   }
-  return new Uint8Array(Buffer.concat(chunks, total));
+  // One copy (the chunks are views of the socket's reads), handed out as a plain Uint8Array
+  // over the same memory, not copied a second time: a boot storm reads a 16 KiB config per fetch.
+  const joined = Buffer.concat(chunks, total);
+  return new Uint8Array(joined.buffer, joined.byteOffset, joined.byteLength);
 }

@@ -10,11 +10,13 @@
  * Delete: S3 answers 204 whether or not the key existed, so a HEAD first tells `delete` what to
  * return. A conditional delete sends If-Match, which AWS (since 2025-09), SeaweedFS 4.48 and
  * moto 5.2.5 honour, so on them the delete itself is atomic; whether this server does is
- * probed once per store (`#ifMatchHonoured`: a probe object under the reserved `.bootseal-`
+ * probed once per store (`#conditionalDeletes`: a probe object under the reserved `.bootseal-`
  * prefix, deleted with a wrong If-Match, must survive). Where it is honoured the delete is one
  * call (204: it was there and matched); elsewhere a HEAD first checks the etag. A 412 then
  * needs a second HEAD, to tell "gone" (false; SeaweedFS answers If-Match on a missing key
- * with 412) from "changed" (PRECONDITION_FAILED).
+ * with 412) from "changed" (PRECONDITION_FAILED). Where a DeleteObjects key's ETag is honoured
+ * too (the same probe), conditional deletes that arrive together go as one DeleteObjects
+ * (s3-delete-batch.ts).
  */
 
 import { randomUUID } from "node:crypto";
@@ -24,6 +26,12 @@ import { BootsealError } from "../../src/errors.ts";
 import { lazyModule } from "../lazy-module.ts";
 import type { GetOptions, ObjectInfo, ObjectStore, StoredObject, WriteCondition } from "./object-store.ts";
 import { retryingStore } from "./retrying.ts";
+import {
+  type ConditionalDelete,
+  DeleteBatcher,
+  deleteObjectsErrors,
+  deleteObjectsRequest,
+} from "./s3-delete-batch.ts";
 import {
   type ObjectCallOptions,
   type ObjectMethod,
@@ -196,8 +204,10 @@ export class S3Store implements ObjectStore {
   readonly #bucket: string;
   readonly #prefix: string;
   readonly #pageSize: number;
-  /** Whether DeleteObject honours If-Match here: probed with the first conditional delete. */
-  #ifMatchOnDelete: Promise<boolean> | undefined;
+  /** Whether deletes honour their conditions here: probed with the first conditional delete. */
+  #deleteProbe: Promise<{ readonly one: boolean; readonly batch: boolean }> | undefined;
+  /** Conditional deletes grouped (s3-delete-batch.ts), once the probe found the server honours them. */
+  #batcher: DeleteBatcher | undefined;
 
   constructor(bucket: string, prefix: string, options: S3StoreOptions & { region: string }) {
     this.#bucket = bucket;
@@ -326,49 +336,106 @@ export class S3Store implements ObjectStore {
   }
 
   /**
-   * True when this server refuses a DeleteObject whose If-Match names another version. Any
-   * failure of the probe (no permission to write, a server error) counts as false: the
-   * delete then checks with a HEAD first, as on a server that ignores the header.
+   * Whether this server refuses a delete whose condition names another version: a
+   * DeleteObject's If-Match (`one`), and a DeleteObjects key's ETag (`batch`, only asked when
+   * `one` holds). A probe object under the reserved `.bootseal-` prefix must survive both. Any
+   * failure of the probe (no permission to write, a server error) counts as false: the delete
+   * then checks with a HEAD first, as on a server that ignores the header, and goes alone.
    */
-  #ifMatchHonoured(): Promise<boolean> {
+  #conditionalDeletes(): Promise<{ readonly one: boolean; readonly batch: boolean }> {
     // No caller's signal: the answer is shared, and each call is bounded by the request timeout.
-    this.#ifMatchOnDelete ??= (async () => {
+    this.#deleteProbe ??= (async () => {
       // A reserved segment: no key of the store's users can name it, and listings skip it.
       const Key = `${this.#prefix}${RESERVED_SEGMENT_PREFIX}probe/delete-if-match-${randomUUID()}`;
+      const wrong = `"${"0".repeat(32)}"`;
       await this.#call("PUT", Key, { body: new TextEncoder().encode("probe") });
       try {
-        await this.#call("DELETE", Key, { headers: { "if-match": `"${"0".repeat(32)}"` } });
-        return false; // deleted despite the wrong etag
+        await this.#call("DELETE", Key, { headers: { "if-match": wrong } });
+        return { one: false, batch: false }; // deleted despite the wrong etag
       } catch (err) {
         if (!isLostRace(err)) throw err;
-        await this.#call("DELETE", Key);
-        return true;
       }
+      let batch = false;
+      try {
+        const refused = await this.#deleteObjects([{ key: Key, etag: wrong }]);
+        batch = LOST_RACE_NAMES.has(refused.get(Key) ?? "");
+      } catch {
+        // DeleteObjects refused or unknown here: deletes go one at a time.
+      }
+      // It must still be there: a server that deleted it anyway is not one to batch on.
+      const kept =
+        batch &&
+        (await this.#call("HEAD", Key).then(
+          () => true,
+          (err: unknown) => {
+            if (isMissingKey(err)) return false;
+            throw err;
+          },
+        ));
+      await this.#call("DELETE", Key).catch(() => {}); // kept, or already gone: either way done
+      return { one: true, batch: kept };
     })().catch(() => {
-      this.#ifMatchOnDelete = undefined; // not known yet: probed again with a later delete
-      return false;
+      this.#deleteProbe = undefined; // not known yet: probed again with a later delete
+      return { one: false, batch: false };
     });
-    return this.#ifMatchOnDelete;
+    return this.#deleteProbe;
+  }
+
+  /** One DeleteObjects (`POST /?delete`): the keys it did not delete, with their error codes. */
+  async #deleteObjects(entries: readonly ConditionalDelete[]): Promise<ReadonlyMap<string, string>> {
+    const { body, contentMd5 } = deleteObjectsRequest(entries);
+    try {
+      const r = await this.#call("POST", "", {
+        body,
+        query: { delete: "" },
+        headers: { "content-md5": contentMd5, "content-type": "application/xml" },
+      });
+      return deleteObjectsErrors(Buffer.from(r.body).toString("utf8"));
+    } catch (err) {
+      throw mapS3Error(err, this.#bucket);
+    }
   }
 
   async delete(key: string, condition?: { ifMatch: string }, options?: CallOptions): Promise<boolean> {
     const Key = fullKey(this.#prefix, key);
-    if (!condition || !(await this.#ifMatchHonoured())) {
+    const probed = condition ? await this.#conditionalDeletes() : undefined;
+    // A delete with a signal goes alone: a batch cannot be stopped for one of its keys.
+    if (condition && probed?.batch && options?.signal === undefined) {
+      this.#batcher ??= new DeleteBatcher({
+        one: (entry) => this.#deleteOne(entry),
+        many: (entries) => this.#deleteObjects(entries),
+      });
+      return this.#batcher.delete({ key: Key, etag: quoted(condition.ifMatch) });
+    }
+    if (!condition || !probed?.one) {
       const current = await this.head(key, options);
       if (!current) return false;
       if (condition && unquoted(current.etag) !== unquoted(condition.ifMatch)) {
         throw new BootsealError("PRECONDITION_FAILED", "object changed since it was read");
       }
     }
+    return this.#deleteOne({ key: Key, etag: condition && quoted(condition.ifMatch) }, options);
+  }
+
+  /**
+   * One DeleteObject of the full key `entry.key`, with If-Match when `etag` is set: true when
+   * deleted, false when absent (moto's 404; SeaweedFS's 412 for If-Match on a missing key,
+   * told from "changed", PRECONDITION_FAILED, by a HEAD).
+   */
+  async #deleteOne(
+    entry: { readonly key: string; readonly etag: string | undefined },
+    options?: CallOptions,
+  ): Promise<boolean> {
     try {
-      await this.#call("DELETE", Key, {
-        headers: condition ? { "if-match": quoted(condition.ifMatch) } : {},
+      await this.#call("DELETE", entry.key, {
+        headers: entry.etag === undefined ? {} : { "if-match": entry.etag },
         signal: options?.signal,
       });
       return true;
     } catch (err) {
       if (isMissingKey(err)) return false;
-      if (condition && isLostRace(err) && !(await this.head(key, options))) return false;
+      const gone = async () => !(await this.head(entry.key.slice(this.#prefix.length), options));
+      if (entry.etag !== undefined && isLostRace(err) && (await gone())) return false;
       throw mapS3Error(err, this.#bucket);
     }
   }

@@ -19,7 +19,7 @@ import { ControllerCredentials } from "./controllers/credentials.ts";
 import { eventsBus } from "./events-bus.ts";
 import { machineStore } from "./machine-store.ts";
 import { accessLogPlugin } from "./plugins/access-log.ts";
-import { type AuditLogger, auditPlugin } from "./plugins/audit.ts";
+import { type AuditLogger, auditPlugin, isoTimeField } from "./plugins/audit.ts";
 import { authPlugin } from "./plugins/auth.ts";
 import { errorHandlerPlugin } from "./plugins/error-handler.ts";
 import {
@@ -106,7 +106,7 @@ function loggerOptions(deps: AppDeps): FastifyServerOptions["logger"] {
     level: deps.config.logLevel,
     redact: { paths: REDACT_PATHS, censor: "[redacted]" },
     // The audit log's format (plugins/audit.ts): every log line's `time` is ISO-8601 UTC.
-    timestamp: pino.stdTimeFunctions.isoTime,
+    timestamp: isoTimeField,
     // Standard output written asynchronously (pino flushes it on exit): a blocking write per
     // line held the event loop on every request of a boot storm.
     stream: deps.logger?.stream ?? pino.destination({ dest: 1, sync: false }),

@@ -34,7 +34,12 @@ export interface RequestState {
    * controller holds the route's scopes. null: no limit (a namespace was named and checked).
    */
   namespaces: ((namespace: string) => boolean) | null;
+  /** The matched route's config (routeConfigOf), read once. */
+  route: RouteConfig | null;
 }
+
+/** A route's config as Fastify keeps it: ours, and the route pattern (`url`, undefined when unmatched). */
+export type RouteConfig = Partial<FastifyRequest["routeOptions"]["config"]>;
 
 /**
  * Who may call a route (read by the auth plugin's onRoute hook; undefined: anyone).
@@ -74,8 +79,21 @@ export function stateOf(request: FastifyRequest): RequestState {
     identity: null,
     errorCode: null,
     namespaces: null,
+    route: null,
   };
   return request.bootsealState;
+}
+
+/**
+ * The matched route's config, with its pattern (`url`). Fastify's `request.routeOptions`
+ * builds a new object of thirteen fields on every read, and the edge, audit, access-log and
+ * metrics hooks each want it for every request: read once per request here.
+ */
+export function routeConfigOf(request: FastifyRequest): RouteConfig {
+  const state = stateOf(request);
+  const route = state.route ?? request.routeOptions.config ?? {};
+  state.route = route;
+  return route;
 }
 
 export function who(principal: Principal | null): string {

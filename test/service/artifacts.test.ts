@@ -6,14 +6,26 @@
  */
 import assert from "node:assert/strict";
 import { createHash, createPublicKey, randomBytes, verify } from "node:crypto";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
+import {
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  truncateSync,
+  utimesSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, test } from "node:test";
 import { MemoryStore } from "../../providers/stores/memory.ts";
+import { MAX_ARTIFACT_BYTES } from "../../src/artifact/signing.ts";
 import { SCOPES } from "../../src/config/service-config.ts";
 import { parseSopsConfig } from "../../src/config/sops-config.ts";
+import { BootsealError } from "../../src/errors.ts";
 import { type AppConfig, buildApp } from "../../src/service/app.ts";
+import { loadArtifacts } from "../../src/service/artifacts.ts";
 import { appConfig } from "./app-config.ts";
 
 const ADMIN = "controller-admin-token-0123456789abcdefghijkl";
@@ -147,6 +159,39 @@ test("an executable changed after it was hashed is refused (503), never served a
   assert.equal(res.statusCode, 503, res.body);
   assert.match(res.body, /restart the service/);
   await a.close();
+});
+
+test("loading: one buffer for files of different sizes (digests and signatures of each file's own bytes); over the cap is TOO_LARGE before any read", async () => {
+  mkdir("sizes");
+  // Smallest first: a later, larger file must not be cut to the first one's length, and an
+  // earlier, smaller one must not be signed with the larger one's bytes after it.
+  const dir = artifactDir("sizes", {
+    "bootseal-windows-x64.exe": randomBytes(5),
+    "bootseal-linux-x64": randomBytes(70_001),
+    "bootseal-linux-arm64": randomBytes(3),
+  });
+  const set = await loadArtifacts(dir, join(root, "keys-sizes", "k.pem"));
+  const publicKey = createPublicKey(set.publicKeyPem as string);
+  for (const a of set.byPlatform.values()) {
+    const bytes = readFileSync(a.path);
+    assert.equal(a.size, bytes.length, a.file);
+    assert.equal(a.sha256, sha(bytes), a.file);
+    assert.equal(a.sha512, sha(bytes, "sha512"), a.file);
+    assert.ok(verify(null, bytes, publicKey, a.signature), a.file);
+  }
+  assert.equal(set.byPlatform.size, 3);
+
+  mkdir("too-large");
+  const big = join(root, "too-large", "bootseal-linux-x64");
+  writeFileSync(big, "");
+  truncateSync(big, MAX_ARTIFACT_BYTES + 1); // sparse: nothing is written
+  await assert.rejects(
+    loadArtifacts(join(root, "too-large"), join(root, "keys-big", "k.pem")),
+    (err: unknown) => {
+      assert.ok(err instanceof BootsealError && err.code === "TOO_LARGE", String(err));
+      return true;
+    },
+  );
 });
 
 async function publish(a: ReturnType<typeof app>, machine: string): Promise<void> {

@@ -7,18 +7,21 @@
  * log (plugins/audit.ts), one line each, whatever the access log's level.
  */
 import type { FastifyInstance } from "fastify";
+import { routeConfigOf } from "../request-state.ts";
 
 export function accessLogPlugin(app: FastifyInstance): void {
-  app.addHook("onResponse", async (request, reply) => {
+  // A callback hook, not an async one: no promise per request (this runs for every request).
+  app.addHook("onResponse", (request, reply, done) => {
     request.log.info(
       {
         method: request.method,
         url: request.url,
-        route: request.routeOptions.url ?? "unmatched",
+        route: routeConfigOf(request).url ?? "unmatched",
         status: reply.statusCode,
         ms: Math.round(reply.elapsedTime * 10) / 10,
       },
       "request",
     );
+    done();
   });
 }

@@ -15,11 +15,27 @@ import { dirname } from "node:path";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { type DestinationStream, type Logger, pino } from "pino";
 import { BootsealError } from "../../errors.ts";
-import { stateOf, who } from "../request-state.ts";
+import { routeConfigOf, stateOf, who } from "../request-state.ts";
 
 export type AuditLogger = Logger;
 
 export const DEFAULT_AUDIT_MODE = 0o600;
+
+let lastMs = Number.NaN;
+let lastField = "";
+
+/**
+ * Every log line's `time`, ISO-8601 UTC, as pino's `isoTime` writes it, made once per
+ * millisecond: a boot storm logs two lines per request, many within the same millisecond.
+ */
+export function isoTimeField(): string {
+  const now = Date.now();
+  if (now !== lastMs) {
+    lastMs = now;
+    lastField = `,"time":"${new Date(now).toISOString()}"`;
+  }
+  return lastField;
+}
 
 /** The audit file, opened for appending with its mode applied; a device or FIFO keeps its own. */
 function openAuditFile(path: string, mode: number): number {
@@ -42,7 +58,7 @@ export function createAuditLogger(
   const destination = pino.destination(
     toStderr ? { dest: 2, sync: true } : { dest: openAuditFile(path, mode), sync: false },
   );
-  const logger = pino({ base: { log: "audit" }, timestamp: pino.stdTimeFunctions.isoTime }, destination);
+  const logger = pino({ base: { log: "audit" }, timestamp: isoTimeField }, destination);
   return {
     logger,
     // Resolves once every line is written and the file closed: flushSync alone skips a write
@@ -63,7 +79,7 @@ export function createAuditLogger(
 
 /** An audit logger writing to a stream (tests). */
 export function auditLoggerTo(stream: DestinationStream): AuditLogger {
-  return pino({ base: { log: "audit" }, timestamp: pino.stdTimeFunctions.isoTime }, stream);
+  return pino({ base: { log: "audit" }, timestamp: isoTimeField }, stream);
 }
 
 function outcomeOf(status: number, code: string | null): string {
@@ -83,23 +99,27 @@ function machineOf(request: FastifyRequest): string | undefined {
 
 /** An onResponse hook: audited routes always, every other route on authentication failure. */
 export function auditPlugin(app: FastifyInstance, audit: AuditLogger): void {
-  app.addHook("onResponse", async (request, reply) => {
-    const action = request.routeOptions.config?.audit;
+  // A callback hook, not an async one: no promise per request.
+  app.addHook("onResponse", (request, reply, done) => {
+    const route = routeConfigOf(request);
+    const action = route.audit;
     const status = reply.statusCode;
     const authFailure = status === 401 || status === 403 || status === 429;
-    if (!action && !authFailure) return;
+    if (!action && !authFailure) return done();
     const state = stateOf(request);
+    const machine = machineOf(request);
     audit.info({
       action: action ?? "auth",
       outcome: outcomeOf(status, state.errorCode),
       status,
       who: who(state.principal),
       identity: state.identity ?? undefined,
-      ...(machineOf(request) ? { machine: machineOf(request) } : {}),
+      ...(machine ? { machine } : {}),
       ...(state.errorCode ? { code: state.errorCode } : {}),
       reqId: request.id,
       source: request.ip,
-      route: request.routeOptions.url ?? "unmatched",
+      route: route.url ?? "unmatched",
     });
+    done();
   });
 }

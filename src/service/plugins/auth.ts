@@ -310,7 +310,6 @@ export function authPlugin(app: FastifyInstance, options: AuthOptions): void {
     if (state.principal?.kind !== "machine") return;
     const { machine, token } = state.principal;
     const { machines } = options;
-    const signal = signalFor(reply);
     let guessed = false;
     const check = async (mayGuess: boolean): Promise<TokenRecord> => {
       state.storedStatus = null;
@@ -318,7 +317,8 @@ export function authPlugin(app: FastifyInstance, options: AuthOptions): void {
       if (auth.confirmedBy === "status-record") {
         const cached = mayGuess ? machines.cachedStatus(machine) : undefined;
         guessed = cached !== undefined;
-        state.storedStatus = cached ?? (await machines.readStatus(machine, { signal }));
+        // The signal only for a read: a check on this replica's guess (most status posts) makes none.
+        state.storedStatus = cached ?? (await machines.readStatus(machine, { signal: signalFor(reply) }));
         const mirror = state.storedStatus?.value.token;
         if (mirror !== undefined) {
           const record = mirror && tokenFromMirror(machine, mirror);
@@ -328,7 +328,7 @@ export function authPlugin(app: FastifyInstance, options: AuthOptions): void {
       const cached =
         mayGuess && auth.confirmedBy === "token-record" ? machines.cachedToken(machine) : undefined;
       guessed ||= cached !== undefined;
-      state.storedToken = cached ?? (await machines.readToken(machine, { signal }));
+      state.storedToken = cached ?? (await machines.readToken(machine, { signal: signalFor(reply) }));
       return checkToken(state.storedToken?.value ?? null, token, machine, options.now(), work);
     };
     try {
@@ -368,14 +368,21 @@ export function authPlugin(app: FastifyInstance, options: AuthOptions): void {
   });
 }
 
+/** One signal per response: the token check and the handler share it. */
+const signals = new WeakMap<FastifyReply, AbortSignal>();
+
 /**
  * Aborted when the client goes away before its response was sent, so reads and key-service
  * calls stop with it. Writes are not given it: a half-made publish is worse than a finished one.
  */
 export function signalFor(reply: FastifyReply): AbortSignal {
+  let signal = signals.get(reply);
+  if (signal) return signal;
   const controller = new AbortController();
   reply.raw.once("close", () => {
     if (!reply.raw.writableFinished) controller.abort();
   });
-  return controller.signal;
+  signal = controller.signal;
+  signals.set(reply, signal);
+  return signal;
 }

@@ -28,6 +28,7 @@ import { type IncomingMessage, type Server, type ServerResponse, STATUS_CODES } 
 import { BlockList, isIPv4, isIPv6, type Socket } from "node:net";
 import type { FastifyInstance, FastifyReply, FastifyRequest, FastifyServerOptions } from "fastify";
 import type { ServiceConfig } from "../../config/service-config.ts";
+import { routeConfigOf } from "../request-state.ts";
 import { type ErrorBody, errorReply } from "./error-handler.ts";
 
 export type EdgeLimits = Pick<
@@ -263,7 +264,7 @@ const CANONICAL: Readonly<Record<string, string>> = {
 export function httpEdgePlugin(app: FastifyInstance, options: { readonly tls: boolean }): void {
   app.addHook("onRequest", async (request, reply) => {
     // Set on the raw response, so hijacked answers (the event stream) carry them too.
-    setSecurityHeaders(reply.raw, request.url, options.tls, request.routeOptions.config?.csp);
+    setSecurityHeaders(reply.raw, request.url, options.tls, routeConfigOf(request).csp);
 
     const dup = duplicateSingleton(request.raw.rawHeaders);
     if (dup !== undefined) {

@@ -17,6 +17,7 @@ import type { MasterKey } from "../../envelope/sops/master-key.ts";
 import { BootsealError, ERROR_CODES } from "../../errors.ts";
 import { PHASES } from "../../machine/status-protocol.ts";
 import { PhaseCounter, type StatusSource } from "../phase-counts.ts";
+import { routeConfigOf } from "../request-state.ts";
 import type { StatusRecord } from "../status-record.ts";
 
 export interface Metrics {
@@ -319,13 +320,15 @@ export function metricsPlugin(app: FastifyInstance, metrics: Metrics): void {
   const latency = metrics.registry.getSingleMetric(
     "bootseal_http_request_duration_seconds",
   ) as Histogram<string>;
-  app.addHook("onResponse", async (request, reply) => {
+  // A callback hook, not an async one: no promise per request.
+  app.addHook("onResponse", (request, reply, done) => {
     const labels = {
       method: labelValue(request.method),
-      route: request.routeOptions.url ?? "unmatched",
+      route: routeConfigOf(request).url ?? "unmatched",
       status: String(reply.statusCode),
     };
     requests.inc(labels);
     latency.observe(labels, reply.elapsedTime / 1000);
+    done();
   });
 }

@@ -130,16 +130,20 @@ export function machineConfigRoutes(parent: FastifyInstance, ctx: ServiceContext
         auth: { scopes: ["configs:read"], machine: "params", confirmedBy: "token-record" },
         audit: "fetch",
       },
-      preHandler: async (request) => {
+      // Callback hooks, not async ones: no promise per fetch.
+      preHandler: (request, _reply, done) => {
         fetchCounted.add(request);
+        done();
       },
-      onResponse: async (request, reply) => {
-        if (!fetchCounted.has(request)) return;
-        const errorCode = stateOf(request).errorCode;
-        ctx.metrics.fetches.inc({
-          who: stateOf(request).principal?.kind === "machine" ? "machine" : "controller",
-          outcome: reply.statusCode === 304 ? "not_modified" : labelValue(errorCode ?? "ok"),
-        });
+      onResponse: (request, reply, done) => {
+        if (fetchCounted.has(request)) {
+          const errorCode = stateOf(request).errorCode;
+          ctx.metrics.fetches.inc({
+            who: stateOf(request).principal?.kind === "machine" ? "machine" : "controller",
+            outcome: reply.statusCode === 304 ? "not_modified" : labelValue(errorCode ?? "ok"),
+          });
+        }
+        done();
       },
     },
     async (request, reply) => {
@@ -167,7 +171,8 @@ export function machineConfigRoutes(parent: FastifyInstance, ctx: ServiceContext
         .header("x-bootseal-format", result.format)
         .header("etag", result.etag)
         .header("cache-control", "no-store")
-        .send(Buffer.from(result.body));
+        // A Buffer over the stored body's memory, not a copy of it.
+        .send(Buffer.from(result.body.buffer, result.body.byteOffset, result.body.byteLength));
     },
   );
 

@@ -34,10 +34,12 @@ export function machineStatusRoutes(parent: FastifyInstance, ctx: ServiceContext
       bodyLimit: 64 * 1024,
       validatorCompiler: ({ schema }) => asSent.compile(schema),
       config: { auth: { machine: "params", confirmedBy: "status-record" }, audit: "status" },
-      // Part of validation, so it answers before the token is checked against the store.
-      preHandler: async (request) => {
+      // Part of validation, so it answers before the token is checked against the store. A
+      // callback hook (a throw fails the request): no promise per report.
+      preHandler: (request, _reply, done) => {
         checkBytes(request.body.message, REPORT_MESSAGE_MAX_BYTES, "message");
         checkBytes(request.body.output, REPORT_OUTPUT_MAX_BYTES, "output");
+        done();
       },
     },
     async (request, reply) => {

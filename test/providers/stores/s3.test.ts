@@ -286,20 +286,17 @@ for (const ignores of [false, true]) {
     const bucket = await s3Bucket(peer);
     const proxy = await recordingProxy(peer.endpoint, ignores);
     try {
-      const store = openStore(`s3://${bucket}/p`, {
-        s3: { endpoint: proxy.endpoint, credentials: peer.credentials },
-        env: {},
-      });
+      const store = s3Store({ ...peer, endpoint: proxy.endpoint }, `s3://${bucket}/p`);
       const v1 = await store.put("k", enc("v1"), { ifNoneMatch: "*" });
       const v2 = await store.put("k", enc("v2"), { ifMatch: v1.etag });
       proxy.seen.splice(0);
       const stale = await failure(store.delete("k", { ifMatch: v1.etag }));
       assert.equal(stale.code, "PRECONDITION_FAILED");
-      const probe = proxy.seen.filter((s) => s.includes(".bootseal-probe/"));
+      const probe = proxy.seen.filter((s) => s.includes(".bootseal-probe/") || s.startsWith("POST "));
       assert.deepEqual(
         probe.map((s) => s.split(" ")[0]),
-        ignores ? ["PUT", "DELETE"] : ["PUT", "DELETE", "DELETE"],
-        "the probe: put, a delete with a wrong If-Match, and (when refused) its clean-up",
+        ignores ? ["PUT", "DELETE"] : ["PUT", "DELETE", "POST", "HEAD", "DELETE"],
+        "the probe: put, a delete with a wrong If-Match, and (when refused) a DeleteObjects naming the wrong ETag, a HEAD that finds it kept, its clean-up",
       );
       proxy.seen.splice(0);
       assert.equal(await store.delete("k", { ifMatch: v2.etag }), true);
@@ -311,6 +308,58 @@ for (const ignores of [false, true]) {
         proxy.seen.every((s) => !s.includes("probe")),
         "probed once per store",
       );
+    } finally {
+      proxy.close();
+    }
+  });
+}
+
+for (const peerOf of [seaweedfs, moto]) {
+  test(`${peerOf().name}: conditional deletes that arrive together ${peerOf().name === "seaweedfs" ? "go as one DeleteObjects (the server honours its ETags)" : "go one by one (the server ignores a DeleteObjects ETag)"}; stale ones are refused and kept, missing ones false`, async () => {
+    const peer = peerOf();
+    const batches = peer.name === "seaweedfs";
+    const bucket = await s3Bucket(peer);
+    const proxy = await recordingProxy(peer.endpoint, false);
+    try {
+      const store = s3Store({ ...peer, endpoint: proxy.endpoint }, `s3://${bucket}/p`);
+      // The stale one's key needs escaping in DeleteObjects' XML, both ways.
+      const keys = Array.from({ length: 12 }, (_, i) => (i === 10 ? "k10 a&b'(x)" : `k${i}`));
+      const etags = await Promise.all(
+        keys.map(async (k) => (await store.put(k, enc(k), { ifNoneMatch: "*" })).etag),
+      );
+      // k10 replaced since its etag was read; k11 deleted since.
+      await store.put(keys[10]!, enc("newer"), { ifMatch: etags[10]! });
+      await store.delete("k11");
+      await store.delete("warm-up", { ifMatch: '"0"' }); // the probe, once per store
+      proxy.seen.splice(0);
+      const results = await Promise.allSettled(keys.map((k, i) => store.delete(k, { ifMatch: etags[i]! })));
+      for (let i = 0; i < 10; i++)
+        assert.deepEqual(results[i], { status: "fulfilled", value: true }, keys[i]);
+      const stale = results[10];
+      assert.ok(stale?.status === "rejected" && stale.reason instanceof BootsealError, String(stale));
+      assert.equal(stale.reason.code, "PRECONDITION_FAILED");
+      assert.deepEqual(results[11], { status: "fulfilled", value: false }, "a missing key: false");
+      for (let i = 0; i < 10; i++) assert.equal(await store.head(keys[i]!), null, keys[i]);
+      assert.equal(
+        new TextDecoder().decode((await store.get(keys[10]!))?.body),
+        "newer",
+        "the stale delete kept it",
+      );
+      const posts = proxy.seen.filter((s) => s.startsWith("POST "));
+      const deletes = proxy.seen.filter((s) => s.startsWith("DELETE "));
+      if (batches) {
+        // The first went alone while nothing else waited; the other eleven together; the refused
+        // one again alone (its 412 and a HEAD tell "changed" from "gone").
+        assert.deepEqual(posts, [`POST /${bucket}/`], proxy.seen.join("\n"));
+        assert.deepEqual(
+          deletes,
+          [`DELETE /${bucket}/p/k0`, `DELETE /${bucket}/p/${keys[10]}`],
+          proxy.seen.join("\n"),
+        );
+      } else {
+        assert.deepEqual(posts, [], proxy.seen.join("\n"));
+        assert.equal(deletes.length, 12, proxy.seen.join("\n"));
+      }
     } finally {
       proxy.close();
     }
