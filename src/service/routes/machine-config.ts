@@ -165,14 +165,16 @@ export function machineConfigRoutes(parent: FastifyInstance, ctx: ServiceContext
           "this one-time config was already fetched with this token; a second fetch was refused",
         );
       }
-      return reply
-        .code(200)
-        .header("content-type", result.contentType)
-        .header("x-bootseal-format", result.format)
-        .header("etag", result.etag)
-        .header("cache-control", "no-store")
-        // A Buffer over the stored body's memory, not a copy of it.
-        .send(Buffer.from(result.body.buffer, result.body.byteOffset, result.body.byteLength));
+      return (
+        reply
+          .code(200)
+          .header("content-type", result.contentType)
+          .header("x-bootseal-format", result.format)
+          .header("etag", result.etag)
+          .header("cache-control", "no-store")
+          // A Buffer over the stored body's memory, not a copy of it.
+          .send(Buffer.from(result.body.buffer, result.body.byteOffset, result.body.byteLength))
+      );
     },
   );
 
