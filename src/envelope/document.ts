@@ -110,11 +110,67 @@ function startsWithBrace(bytes: Uint8Array): boolean {
   return false;
 }
 
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+
+/** The index after the string whose opening quote is at `at` (the end of `bytes` if it has none). */
+function endOfString(bytes: Uint8Array, at: number): number {
+  for (let from = at + 1; ; ) {
+    const quote = bytes.indexOf(QUOTE, from);
+    if (quote < 0) return bytes.length;
+    let slashes = 0;
+    while (bytes[quote - 1 - slashes] === BACKSLASH) slashes++;
+    if (slashes % 2 === 0) return quote + 1;
+    from = quote + 1;
+  }
+}
+
+/** A key that leaves the binary format possible: `data`, `sops`, or one with an escape in it. */
+function mayBeBinaryKey(bytes: Uint8Array, from: number, to: number): boolean {
+  const length = to - from;
+  if (length === 4) {
+    const key = String.fromCharCode(bytes[from]!, bytes[from + 1]!, bytes[from + 2]!, bytes[from + 3]!);
+    if (key === "data" || key === "sops") return true;
+  }
+  return bytes.subarray(from, to).includes(BACKSLASH);
+}
+
+/**
+ * False when the object has a top-level key other than `data` and `sops`: the document is
+ * then JSON whether it parses or not, which the fetch of every stored JSON document learns
+ * from its first key instead of parsing all of it. A scan of valid JSON's structure (strings
+ * skipped, brackets counted): it checks nothing, so true only means "parse to know".
+ */
+function mayBeBinary(bytes: Uint8Array): boolean {
+  let depth = 0;
+  let keyNext = true;
+  for (let i = bytes.indexOf(0x7b /* { */) + 1; i < bytes.length; ) {
+    const b = bytes[i];
+    if (b === QUOTE) {
+      const end = endOfString(bytes, i);
+      if (keyNext) {
+        if (!mayBeBinaryKey(bytes, i + 1, end - 1)) return false;
+        keyNext = false;
+      }
+      i = end;
+      continue;
+    }
+    if (b === 0x7b || b === 0x5b /* { [ */) depth++;
+    else if (b === 0x7d || b === 0x5d /* } ] */) {
+      if (depth === 0) return true;
+      depth--;
+    } else if (b === 0x2c /* , */ && depth === 0) keyNext = true;
+    i++;
+  }
+  return true;
+}
+
 /**
  * JSON or binary, from the top-level keys. Unparseable JSON is "json", so the JSON codec
  * reports what is wrong with it (with a line number) when the document is loaded.
  */
 function jsonOrBinary(bytes: Uint8Array): "json" | "binary" {
+  if (!mayBeBinary(bytes)) return "json";
   let parsed: unknown;
   try {
     // TextDecoder drops a leading BOM, which JSON.parse would refuse.

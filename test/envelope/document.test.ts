@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import test from "node:test";
+import fc from "fast-check";
 import {
   contentTypeOf,
   detectFormat,
@@ -57,4 +58,62 @@ test("isEncryptedConfig: a JSON object of kind EncryptedConfig, never a SOPS doc
   );
   assert.equal(isEncryptedConfig(JSON_DOC), false);
   assert.equal(isEncryptedConfig(bytes('kind: EncryptedConfig\n"kind": "EncryptedConfig"')), false);
+});
+
+/** The format by a whole parse (what sniffFormat did before it scanned the top-level keys first). */
+function parsedFormat(bytes: Uint8Array): "yaml" | "json" | "binary" {
+  const text = new TextDecoder().decode(bytes);
+  if (!/^\s*\{/.test(text)) return "yaml";
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return "json";
+  }
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) return "json";
+  const keys = Object.keys(parsed).sort();
+  return keys.length === 2 && keys[0] === "data" && keys[1] === "sops" ? "binary" : "json";
+}
+
+test("sniffFormat: the top-level key scan agrees with a whole parse on generated objects, valid and broken", () => {
+  const key = fc.constantFrom(
+    '"data"',
+    '"sops"',
+    '"d\\u0061ta"',
+    '"so\\u0070s"',
+    '"x"',
+    '"da\\"ta"',
+    '""',
+    '"\\\\"',
+    '"data\\\\"',
+    '"sops "',
+  );
+  const space = fc.constantFrom("", " ", "\n\t", "\r\n  ");
+  const object = fc
+    .array(fc.tuple(space, key, space, fc.json(), space), { maxLength: 5 })
+    .map((entries) => `{${entries.map(([a, k, b, v, c]) => `${a}${k}${b}:${v}${c}`).join(",")}}`);
+  const document = fc.tuple(
+    fc.constantFrom("", " ", "\ufeff", "\n"),
+    object,
+    fc.nat(),
+    fc.nat(),
+    fc.string(),
+  );
+  fc.assert(
+    fc.property(document, ([head, text, cut, at, noise]) => {
+      const variants = [
+        head + text,
+        head + text.slice(0, cut % (text.length + 1)),
+        head + text.slice(0, at % (text.length + 1)) + noise + text.slice(at % (text.length + 1)),
+      ];
+      for (const variant of variants) {
+        const b = bytes(variant);
+        assert.equal(sniffFormat(b), parsedFormat(b), JSON.stringify(variant));
+      }
+    }),
+    { numRuns: 3000 },
+  );
+  // The common fetch: a JSON document's first key settles it without a parse.
+  assert.equal(sniffFormat(bytes('{"a": 1, "data": "x", "sops": {}, ')), "json");
+  assert.equal(sniffFormat(bytes('{"data": "}\\"", "sops": {"data": [1, {"x": "]"}]}}')), "binary");
 });
