@@ -113,8 +113,11 @@ function startsWithBrace(bytes: Uint8Array): boolean {
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 
-/** The index after the string whose opening quote is at `at` (the end of `bytes` if it has none). */
-function endOfString(bytes: Uint8Array, at: number): number {
+/**
+ * The index after the string whose opening quote is at `at` (the end of `bytes` if it has
+ * none). A Buffer: its indexOf is memchr, a Uint8Array's a loop (22 KB: 0.2 against 5 µs).
+ */
+function endOfString(bytes: Buffer, at: number): number {
   for (let from = at + 1; ; ) {
     const quote = bytes.indexOf(QUOTE, from);
     if (quote < 0) return bytes.length;
@@ -125,52 +128,16 @@ function endOfString(bytes: Uint8Array, at: number): number {
   }
 }
 
-/** A key that leaves the binary format possible: `data`, `sops`, or one with an escape in it. */
-function mayBeBinaryKey(bytes: Uint8Array, from: number, to: number): boolean {
-  const length = to - from;
-  if (length === 4) {
-    const key = String.fromCharCode(bytes[from]!, bytes[from + 1]!, bytes[from + 2]!, bytes[from + 3]!);
-    if (key === "data" || key === "sops") return true;
-  }
-  return bytes.subarray(from, to).includes(BACKSLASH);
+/** A top-level key as the format cares: `data`, `sops`, another, or one with an escape in it. */
+function keyOf(bytes: Uint8Array, from: number, to: number): "data" | "sops" | "other" | "escaped" {
+  if (bytes.subarray(from, to).includes(BACKSLASH)) return "escaped";
+  if (to - from !== 4) return "other";
+  const key = String.fromCharCode(bytes[from]!, bytes[from + 1]!, bytes[from + 2]!, bytes[from + 3]!);
+  return key === "data" || key === "sops" ? key : "other";
 }
 
-/**
- * False when the object has a top-level key other than `data` and `sops`: the document is
- * then JSON whether it parses or not, which the fetch of every stored JSON document learns
- * from its first key instead of parsing all of it. A scan of valid JSON's structure (strings
- * skipped, brackets counted): it checks nothing, so true only means "parse to know".
- */
-function mayBeBinary(bytes: Uint8Array): boolean {
-  let depth = 0;
-  let keyNext = true;
-  for (let i = bytes.indexOf(0x7b /* { */) + 1; i < bytes.length; ) {
-    const b = bytes[i];
-    if (b === QUOTE) {
-      const end = endOfString(bytes, i);
-      if (keyNext) {
-        if (!mayBeBinaryKey(bytes, i + 1, end - 1)) return false;
-        keyNext = false;
-      }
-      i = end;
-      continue;
-    }
-    if (b === 0x7b || b === 0x5b /* { [ */) depth++;
-    else if (b === 0x7d || b === 0x5d /* } ] */) {
-      if (depth === 0) return true;
-      depth--;
-    } else if (b === 0x2c /* , */ && depth === 0) keyNext = true;
-    i++;
-  }
-  return true;
-}
-
-/**
- * JSON or binary, from the top-level keys. Unparseable JSON is "json", so the JSON codec
- * reports what is wrong with it (with a line number) when the document is loaded.
- */
-function jsonOrBinary(bytes: Uint8Array): "json" | "binary" {
-  if (!mayBeBinary(bytes)) return "json";
+/** By a whole parse: the keys are exactly `data` and `sops`. Unparseable JSON is "json". */
+function parsedJsonOrBinary(bytes: Uint8Array): "json" | "binary" {
   let parsed: unknown;
   try {
     // TextDecoder drops a leading BOM, which JSON.parse would refuse.
@@ -181,6 +148,45 @@ function jsonOrBinary(bytes: Uint8Array): "json" | "binary" {
   if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) return "json";
   const keys = Object.keys(parsed).sort();
   return keys.length === 2 && keys[0] === "data" && keys[1] === "sops" ? "binary" : "json";
+}
+
+/**
+ * JSON or binary: binary when the object's top-level keys are exactly `data` and `sops`. Found
+ * by a scan of the structure (strings skipped, brackets counted), not a parse: every fetch
+ * labels its stored document this way, and a binary one is mostly one long string. On valid
+ * JSON the scan is exact. On broken JSON its answer does not matter: the binary codec reads
+ * through the JSON codec, so either one reports what is wrong (with a line number) when the
+ * document is loaded. A key with an escape in it, or an object with no end, is parsed whole.
+ */
+function jsonOrBinary(document: Uint8Array): "json" | "binary" {
+  const bytes = Buffer.from(document.buffer, document.byteOffset, document.byteLength);
+  let depth = 0;
+  let keyNext = true;
+  let data = false;
+  let sops = false;
+  for (let i = bytes.indexOf(0x7b /* { */) + 1; i < bytes.length; ) {
+    const b = bytes[i];
+    if (b === QUOTE) {
+      const end = endOfString(bytes, i);
+      if (keyNext) {
+        const key = keyOf(bytes, i + 1, end - 1);
+        if (key === "other") return "json";
+        if (key === "escaped") return parsedJsonOrBinary(bytes);
+        if (key === "data") data = true;
+        else sops = true;
+        keyNext = false;
+      }
+      i = end;
+      continue;
+    }
+    if (b === 0x7b || b === 0x5b /* { [ */) depth++;
+    else if (b === 0x7d || b === 0x5d /* } ] */) {
+      if (depth === 0) return data && sops ? "binary" : "json";
+      depth--;
+    } else if (b === 0x2c /* , */ && depth === 0) keyNext = true;
+    i++;
+  }
+  return parsedJsonOrBinary(bytes);
 }
 
 /** Step 4 alone: the format of stored bytes that came with no trustworthy label. */
