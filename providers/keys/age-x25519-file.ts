@@ -25,6 +25,7 @@ import {
   timingSafeEqual,
 } from "node:crypto";
 import { BootsealError } from "../../src/errors.ts";
+import { SizeBoundedLru } from "../../src/size-bounded-lru.ts";
 import { bech32Decode } from "./age-plugin.ts";
 
 const VERSION_LINE = "age-encryption.org/v1";
@@ -76,15 +77,20 @@ interface IdentityKey {
 }
 
 /** Parsed identities by their text: a run loads its few identities once and unwraps many files. */
-const identityKeys = new Map<string, IdentityKey | null>();
-const recipientKeys = new Map<string, { readonly key: KeyObject; readonly bytes: Buffer }>();
-const MAX_CACHED = 1024;
+const identityKeys = new SizeBoundedLru<string, IdentityKey | null>(1024, () => 1);
+const recipientKeys = new SizeBoundedLru<string, { readonly key: KeyObject; readonly bytes: Buffer }>(
+  1024,
+  () => 1,
+);
 
-function remember<V>(cache: Map<string, V>, key: string, value: V): V {
-  if (cache.size >= MAX_CACHED) cache.clear();
+function remember<V>(cache: SizeBoundedLru<string, V>, key: string, value: V): V {
   cache.set(key, value);
   return value;
 }
+
+/** The key object of an X25519 public key's 32 bytes. */
+const x25519PublicKey = (bytes: Uint8Array): KeyObject =>
+  createPublicKey({ key: Buffer.concat([SPKI_PREFIX, bytes]), format: "der", type: "spki" });
 
 /** The identity's key, or null when it is not a valid `AGE-SECRET-KEY-1…` identity. */
 export function x25519IdentityKey(identity: string): IdentityKey | null {
@@ -111,8 +117,7 @@ function recipientKey(recipient: string): { readonly key: KeyObject; readonly by
   if (cached) return cached;
   const bytes = x25519RecipientBytes(recipient);
   if (!bytes) throw new BootsealError("BAD_INPUT", `age: invalid recipient: ${recipient}`);
-  const key = createPublicKey({ key: Buffer.concat([SPKI_PREFIX, bytes]), format: "der", type: "spki" });
-  return remember(recipientKeys, recipient, { key, bytes });
+  return remember(recipientKeys, recipient, { key: x25519PublicKey(bytes), bytes });
 }
 
 /**
@@ -186,11 +191,7 @@ export function encryptToX25519(payload: Uint8Array, recipients: readonly string
       } catch (cause) {
         throw new BootsealError("BAD_INPUT", `age: invalid recipient: ${recipient}`, { cause });
       }
-      const wrapKey = hkdf(
-        shared,
-        Buffer.concat([share, x25519RecipientBytes(recipient) as Buffer]),
-        X25519_LABEL,
-      );
+      const wrapKey = hkdf(shared, Buffer.concat([share, peer.bytes]), X25519_LABEL);
       shared.fill(0);
       const body = b64(chacha(wrapKey, Buffer.alloc(12), fileKey));
       wrapKey.fill(0);
@@ -286,14 +287,7 @@ export function decryptWithX25519(
     for (const { share, body } of shares) {
       let shared: Buffer;
       try {
-        shared = diffieHellman({
-          privateKey: key.privateKey,
-          publicKey: createPublicKey({
-            key: Buffer.concat([SPKI_PREFIX, share]),
-            format: "der",
-            type: "spki",
-          }),
-        });
+        shared = diffieHellman({ privateKey: key.privateKey, publicKey: x25519PublicKey(share) });
       } catch {
         return UNSUPPORTED; // a low-order share: typage gives age's error
       }

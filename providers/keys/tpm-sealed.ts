@@ -84,6 +84,15 @@ function loadEk(text: string): KeyObject {
 }
 
 /** The EK of the default template: RSA 2048 or ECC P-256, else BAD_INPUT. */
+/** The key of a SubjectPublicKeyInfo in base64 DER; BAD_INPUT with `message` when it is none. */
+function spkiKey(base64: string, message: string): KeyObject {
+  try {
+    return createPublicKey({ key: Buffer.from(base64, "base64"), format: "der", type: "spki" });
+  } catch {
+    throw new BootsealError("BAD_INPUT", message);
+  }
+}
+
 function ekOf(key: KeyObject): TpmPublic {
   try {
     return defaultTemplateEk(key);
@@ -162,12 +171,7 @@ export function withPublishedEk(
   pcrs: ReadonlyMap<number, Buffer> | undefined,
   what: string,
 ): KeyEntry {
-  let key: KeyObject;
-  try {
-    key = createPublicKey({ key: Buffer.from(ekPublic, "base64"), format: "der", type: "spki" });
-  } catch {
-    throw new BootsealError("BAD_INPUT", `${what}: not an EK public key (base64 DER SubjectPublicKeyInfo)`);
-  }
+  const key = spkiKey(ekPublic, `${what}: not an EK public key (base64 DER SubjectPublicKeyInfo)`);
   ekOf(key);
   if (pcrs === undefined) {
     const fields = new Map(entry.fields);
@@ -206,13 +210,7 @@ function settingsOf(entry: KeyEntry): TpmSealedSettings {
       `tpm key ${EK_FROM_PUBLISH}: its EK comes with each publish to the service (X-Bootseal-Tpm-Ek), nothing can be sealed to it here`,
     );
   }
-  let key: KeyObject;
-  try {
-    key = createPublicKey({ key: Buffer.from(ekPublic, "base64"), format: "der", type: "spki" });
-  } catch {
-    throw new BootsealError("BAD_INPUT", `${label}: ek_public is not a base64 DER public key`);
-  }
-  const ek = ekOf(key);
+  const ek = ekOf(spkiKey(ekPublic, `${label}: ek_public is not a base64 DER public key`));
   const pcrText = stringField(entry.fields, "pcrs", label);
   const policy = stringField(entry.fields, "policy", label);
   const m = /^sha256:(\d{1,2}(?:,\d{1,2})*)$/.exec(pcrText);

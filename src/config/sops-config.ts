@@ -13,6 +13,7 @@ import type { KeyEntry } from "../envelope/sops/master-key.ts";
 import { RULE_KINDS, type SelectionRule } from "../envelope/sops/metadata.ts";
 import { compileRegex, type GoRegexp } from "../envelope/sops/walk.ts";
 import { BootsealError } from "../errors.ts";
+import { SizeBoundedLru } from "../size-bounded-lru.ts";
 import {
   keyGroupFromConfig,
   type ShorthandKeys,
@@ -147,15 +148,17 @@ function ignoredWarning(ignored: string, used: string): string {
   return `ignoring ${ignored}: the config file must be called ${SOPS_CONFIG_NAME}; using ${used}`;
 }
 
-/** Reads and parses a config file; IO_ERROR when it cannot be read. */
 /**
  * The last configurations read, by path, with the text they were parsed from: a run over a
  * directory tree asks for the same `.sops.yaml` once per file, and parsing it again each time
  * was a tenth of `updatekeys --recursive`. The file is read every time (a change is seen).
  */
-const parsedConfigs = new Map<string, { readonly text: string; readonly config: SopsConfig }>();
-const PARSED_CONFIGS_MAX = 64;
+const parsedConfigs = new SizeBoundedLru<string, { readonly text: string; readonly config: SopsConfig }>(
+  64,
+  () => 1,
+);
 
+/** Reads and parses a config file; IO_ERROR when it cannot be read. */
 export function loadSopsConfig(path: string): SopsConfig {
   let text: string;
   try {
@@ -166,7 +169,6 @@ export function loadSopsConfig(path: string): SopsConfig {
   const seen = parsedConfigs.get(path);
   if (seen?.text === text) return seen.config;
   const config = parseSopsConfig(text, path);
-  if (parsedConfigs.size >= PARSED_CONFIGS_MAX) parsedConfigs.clear();
   parsedConfigs.set(path, { text, config });
   return config;
 }

@@ -16,7 +16,6 @@
  * `wrap` is ever called: the service needs no decrypt rights.
  */
 
-import { createHash } from "node:crypto";
 import { KEY_KINDS, type ProviderDeps } from "../../providers/keys/index.ts";
 import { isEkFromPublish, withPublishedEk } from "../../providers/keys/tpm-sealed.ts";
 import { newKeyFromEntry } from "../config/rule-keys.ts";
@@ -37,6 +36,7 @@ import { BootsealError, hasCode } from "../errors.ts";
 import { bindKeyGroups } from "../machine/kms-binding.ts";
 import { formatMachineId, type MachineId } from "../machine/machine-id.ts";
 import type { DocumentFormat } from "./status-record.ts";
+import { sha256Hex } from "./tokens.ts";
 
 /** Where rules are matched: a fixed root, so `path_regex` sees exactly `<ns>/<name>`. */
 const RULE_ROOT = "/bootseal-machines";
@@ -153,7 +153,7 @@ function sealToPublishedTpm(
       return entry;
     }),
   );
-  const tpmEkSha256 = createHash("sha256").update(Buffer.from(ekPublic, "base64")).digest("hex");
+  const tpmEkSha256 = sha256Hex(Buffer.from(ekPublic, "base64"));
   return { groups: sealed, sealedTo: { tpmEkSha256 } };
 }
 

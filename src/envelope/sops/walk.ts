@@ -6,6 +6,7 @@
  */
 import { RE2JS } from "re2js";
 import { BootsealError } from "../../errors.ts";
+import { SizeBoundedLru } from "../../size-bounded-lru.ts";
 import type { Branch, Comment, Entry, Mapping, Scalar, Sequence, Value } from "./document.ts";
 import { DEFAULT_RULE, type SelectionRule } from "./metadata.ts";
 
@@ -50,8 +51,7 @@ export interface GoRegexp {
 }
 
 /** Compiled patterns (immutable): a directory run matches every file against the same rules. */
-const compiled = new Map<string, GoRegexp>();
-const COMPILED_MAX = 256;
+const compiled = new SizeBoundedLru<string, GoRegexp>(256, () => 1);
 
 /**
  * Compile a pattern in Go's RE2 syntax, the dialect sops evaluates every rule and
@@ -63,7 +63,6 @@ export function compileRegex(pattern: string): GoRegexp {
   if (known) return known;
   try {
     const re = RE2JS.compile(pattern);
-    if (compiled.size >= COMPILED_MAX) compiled.clear();
     compiled.set(pattern, re);
     return re;
   } catch (cause) {
