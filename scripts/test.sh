@@ -13,6 +13,10 @@ cd "$REPO"
 RUN="${BOOTSEAL_PEERS_RUN:-$REPO/.peers}"
 NODE="$REPO/node_modules/.bin/node" # Node 24 from the `node` devDependency, not the system one
 BIN="$REPO/node_modules/.bin"
+# One test that hangs fails after 10 minutes with its name, instead of holding the run to CI's
+# limit (the longest test takes about a minute). Child processes are stopped with a bound too
+# (test/helpers/child.ts, stopChild).
+TEST_TIMEOUT_MS=600000
 
 if [[ "${1:-}" == "unit" ]]; then
   [[ -x "$NODE" ]] || {
@@ -33,7 +37,7 @@ if [[ "${1:-}" == "unit" ]]; then
   while IFS= read -r var; do unset "$var"; done < <(compgen -e | grep '^BOOTSEAL_TEST_' || true)
   start=$(date +%s)
   rc=0
-  BOOTSEAL_LANE=unit "$NODE" --test --test-reporter="$reporter" --test-concurrency=2 \
+  BOOTSEAL_LANE=unit "$NODE" --test --test-reporter="$reporter" --test-concurrency=2 --test-timeout="$TEST_TIMEOUT_MS" \
     "${files[@]}" || rc=$?
   printf '[test] unit lane: %ss, exit %s\n' "$(($(date +%s) - start))" "$rc" >&2
   exit "$rc"
@@ -106,5 +110,5 @@ fi
 stage "tests"
 status=0
 unset BOOTSEAL_LANE # every lane: peer() answers from .peers/env
-run "$NODE" --test --test-reporter=spec --test-concurrency=2 "test/**/*.test.ts" || status=$?
+run "$NODE" --test --test-reporter=spec --test-concurrency=2 --test-timeout="$TEST_TIMEOUT_MS" "test/**/*.test.ts" || status=$?
 exit "$status"

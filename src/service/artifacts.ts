@@ -61,11 +61,12 @@ export const EMPTY_ARTIFACTS: ArtifactSet = {
  * whole message, and a buffer per file (with a copy of it, as a read into a new Uint8Array
  * makes) kept the start's peak RSS at ~370 MiB for three ~115 MiB executables.
  */
-async function readInto(found: FoundArtifact, buffer: Buffer): Promise<Buffer> {
+async function readInto(found: FoundArtifact, buffer: Buffer, signal?: AbortSignal): Promise<Buffer> {
   const file = await open(found.path, "r");
   try {
     let filled = 0;
     while (filled < found.size) {
+      signal?.throwIfAborted();
       const { bytesRead } = await file.read(buffer, filled, found.size - filled, filled);
       if (bytesRead === 0) break;
       filled += bytesRead;
@@ -79,7 +80,7 @@ async function readInto(found: FoundArtifact, buffer: Buffer): Promise<Buffer> {
     }
     return buffer.subarray(0, filled);
   } catch (err) {
-    if (err instanceof BootsealError) throw err;
+    if (err instanceof BootsealError || signal?.aborted) throw err;
     const code = (err as NodeJS.ErrnoException).code ?? "error";
     throw new BootsealError("IO_ERROR", `cannot read the artifact ${found.path} (${code})`, { cause: err });
   } finally {
@@ -145,7 +146,11 @@ export async function findArtifacts(dir: string): Promise<FoundArtifact[]> {
  * digest): each file is read once, within the artifact cap, into one buffer the size of the
  * largest, and its digests and signature all come from those same bytes.
  */
-export async function loadArtifacts(dir: string, signingKeyFile: string): Promise<ArtifactSet> {
+export async function loadArtifacts(
+  dir: string,
+  signingKeyFile: string,
+  signal?: AbortSignal,
+): Promise<ArtifactSet> {
   const found = await findArtifacts(dir);
   if (found.length === 0) return { ...EMPTY_ARTIFACTS, dir };
   const tooLarge = found.find((f) => f.size > MAX_ARTIFACT_BYTES);
@@ -160,7 +165,7 @@ export async function loadArtifacts(dir: string, signingKeyFile: string): Promis
   const byPlatform = new Map<ArtifactPlatform, ServedArtifact>();
   const buffer = Buffer.allocUnsafe(Math.max(...found.map((f) => f.size)));
   for (const f of found) {
-    const bytes = await readInto(f, buffer);
+    const bytes = await readInto(f, buffer, signal);
     const sha256 = createHash("sha256").update(bytes).digest("hex");
     const sha512 = createHash("sha512").update(bytes).digest("hex");
     byPlatform.set(f.platform, { ...f, sha256, sha512, signature: signArtifact(bytes, key) });
@@ -187,6 +192,8 @@ export interface ArtifactCatalog {
    * here: stubs need the pins, and hashing a few hundred megabytes takes the CPU a storm needs.
    */
   ready(): Promise<void>;
+  /** Stops a load in flight (app close): a SIGTERM during the start does not wait for it. */
+  close(): void;
 }
 
 /**
@@ -196,10 +203,11 @@ export interface ArtifactCatalog {
  */
 export function artifactCatalog(settings: ArtifactSettings | undefined): ArtifactCatalog {
   let loading: Promise<ArtifactSet> | undefined;
+  const closed = new AbortController();
   let loaded = false;
   const get = () => {
     if (settings === undefined) return Promise.resolve(EMPTY_ARTIFACTS);
-    loading ??= loadArtifacts(settings.dir, settings.signingKeyFile).then(
+    loading ??= loadArtifacts(settings.dir, settings.signingKeyFile, closed.signal).then(
       (set) => {
         loaded = true;
         return set;
@@ -219,6 +227,7 @@ export function artifactCatalog(settings: ArtifactSettings | undefined): Artifac
       get().catch(() => {});
       throw new BootsealError("SERVICE_UNAVAILABLE", "the fetcher executables are being hashed and signed");
     },
+    close: () => closed.abort(),
   };
 }
 

@@ -16,6 +16,7 @@ import { openStore, storeSettingsOf } from "../../providers/stores/index.ts";
 import type { ObjectStore } from "../../providers/stores/object-store.ts";
 import type { ServiceConfig } from "../config/service-config.ts";
 import { BootsealError } from "../errors.ts";
+import { exitWhenIdle } from "../exit-when-idle.ts";
 import { buildApp } from "./app.ts";
 import { ControllerCredentials } from "./controllers/credentials.ts";
 import { watchControllerConfig } from "./controllers/reload.ts";
@@ -183,8 +184,8 @@ export function closeOnSignals(server: RunningServer): void {
     closing = true;
     server.app.log.info({ signal }, "shutting down: draining in-flight requests");
     server.close().then(
-      () => process.exit(0),
-      () => process.exit(1),
+      () => exitWhenIdle(0),
+      () => exitWhenIdle(1),
     );
   };
   process.once("SIGINT", onSignal);

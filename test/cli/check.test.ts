@@ -14,7 +14,7 @@ import { after, before, describe, test } from "node:test";
 import { stringify } from "yaml";
 import { clockLine } from "../../src/cli/check/service-checks.ts";
 import { REPO, tempDir } from "../fetcher/helpers.ts";
-import { runChild } from "../helpers/child.ts";
+import { runChild, stopChild } from "../helpers/child.ts";
 import { peer } from "../helpers/peers.ts";
 import { freePort } from "../helpers/ports.ts";
 import { until } from "../helpers/until.ts";
@@ -57,12 +57,9 @@ async function serve(dir: string, config: Record<string, unknown>): Promise<Serv
   return {
     url,
     child,
-    stop: () =>
-      new Promise((resolve) => {
-        if (child.exitCode !== null) return resolve();
-        child.once("exit", () => resolve());
-        child.kill("SIGTERM");
-      }),
+    stop: async () => {
+      await stopChild(child);
+    },
   };
 }
 
@@ -354,8 +351,7 @@ describe("bootseal check against a real serve (dist)", { timeout: 180_000 }, () 
       assert.match(lineOf(r.out, "store"), /^ {2}FAIL /);
       assert.match(lineOf(r.out, "rule 1 age"), /^ {2}ok/);
     } finally {
-      child.kill("SIGTERM");
-      await new Promise((r) => (child.exitCode !== null ? r(null) : child.once("exit", r)));
+      await stopChild(child);
     }
   });
 });

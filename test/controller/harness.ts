@@ -21,6 +21,7 @@ import { parse } from "yaml";
 import { kubeRequest } from "../../scripts/peers/kube-request.ts";
 import { effective, envFileValues, systemdArgv, underRoot, writeUnder } from "../e2e/machine.ts";
 import { CLI, REPO, type RunResult, run } from "../fetcher/helpers.ts";
+import { stopChild } from "../helpers/child.ts";
 import { peer, uniqueName } from "../helpers/peers.ts";
 import { until } from "../helpers/until.ts";
 
@@ -184,10 +185,7 @@ export function startController(
   return {
     process: child,
     log: () => output,
-    stop: () => {
-      if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
-      return exited;
-    },
+    stop: () => stopChild(child, { output: () => output }),
     kill9: async () => {
       if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
       await exited;

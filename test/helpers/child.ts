@@ -3,7 +3,7 @@
  * prints. A child that exits (or closes its stdin) before reading all of its input is an
  * ordinary outcome here, not a crash of the test run: see the stdin 'error' listener.
  */
-import { spawn } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 
 export interface ChildResult {
   /** The exit code; null when a signal ended the child (named at the end of stderr). */
@@ -42,4 +42,38 @@ export function runChild(cmd: string, args: readonly string[], options: ChildOpt
     );
     child.stdin.end(options.input ?? Buffer.alloc(0));
   });
+}
+
+/** How long stopChild waits after its signal before SIGKILL. */
+export const STOP_GRACE_MS = 20_000;
+
+/**
+ * Sends `signal` and resolves with the exit code once the child has exited (null: ended by a
+ * signal). A child still there `graceMs` later is killed with SIGKILL and the promise rejects
+ * with what it printed: a stop that hangs fails its test in seconds instead of holding the
+ * whole run to CI's limit, as a `serve` stuck in process.exit once did (src/exit-when-idle.ts).
+ */
+export function stopChild(
+  child: ChildProcess,
+  { signal = "SIGTERM", graceMs = STOP_GRACE_MS, output = () => "" }: StopOptions = {},
+): Promise<number | null> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(child.exitCode);
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL");
+      reject(new Error(`pid ${child.pid} did not exit within ${graceMs} ms of ${signal}: ${output()}`));
+    }, graceMs);
+    child.once("exit", (code) => {
+      clearTimeout(timer);
+      resolve(code);
+    });
+    child.kill(signal);
+  });
+}
+
+export interface StopOptions {
+  readonly signal?: NodeJS.Signals;
+  readonly graceMs?: number;
+  /** What the child printed so far, for the failure message. */
+  readonly output?: () => string;
 }

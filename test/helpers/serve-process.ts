@@ -4,6 +4,7 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { CLI, REPO } from "../fetcher/helpers.ts";
+import { stopChild } from "./child.ts";
 import { freePort } from "./ports.ts";
 
 export interface Service {
@@ -47,7 +48,6 @@ export async function startServeCommand(
   child.stderr?.on("data", (c) => {
     output += c;
   });
-  const exited = new Promise<void>((r) => child.once("exit", () => r()));
   const url = `http://127.0.0.1:${listen}`;
   for (let i = 0; ; i++) {
     if (child.exitCode !== null || child.signalCode !== null)
@@ -61,9 +61,8 @@ export async function startServeCommand(
     if (i > 600) throw new Error(`bootseal serve did not come up: ${output}`);
     await new Promise((r) => setTimeout(r, 100));
   }
-  const end = (signal: NodeJS.Signals) => {
-    if (child.exitCode === null && child.signalCode === null) child.kill(signal);
-    return exited;
+  const end = async (signal: NodeJS.Signals) => {
+    await stopChild(child, { signal, output: () => output });
   };
   return { url, process: child, log: () => output, stop: () => end("SIGTERM"), kill9: () => end("SIGKILL") };
 }

@@ -12,6 +12,7 @@ import { connect } from "node:net";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { EXIT_CODES } from "../../src/cli/exit-codes.ts";
+import { stopChild } from "../helpers/child.ts";
 import { peer, uniqueName } from "../helpers/peers.ts";
 import { freePort } from "../helpers/ports.ts";
 import { BOOTSEAL_MAIN, createHarness, type Harness, ok } from "./harness.ts";
@@ -50,14 +51,10 @@ function background(cmd: string, args: string[], env: NodeJS.ProcessEnv, stdin =
   child.stderr?.on("data", (c) => {
     output += c;
   });
-  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
   return {
     child,
     output: () => output,
-    stop: () => {
-      if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
-      return exited;
-    },
+    stop: () => stopChild(child, { output: () => output }),
   };
 }
 

@@ -25,7 +25,7 @@ import { SCOPES } from "../../src/config/service-config.ts";
 import { parseSopsConfig } from "../../src/config/sops-config.ts";
 import { BootsealError } from "../../src/errors.ts";
 import { type AppConfig, buildApp } from "../../src/service/app.ts";
-import { loadArtifacts } from "../../src/service/artifacts.ts";
+import { artifactCatalog, loadArtifacts } from "../../src/service/artifacts.ts";
 import { appConfig } from "./app-config.ts";
 
 const ADMIN = "controller-admin-token-0123456789abcdefghijkl";
@@ -270,4 +270,14 @@ test("a format whose executable is missing: 501 naming npm run build:sea; the ot
   assert.equal(ps.statusCode, 200, ps.body);
   assert.ok(ps.body.includes(`$ArtifactUrl = '${own.url}'`));
   await b.close();
+});
+
+test("a catalog closed while it loads stops reading and rejects with AbortError (a SIGTERM at start does not wait for the hashing)", async () => {
+  mkdir("closing");
+  const dir = artifactDir("closing", { "bootseal-linux-x64": randomBytes(1_000_000) });
+  const catalog = artifactCatalog({ dir, signingKeyFile: join(root, "keys-closing", "k.pem") });
+  const loading = catalog.get();
+  catalog.close();
+  await assert.rejects(loading, { name: "AbortError" });
+  await assert.rejects(catalog.ready(), { code: "SERVICE_UNAVAILABLE" }, "never ready once closed");
 });

@@ -7,6 +7,7 @@ import { join } from "node:path";
 import { after, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { EXIT_CODES } from "../../src/cli/exit-codes.ts";
+import { stopChild } from "../helpers/child.ts";
 import { whenReady } from "../helpers/until.ts";
 
 const mainTs = fileURLToPath(new URL("../../src/cli/main.ts", import.meta.url));
@@ -50,10 +51,7 @@ function serve(
 }
 
 function stop(child: ChildProcess): Promise<number | null> {
-  return new Promise((resolve) => {
-    child.once("exit", (code) => resolve(code));
-    child.kill("SIGTERM");
-  });
+  return stopChild(child);
 }
 
 test("embedded default: health, readiness, 0600 key files, reuse on restart, clean SIGTERM", async () => {

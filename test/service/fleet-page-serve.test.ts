@@ -14,6 +14,7 @@ import { test } from "node:test";
 import { FLEET_PAGE } from "../../src/service/fleet-page/assets.generated.ts";
 import { PAGE_CSP } from "../../src/service/plugins/http-edge.ts";
 import { REPO } from "../fetcher/helpers.ts";
+import { stopChild } from "../helpers/child.ts";
 
 function serve(entry: string, dataDir: string): Promise<{ child: ChildProcess; url: string }> {
   const child = spawn(
@@ -59,9 +60,7 @@ for (const entry of ["src/cli/main.ts", "dist/cli/main.js"]) {
         assert.ok((await asset.text()).length > 100, name);
       }
     } finally {
-      const exited = new Promise((r) => child.once("exit", r));
-      child.kill("SIGTERM");
-      await exited;
+      await stopChild(child);
       await rm(dir, { recursive: true, force: true });
     }
   });

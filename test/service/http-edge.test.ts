@@ -21,6 +21,7 @@ import { validateServiceConfig } from "../../src/config/service-config.ts";
 import { buildApp } from "../../src/service/app.ts";
 import { prepareEmbeddedDefault } from "../../src/service/embedded-default.ts";
 import { isLoopbackHost, startServer } from "../../src/service/server.ts";
+import { stopChild } from "../helpers/child.ts";
 import { whenReady } from "../helpers/until.ts";
 import { appConfig } from "./app-config.ts";
 import { MAIN_TS } from "./serve-harness.ts";
@@ -524,8 +525,7 @@ describe("serve's surroundings", () => {
       assert.equal((await whenReady(url)).status, "ready");
       assert.doesNotMatch(out, /WARNING/);
     } finally {
-      child.kill("SIGTERM");
-      await new Promise((resolve) => (child.exitCode === null ? child.once("exit", resolve) : resolve(null)));
+      await stopChild(child);
       rmSync(root, { recursive: true, force: true });
     }
   });

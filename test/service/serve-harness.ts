@@ -8,6 +8,7 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { stringify } from "yaml";
+import { stopChild } from "../helpers/child.ts";
 
 export const MAIN_TS = fileURLToPath(new URL("../../src/cli/main.ts", import.meta.url));
 
@@ -41,12 +42,7 @@ export function serve(
   child.stderr?.on("data", (c: Buffer) => {
     out += c.toString();
   });
-  const stop = () =>
-    new Promise<number | null>((resolve) => {
-      if (child.exitCode !== null) return resolve(child.exitCode);
-      child.once("exit", (code) => resolve(code));
-      child.kill("SIGTERM");
-    });
+  const stop = () => stopChild(child, { output: () => out });
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`${name}: serve did not start: ${out}`)), 30_000);
     const onData = () => {

@@ -11,6 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, test } from "node:test";
 import { fileURLToPath } from "node:url";
+import { stopChild } from "../helpers/child.ts";
 
 const mainTs = fileURLToPath(new URL("../../src/cli/main.ts", import.meta.url));
 const root = mkdtempSync(join(tmpdir(), "bootseal-ud-embedded-"));
@@ -102,8 +103,6 @@ test("embedded default: every user-data format answers 200, stable, keys generat
       assert.equal(statSync(join(dataDir, "keys", key)).mode & 0o777, 0o600, key);
     }
   } finally {
-    const exited = new Promise((resolve) => child.once("exit", resolve));
-    child.kill("SIGTERM");
-    await exited;
+    await stopChild(child);
   }
 });

@@ -5,6 +5,7 @@ import { parseListenAddress } from "../../config/service-config.ts";
 import { runController } from "../../controller/run.ts";
 import { parseFlagDuration } from "../../duration.ts";
 import { BootsealError } from "../../errors.ts";
+import { exitWhenIdle } from "../../exit-when-idle.ts";
 import type { Command } from "../command.ts";
 import { type CommandSpec, parseFlags } from "../flags.ts";
 import { serverUrl } from "../service-client.ts";
@@ -128,7 +129,7 @@ export const controllerCommand: Command = {
       process.off("SIGINT", onSignal);
     }
     // Everything is stopped; a keep-alive socket of a client library must not hold the exit.
-    setTimeout(() => process.exit(process.exitCode ?? 0), 2000).unref();
+    exitWhenIdle(0);
     return 0;
   },
 };

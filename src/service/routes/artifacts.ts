@@ -83,8 +83,11 @@ export function artifactsRoutes(app: FastifyInstance, ctx: ServiceContext): void
   app.addHook("onListen", async function warm() {
     ctx.artifacts
       .get()
-      .catch((err: unknown) => app.log.error({ err }, "cannot prepare the fetcher artifacts"));
+      .catch((err: unknown) => {
+        if ((err as Error).name !== "AbortError") app.log.error({ err }, "cannot prepare the fetcher artifacts");
+      });
   });
+  app.addHook("onClose", async () => ctx.artifacts.close());
 
   app.get<{ Params: { file: string } }>(
     "/v1/artifacts/:file",
