@@ -81,11 +81,10 @@ function notModified(request: FastifyRequest, reply: FastifyReply, etag: string)
 export function artifactsRoutes(app: FastifyInstance, ctx: ServiceContext): void {
   // Hashed and signed once, when the service starts listening; requests before that wait for it.
   app.addHook("onListen", async function warm() {
-    ctx.artifacts
-      .get()
-      .catch((err: unknown) => {
-        if ((err as Error).name !== "AbortError") app.log.error({ err }, "cannot prepare the fetcher artifacts");
-      });
+    ctx.artifacts.get().catch((err: unknown) => {
+      if ((err as Error).name !== "AbortError")
+        app.log.error({ err }, "cannot prepare the fetcher artifacts");
+    });
   });
   app.addHook("onClose", async () => ctx.artifacts.close());
 
