@@ -24,6 +24,8 @@
  *       [--routing request|machine] [--node-flags="--max-semi-space-size=8 ..."] [--metrics-dir DIR]
  *       [--one-time off|after-success|after-first-fetch] (bootseal's oneTimeFetch; default: the service's)
  *       [--rate N] (storm machines started per second, an open loop: latency at the same load)
+ *       [--warm N] (N other machines published and booted first, unmeasured: the steady state
+ *       without the service's warm-up, for a comparison with a cold start)
  *       [--cpu-prof DIR] (each bootseal serve under --cpu-prof, its profiles in DIR/<target>/
  *       with phases.json, the publish's and the storm's start and end; bench/cpu-profile.ts reads them)
  *
@@ -108,6 +110,7 @@ const { values: opts } = parseArgs({
     routing: { type: "string", default: "request" },
     "metrics-dir": { type: "string" },
     rate: { type: "string" },
+    warm: { type: "string" },
     "one-time": { type: "string" },
     "cpu-prof": { type: "string" },
     // Default: the flags `npm start` runs the service with (package.json), as shipped.
@@ -124,6 +127,7 @@ const CONCURRENCY = Number(opts.concurrency);
 const PAYLOAD_KIB = Number(opts["payload-kib"]);
 const BAO_USES = Number(opts["bao-token-uses"]);
 const RATE = opts.rate === undefined ? undefined : Number(opts.rate);
+const WARM = Number(opts.warm ?? 0);
 const intIn = (n: number, lo: number, hi: number) => Number.isInteger(n) && n >= lo && n <= hi;
 if (!intIn(MACHINES, 1, 100_000) || !intIn(CONCURRENCY, 1, 1000) || !intIn(PAYLOAD_KIB, 1, 1024)) {
   throw new Error("--machines 1..100000, --concurrency 1..1000, --payload-kib 1..1024");
@@ -154,7 +158,7 @@ if (!existsSync(ENTRY)) throw new Error(`${ENTRY} is missing: run 'npm run build
 
 // Bounded: each target gets its own watchdog (start-up, publish and storm at a pessimistic
 // ~4 machines/s), and the whole run a deadline after which everything is killed.
-const TARGET_S = Number(opts["target-timeout"] ?? 120 + MACHINES * 0.3);
+const TARGET_S = Number(opts["target-timeout"] ?? 120 + (MACHINES + WARM) * 0.3);
 const DEADLINE_S = Number(opts.deadline ?? targets.length * (TARGET_S + 30) + 60);
 const tempDirs = new Set<string>();
 function abort(code: number): never {
@@ -203,6 +207,13 @@ async function runTarget(name: TargetName, payload: (n: string) => string): Prom
     console.log(`\n== ${LABELS[name]}: ${started.describe} (${started.urls.join(", ")})`);
     const machines: Machine[] = Array.from({ length: MACHINES }, (_, i) => ({ name: `m${i}` }));
     client = new HttpClient(started.urls, CONCURRENCY, ac.signal, ROUTING);
+    if (WARM > 0) {
+      const warm: Machine[] = Array.from({ length: WARM }, (_, i) => ({ name: `w${i}` }));
+      const unmeasured = newRecorder();
+      await publishAll(client, started.protocol, warm, CONCURRENCY, unmeasured, ac.signal);
+      await storm(client, started.protocol, warm, CONCURRENCY, WARM, unmeasured, ac.signal, RATE);
+      if (unmeasured.failures.length > 0) throw new Error(`warm-up: ${unmeasured.failures.length} failures`);
+    }
     const rec = newRecorder();
     const rss = sampleRss(started.pids);
     const m0 = await scrape(started.metricsUrls);
