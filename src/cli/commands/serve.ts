@@ -59,7 +59,10 @@ const spec = {
       help: "fatal, error, warn, info, debug, trace or silent",
     },
   ],
-  notes: ["Settings: flags, then BOOTSEAL_* variables, then the config file (docs/configuration.md)."],
+  notes: [
+    "Settings: flags, then BOOTSEAL_* variables, then the config file (docs/configuration.md).",
+    "SIGTERM or SIGINT: no new connections, requests in flight finish, held status reports are written, the audit log is closed, then exit 0 (forced 2 s after that if a client library still holds a socket).",
+  ],
 } as const satisfies CommandSpec;
 
 /**
