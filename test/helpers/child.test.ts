@@ -1,7 +1,9 @@
 /** runChild: a child that ignores or refuses its stdin never crashes the test run. */
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { once } from "node:events";
 import { test } from "node:test";
-import { runChild } from "./child.ts";
+import { runChild, stopChild } from "./child.ts";
 
 const node = process.execPath;
 const env = { PATH: process.env.PATH ?? "" };
@@ -38,4 +40,29 @@ test("a child killed by a signal: status null, the signal named", async () => {
 
 test("a program that does not exist rejects with ENOENT", async () => {
   await assert.rejects(runChild("/nonexistent/bootseal-no-such-program", [], { env }), { code: "ENOENT" });
+});
+
+test("a child that never ends is killed at its time limit: status null, SIGKILL named", async () => {
+  const r = await runChild(node, ["-e", "setInterval(() => {}, 1000)"], { env, timeoutMs: 300 });
+  assert.equal(r.status, null);
+  assert.match(r.stderr, /killed by SIGKILL/);
+});
+
+test("stopChild: the exit code after SIGTERM; a child that ignores it is killed and the stop rejects", async () => {
+  // Each child says "ready" once its SIGTERM handler is installed.
+  const started = async (onTerm: string) => {
+    const child = spawn(node, [
+      "-e",
+      `process.on('SIGTERM', ${onTerm}); setInterval(() => {}, 1000); console.log('ready')`,
+    ]);
+    await once(child.stdout, "data");
+    return child;
+  };
+  assert.equal(await stopChild(await started("() => process.exit(7)")), 7);
+  const stubborn = await started("() => {}");
+  await assert.rejects(
+    stopChild(stubborn, { graceMs: 300, output: () => "its output" }),
+    /did not exit within 300 ms of SIGTERM: its output/,
+  );
+  assert.equal(stubborn.signalCode ?? (await once(stubborn, "exit"))[1], "SIGKILL");
 });

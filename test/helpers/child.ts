@@ -17,11 +17,21 @@ export interface ChildOptions {
   readonly cwd?: string;
   /** Written to the child's stdin, which is then closed; nothing when absent. */
   readonly input?: Uint8Array;
+  /** Killed (SIGKILL) after this long; default CHILD_TIMEOUT_MS. */
+  readonly timeoutMs?: number;
 }
+
+/** How long runChild lets a child run (the slowest takes seconds). */
+export const CHILD_TIMEOUT_MS = 300_000;
 
 export function runChild(cmd: string, args: readonly string[], options: ChildOptions): Promise<ChildResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(cmd, args, { env: options.env, cwd: options.cwd, stdio: ["pipe", "pipe", "pipe"] });
+    // A child that never ends is killed (its test then fails on the status) instead of holding
+    // the test file, and so the run, until CI's limit. (spawn's own `timeout` keeps its timer
+    // when the program does not exist, holding the test file for the whole timeout.)
+    const limit = setTimeout(() => child.kill("SIGKILL"), options.timeoutMs ?? CHILD_TIMEOUT_MS).unref();
+    child.on("error", () => clearTimeout(limit));
     const out: Buffer[] = [];
     let err = "";
     child.stdout.on("data", (c: Buffer) => out.push(c));
@@ -37,9 +47,10 @@ export function runChild(cmd: string, args: readonly string[], options: ChildOpt
     });
     // 'close', not 'exit': it comes after the exit AND after stdout and stderr have ended,
     // so the collected output is complete.
-    child.on("close", (status, signal) =>
-      resolve({ status, stdout: Buffer.concat(out), stderr: signal ? `${err}\n(killed by ${signal})` : err }),
-    );
+    child.on("close", (status, signal) => {
+      clearTimeout(limit);
+      resolve({ status, stdout: Buffer.concat(out), stderr: signal ? `${err}\n(killed by ${signal})` : err });
+    });
     child.stdin.end(options.input ?? Buffer.alloc(0));
   });
 }
