@@ -34,7 +34,8 @@
  *
  * Prints per target: machines/s (storm), req/s, publish/s, p50/p99 per request kind (the
  * fetch's also for the closed loop's first wave, the --concurrency machines started at once,
- * and for the rest), peak RSS of the server process(es), store operations per machine
+ * and for the rest), peak RSS of the server process(es), the server's CPU per machine by thread
+ * (main thread, libuv pool, V8 workers: /proc/PID/task), store operations per machine
  * (bootseal: its /metrics counter bootseal_store_operations_total, before and after), the
  * ratios to OpenBao, "N machines in X s", a Markdown table for docs/benchmarks.md and the
  * machine. Every non-2xx answer and socket error is counted and printed; the exit status is 1
@@ -47,7 +48,7 @@ import { join, resolve } from "node:path";
 import { argv, cpuUsage, exit, version as nodeVersion } from "node:process";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { cpuMsOfAll, killAll, sampleRss } from "./lib/processes.ts";
+import { cpuMsByThread, cpuMsOfAll, killAll, sampleRss, type ThreadKind } from "./lib/processes.ts";
 import {
   crossTokenCheck,
   HttpClient,
@@ -183,6 +184,13 @@ interface Outcome {
   readonly rec: Recorder;
 }
 
+const THREAD_LABELS: Record<ThreadKind, string> = {
+  main: "main thread",
+  pool: "libuv pool",
+  v8: "V8 workers",
+  other: "other",
+};
+
 async function runTarget(name: TargetName, payload: (n: string) => string): Promise<Outcome | undefined> {
   const dir = await mkdtemp(join(tmpdir(), `bootseal-storm-${name}-`));
   tempDirs.add(dir);
@@ -218,10 +226,12 @@ async function runTarget(name: TargetName, payload: (n: string) => string): Prom
     const rss = sampleRss(started.pids);
     const m0 = await scrape(started.metricsUrls);
     const cpu0 = cpuMsOfAll(started.pids);
+    const threads0 = cpuMsByThread(started.pids);
     phases.publishStart = monotonicUs();
     const pub = await publishAll(client, started.protocol, machines, CONCURRENCY, rec, ac.signal);
     phases.publishEnd = monotonicUs();
     const cpu1 = cpuMsOfAll(started.pids);
+    const threads1 = cpuMsByThread(started.pids);
     const m1 = await scrape(started.metricsUrls);
     // Not for the no-op server: it answers every token.
     const cross =
@@ -238,6 +248,7 @@ async function runTarget(name: TargetName, payload: (n: string) => string): Prom
         : undefined;
     const rssBefore = rss.now();
     const cpu2 = cpuMsOfAll(started.pids);
+    const threads2 = cpuMsByThread(started.pids);
     const store2 = cpuMsOfAll(started.storePids ?? []);
     const client2 = cpuUsage();
     phases.stormStart = monotonicUs();
@@ -253,6 +264,7 @@ async function runTarget(name: TargetName, payload: (n: string) => string): Prom
     );
     phases.stormEnd = monotonicUs();
     const cpu3 = cpuMsOfAll(started.pids);
+    const threads3 = cpuMsByThread(started.pids);
     const store3 = cpuMsOfAll(started.storePids ?? []);
     const client3 = cpuUsage(client2);
     const m2 = await scrape(started.metricsUrls);
@@ -327,6 +339,13 @@ async function runTarget(name: TargetName, payload: (n: string) => string): Prom
     );
     console.log(
       `  server CPU (user + system, all its processes) per machine: publish ${formatCount(result.cpuMsPerMachine?.publish, 1)} ms, storm ${formatCount(result.cpuMsPerMachine?.storm, 1)} ms`,
+    );
+    const byThread = (before: Record<ThreadKind, number>, after: Record<ThreadKind, number>) =>
+      (["main", "pool", "v8", "other"] as const)
+        .map((k) => `${THREAD_LABELS[k]} ${formatCount((after[k] - before[k]) / MACHINES, 2)}`)
+        .join(", ");
+    console.log(
+      `  server CPU ms per machine by thread: publish ${byThread(threads0, threads1)}; storm ${byThread(threads2, threads3)}`,
     );
     {
       const { store, client } = result.stormCpuMsPerMachine ?? {};

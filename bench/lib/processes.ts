@@ -3,7 +3,7 @@
  * of them, stopped gently (SIGTERM, then SIGKILL), and their memory read from /proc.
  */
 import type { ChildProcess } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 
 const live = new Set<ChildProcess>();
 
@@ -66,6 +66,44 @@ export function cpuMsOf(pid: number): number | undefined {
 
 /** USER_HZ: 100 on every Linux this runs on (sysconf(_SC_CLK_TCK)). */
 const CLOCK_TICKS = 100;
+
+/**
+ * CPU ms per kind of thread, over all the processes: Node's main thread, libuv's thread pool
+ * (file-system calls, and their kernel time), V8's workers (GC, compilers), the rest. Where a
+ * store's work lands: a file store's fsyncs and inode allocations are pool time.
+ */
+export function cpuMsByThread(pids: readonly number[]): Record<ThreadKind, number> {
+  const out: Record<ThreadKind, number> = { main: 0, pool: 0, v8: 0, other: 0 };
+  for (const pid of pids) {
+    let tids: string[];
+    try {
+      tids = readdirSync(`/proc/${pid}/task`);
+    } catch {
+      continue;
+    }
+    for (const tid of tids) {
+      try {
+        const text = readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8");
+        const name = text.slice(text.indexOf("(") + 1, text.lastIndexOf(")"));
+        const fields = text.slice(text.lastIndexOf(")") + 2).split(" ");
+        const ms = (Number(fields[11]) + Number(fields[12])) * (1000 / CLOCK_TICKS);
+        out[threadKind(name, tid === String(pid))] += ms;
+      } catch {
+        // the thread ended between the listing and the read
+      }
+    }
+  }
+  return out;
+}
+
+export type ThreadKind = "main" | "pool" | "v8" | "other";
+
+function threadKind(name: string, isMain: boolean): ThreadKind {
+  if (isMain) return "main";
+  if (name.startsWith("libuv-worker")) return "pool";
+  if (name.startsWith("V8Worker") || name.startsWith("V8 ")) return "v8";
+  return "other";
+}
 
 /** CPU ms of all the processes, summed (a missing one counts 0). */
 export const cpuMsOfAll = (pids: readonly number[]): number =>
