@@ -1,4 +1,7 @@
-/** runChild: a child that ignores or refuses its stdin never crashes the test run. */
+/**
+ * runChild: a child that ignores or refuses its stdin never crashes the test run, and one that
+ * never ends is killed. stopChild: a stop with a bound.
+ */
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { once } from "node:events";
