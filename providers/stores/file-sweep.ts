@@ -14,9 +14,12 @@ import { dirname, join, sep } from "node:path";
 import { TEMP_SUFFIX_PATTERN } from "../../src/files/atomic-write.ts";
 import { errno, fsError } from "./file-errors.ts";
 import { type KeyLocks, LOCK_PREFIX, processGone, removed } from "./file-lock.ts";
+import { SPARE_POOL_MS } from "./file-spares.ts";
 import { RESERVED_SEGMENT_PREFIX } from "./store-url.ts";
 
 export const TEMP_PREFIX = `${RESERVED_SEGMENT_PREFIX}tmp.`;
+/** A replaced version kept as a writer's next temporary file (file-spares.ts). */
+export const SPARE_PREFIX = `${RESERVED_SEGMENT_PREFIX}spare.`;
 /** This host, as it appears in temporary file names (short, any host name fits). */
 export const HOST_TAG = createHash("sha256").update(hostname()).digest("hex").slice(0, 8);
 /** `.bootseal-tmp.<host>.<pid>.<random>`; temporary files of older versions have no host and pid. */
@@ -24,8 +27,13 @@ export const TEMP_NAME = new RegExp(
   `^\\.bootseal-tmp\\.([0-9a-f]{8})\\.([0-9]{1,10})\\.${TEMP_SUFFIX_PATTERN}$`,
 );
 
+/** `.bootseal-spare.<host>.<pid>.<random>` (file-spares.ts). */
+const SPARE_NAME = new RegExp(`^\\.bootseal-spare\\.([0-9a-f]{8})\\.([0-9]{1,10})\\.${TEMP_SUFFIX_PATTERN}$`);
+
 /** Default age after which a temporary file is abandoned: far longer than any write takes. */
 export const STALE_TEMP_MS = 15 * 60_000;
+/** Age (since it became one) after which a spare is removed: twice what its pool keeps it. */
+export const STALE_SPARE_MS = 2 * SPARE_POOL_MS;
 
 export interface SweepResult {
   /** Temporary files removed. */
@@ -34,13 +42,18 @@ export interface SweepResult {
   readonly locks: number;
 }
 
+export interface SweepOptions {
+  /** Temporary files older than this are removed (default STALE_TEMP_MS). */
+  readonly olderThanMs?: number;
+  /** Spares older than this (by ctime: when they became spares) are removed (default STALE_SPARE_MS). */
+  readonly spareOlderThanMs?: number;
+  readonly signal?: AbortSignal;
+}
+
 /** FileStore.sweepStale: walks the store under `root`; `locks` judges and removes its locks. */
-export async function sweepStale(
-  root: string,
-  locks: KeyLocks,
-  options: { olderThanMs?: number; signal?: AbortSignal },
-): Promise<SweepResult> {
+export async function sweepStale(root: string, locks: KeyLocks, options: SweepOptions): Promise<SweepResult> {
   const olderThanMs = options.olderThanMs ?? STALE_TEMP_MS;
+  const spareOlderThanMs = options.spareOlderThanMs ?? STALE_SPARE_MS;
   let tempFiles = 0;
   let lockFiles = 0;
   const dirs = [root];
@@ -66,6 +79,8 @@ export async function sweepStale(
       if (!e.isFile() || !e.name.startsWith(RESERVED_SEGMENT_PREFIX)) continue;
       if (e.name.startsWith(TEMP_PREFIX)) {
         if ((await tempIsStale(path, e.name, olderThanMs)) && (await removed(path))) tempFiles++;
+      } else if (e.name.startsWith(SPARE_PREFIX)) {
+        if ((await spareIsStale(path, e.name, spareOlderThanMs)) && (await removed(path))) tempFiles++;
       } else if (e.name.startsWith(LOCK_PREFIX)) {
         if (await locks.sweepLock(path, e.name)) lockFiles++;
       }
@@ -83,6 +98,20 @@ async function tempIsStale(path: string, name: string, olderThanMs: number): Pro
   const pid = Number(m[2]);
   // Only its writer renames a temporary file; a dead writer never will. A reused pid looks
   // alive, which only keeps the file until it is old enough.
+  return pid !== process.pid && pid > 0 && processGone(pid);
+}
+
+/**
+ * A spare (file-spares.ts) is left over when it is old (its ctime, set when it became one) or
+ * when its process on this host is gone; a live writer's recent spares are its pool.
+ */
+async function spareIsStale(path: string, name: string, olderThanMs: number): Promise<boolean> {
+  const st = await stat(path).catch(() => null);
+  if (!st?.isFile()) return false;
+  if (Date.now() - st.ctimeMs >= olderThanMs) return true;
+  const m = SPARE_NAME.exec(name);
+  if (!m || m[1] !== HOST_TAG) return false;
+  const pid = Number(m[2]);
   return pid !== process.pid && pid > 0 && processGone(pid);
 }
 

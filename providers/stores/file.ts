@@ -2,14 +2,15 @@
  * file://DIR: the embedded default store. Object `a/b/c` is the file DIR/a/b/c (0600, in
  * directories created 0700), so an operator can read the store with ls and cat.
  *
- * Writes are atomic (src/files/atomic-write.ts): a temporary file in the target directory, fsync, rename over the target,
- * fsync the directory. Readers never lock: a rename is atomic, so they see the old or the new
- * bytes, never a mix. The etag is the SHA-256 of the content, computed from the bytes read.
+ * Writes are atomic (file-spares.ts): a temporary file in the target directory (a replaced
+ * version's inode when there is one), fsync, rename over the target, fsync the directory.
+ * Readers never lock: a rename is atomic, so they see the old or the new bytes, never a mix.
+ * The etag is the SHA-256 of the content, computed from the bytes read.
  *
  * Conditional writes and deletes hold against other processes on the same directory: every
  * mutation of a key runs under a per-key lock file (file-lock.ts, which explains the protocol).
- * Temporary and lock files start with `.bootseal-` (a reserved key segment); listing skips them.
- * What a killed writer leaves behind (a temporary file, a lock) `sweepStale` removes
+ * Temporary, spare and lock files start with `.bootseal-` (a reserved key segment); listing
+ * skips them. What a killed writer leaves behind (a temporary file, spares, a lock) `sweepStale` removes
  * (file-sweep.ts).
  */
 import { createHash } from "node:crypto";
@@ -17,11 +18,20 @@ import { readdir, stat, unlink } from "node:fs/promises";
 import { basename, dirname, join, resolve, sep } from "node:path";
 import type { CallOptions } from "../../src/call-options.ts";
 import { BootsealError } from "../../src/errors.ts";
-import { syncDirectory, writeFileAtomic } from "../../src/files/atomic-write.ts";
+import { syncDirectory } from "../../src/files/atomic-write.ts";
 import { closeFd, fstatFd, openFd, readFd } from "../../src/files/fd.ts";
 import { errno, fsError } from "./file-errors.ts";
 import { KeyLocks } from "./file-lock.ts";
-import { HOST_TAG, pruneEmptyDirs, type SweepResult, sweepStale, TEMP_PREFIX } from "./file-sweep.ts";
+import { SpareInodes } from "./file-spares.ts";
+import {
+  HOST_TAG,
+  pruneEmptyDirs,
+  SPARE_PREFIX,
+  type SweepOptions,
+  type SweepResult,
+  sweepStale,
+  TEMP_PREFIX,
+} from "./file-sweep.ts";
 import type { GetOptions, ObjectInfo, ObjectStore, StoredObject, WriteCondition } from "./object-store.ts";
 import type { StoreSchemeType } from "./store-scheme.ts";
 import type { ObjectLocation } from "./store-url.ts";
@@ -140,10 +150,15 @@ export class FileStore implements ObjectStore {
   readonly url: string;
   readonly #root: string;
   readonly #locks: KeyLocks;
+  readonly #spares: SpareInodes;
 
   constructor(dir: string, options: FileStoreOptions = {}) {
     this.#root = dir;
     this.url = `file://${dir}`;
+    this.#spares = new SpareInodes(
+      `${TEMP_PREFIX}${HOST_TAG}.${process.pid}.`,
+      `${SPARE_PREFIX}${HOST_TAG}.${process.pid}.`,
+    );
     this.#locks = new KeyLocks(dir, options.lockTimeoutMs ?? 45_000, options.staleLockMs ?? 30_000);
   }
 
@@ -189,7 +204,7 @@ export class FileStore implements ObjectStore {
           throw lostRace("object changed since it was read");
         }
       }
-      await this.#writeAtomic(path, bytes);
+      await this.#writeAtomic(path, bytes, !("ifNoneMatch" in condition));
       // The rename just happened: its time is the file's mtime to within a clock tick (as S3's
       // PutObject, the answer carries no stat).
       return { key, etag: contentEtag(bytes), size: bytes.byteLength, lastModified: new Date() };
@@ -215,7 +230,10 @@ export class FileStore implements ObjectStore {
       }
       return true;
     });
-    if (deleted) await pruneEmptyDirs(this.#root, dirname(path));
+    if (deleted) {
+      await this.#spares.drop(dirname(path));
+      await pruneEmptyDirs(this.#root, dirname(path));
+    }
     return deleted;
   }
 
@@ -267,26 +285,23 @@ export class FileStore implements ObjectStore {
     }
   }
 
-  async #writeAtomic(path: string, body: Uint8Array): Promise<void> {
+  async #writeAtomic(path: string, body: Uint8Array, replacing: boolean): Promise<void> {
     try {
-      await writeFileAtomic(path, body, { tempPrefix: `${TEMP_PREFIX}${HOST_TAG}.${process.pid}.` });
+      await this.#spares.write(path, body, replacing);
     } catch (err) {
-      // writeFileAtomic says IO_ERROR; the store maps the errno to its own codes (ENOSPC -> 503).
-      throw fsError(
-        err instanceof BootsealError && err.cause !== undefined ? err.cause : err,
-        "write an object",
-      );
+      throw fsError(err, "write an object"); // the errno to the store's codes (ENOSPC: 503)
     }
   }
 
   /**
    * Removes what crashed writers left in the store: temporary files older than `olderThanMs`
-   * (default 15 min) or whose writer (this host, by pid) no longer runs, and locks that are
+   * (default 15 min) or whose writer (this host, by pid) no longer runs, spares (file-spares.ts)
+   * older than `spareOlderThanMs` (default 2 h) or of a writer gone, and locks that are
    * stale by the lock rule (owner gone, or older than `staleLockMs`). A live writer's files are
    * never touched: its temporary file is younger than the bound and its pid runs. Symbolic
    * links are not followed; files vanishing meanwhile are fine.
    */
-  sweepStale(options: { olderThanMs?: number; signal?: AbortSignal } = {}): Promise<SweepResult> {
+  sweepStale(options: SweepOptions = {}): Promise<SweepResult> {
     return sweepStale(this.#root, this.#locks, options);
   }
 }
