@@ -10,9 +10,12 @@
  * directory truncates and rewrites that file instead of creating one, then renames it over
  * its own object: the same atomic replace, without a new inode.
  *
- * A spare holds an old version of an object of its directory, 0600 as it was. The pool drops
- * spares after SPARE_POOL_MS; the sweep (file-sweep.ts) removes those of dead writers and any
- * older than SPARE_STALE_MS (link(2) set their ctime when they became spares).
+ * A spare holds an old version of an object of its directory, 0600 as it was. Only a
+ * long-running writer that sweeps keeps them (`bootseal serve`: FileStore.keepSpares), never a
+ * one-shot command (a `rotate` must not leave old versions behind). The pool drops spares
+ * after SPARE_POOL_MS and all of them on close; the sweep (file-sweep.ts) removes those of
+ * dead writers and any older than STALE_SPARE_MS (link(2) set their ctime when they became
+ * spares).
  */
 import { constants, ftruncate, link, rename, unlink } from "node:fs";
 import { dirname, join } from "node:path";
@@ -62,6 +65,11 @@ export class SpareInodes {
     list.push(spare);
     await this.drop(dir);
     return undefined;
+  }
+
+  /** Removes every spare of this pool (the service's close: a clean stop leaves none). */
+  async dropAll(): Promise<void> {
+    for (const dir of [...this.#byDir.keys()]) await this.drop(dir);
   }
 
   /** Removes `dir`'s spares (a delete is about to prune the directory if it is empty). */

@@ -151,6 +151,7 @@ export class FileStore implements ObjectStore {
   readonly #root: string;
   readonly #locks: KeyLocks;
   readonly #spares: SpareInodes;
+  #keepSpares = false;
 
   constructor(dir: string, options: FileStoreOptions = {}) {
     this.#root = dir;
@@ -204,7 +205,7 @@ export class FileStore implements ObjectStore {
           throw lostRace("object changed since it was read");
         }
       }
-      await this.#writeAtomic(path, bytes, !("ifNoneMatch" in condition));
+      await this.#writeAtomic(path, bytes, this.#keepSpares && !("ifNoneMatch" in condition));
       // The rename just happened: its time is the file's mtime to within a clock tick (as S3's
       // PutObject, the answer carries no stat).
       return { key, etag: contentEtag(bytes), size: bytes.byteLength, lastModified: new Date() };
@@ -291,6 +292,21 @@ export class FileStore implements ObjectStore {
     } catch (err) {
       throw fsError(err, "write an object"); // the errno to the store's codes (ENOSPC: 503)
     }
+  }
+
+  /**
+   * From now on a replaced version's inode is kept for the next write into its directory
+   * (file-spares.ts). For a long-running process that also sweeps (`bootseal serve`); it
+   * calls dropSpares when it closes.
+   */
+  keepSpares(): void {
+    this.#keepSpares = true;
+  }
+
+  /** Removes the spares this store keeps (and keeps none from now on). */
+  async dropSpares(): Promise<void> {
+    this.#keepSpares = false;
+    await this.#spares.dropAll();
   }
 
   /**

@@ -123,7 +123,11 @@ export async function startServer(
     const reloader = watchControllerConfig({ ...options.reload, running: config, controllers, log: app.log });
     app.addHook("onClose", async () => reloader.close());
   }
-  if (store instanceof FileStore) sweepFileStore(app, store);
+  if (store instanceof FileStore) {
+    sweepFileStore(app, store);
+    store.keepSpares();
+    app.addHook("onClose", async () => store.dropSpares());
+  }
   const { host, port } = config.listen;
   try {
     await app.listen({ host, port });

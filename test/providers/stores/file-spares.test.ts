@@ -31,13 +31,20 @@ async function names(dir: string): Promise<string[]> {
 
 const spares = (list: string[]) => list.filter((n) => n.startsWith(".bootseal-spare."));
 
+/** A file store keeping spares, as `bootseal serve` opens it. */
+function spareKeeping(root: string): FileStore {
+  const store = new FileStore(root);
+  store.keepSpares();
+  return store;
+}
+
 async function ino(path: string): Promise<number> {
   return (await stat(path)).ino;
 }
 
 test("a replaced version's inode is the next write's file in its directory; each object reads back its own bytes", async () => {
   const root = await tempDir();
-  const store = new FileStore(root);
+  const store = spareKeeping(root);
   const d = join(root, "tokens", "ns");
   await store.put("tokens/ns/a", enc("a v1, the longest version of all"), { ifNoneMatch: "*" });
   const first = await ino(join(d, "a"));
@@ -67,7 +74,7 @@ test("a replaced version's inode is the next write's file in its directory; each
 
 test("a spare swept from under the pool: the next write makes a new file, nothing is left over", async () => {
   const root = await tempDir();
-  const store = new FileStore(root);
+  const store = spareKeeping(root);
   const d = join(root, "status", "ns");
   await store.put("status/ns/a", enc("1"), { unconditional: true });
   await store.put("status/ns/a", enc("2"), { unconditional: true });
@@ -81,7 +88,7 @@ test("a spare swept from under the pool: the next write makes a new file, nothin
 
 test("deleting the last object of a directory drops its spares and prunes it", async () => {
   const root = await tempDir();
-  const store = new FileStore(root);
+  const store = spareKeeping(root);
   await store.put("configs/ns/a", enc("1"), { unconditional: true });
   await store.put("configs/ns/a", enc("2"), { unconditional: true });
   assert.equal(spares(await names(join(root, "configs", "ns"))).length, 1);
@@ -91,7 +98,7 @@ test("deleting the last object of a directory drops its spares and prunes it", a
 
 test("sweep: a dead writer's spares go, a live writer's recent ones and another host's stay", async () => {
   const root = await tempDir();
-  const store = new FileStore(root);
+  const store = spareKeeping(root);
   await store.put("k", enc("object"), { unconditional: true });
   const dead = await new Promise<number>((resolve) => {
     const child = spawn(process.execPath, ["-e", ""], { stdio: "ignore" });
@@ -107,4 +114,22 @@ test("sweep: a dead writer's spares go, a live writer's recent ones and another 
   assert.deepEqual(await names(root), [...kept, "k"].sort());
   assert.deepEqual(await store.sweepStale({ spareOlderThanMs: 0 }), { tempFiles: 2, locks: 0 });
   assert.deepEqual(await names(root), ["k"]);
+});
+
+test("a one-shot writer (no keepSpares, as `rotate`) keeps no old version; dropSpares removes a pool", async () => {
+  const root = await tempDir();
+  const oneShot = new FileStore(root);
+  await oneShot.put("configs/ns/a", enc("old"), { unconditional: true });
+  await oneShot.put("configs/ns/a", enc("new"), { unconditional: true });
+  assert.deepEqual(await names(join(root, "configs", "ns")), ["a"]);
+
+  const serving = spareKeeping(root);
+  await serving.put("configs/ns/a", enc("newer"), { unconditional: true });
+  await serving.put("configs/ns/b", enc("b"), { unconditional: true });
+  await serving.put("configs/ns/b", enc("b2"), { unconditional: true });
+  assert.equal(spares(await names(join(root, "configs", "ns"))).length, 1);
+  await serving.dropSpares();
+  assert.deepEqual(await names(join(root, "configs", "ns")), ["a", "b"]);
+  await serving.put("configs/ns/b", enc("b3"), { unconditional: true });
+  assert.deepEqual(await names(join(root, "configs", "ns")), ["a", "b"], "none kept after the drop");
 });
