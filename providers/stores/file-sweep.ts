@@ -4,8 +4,10 @@
  * and a lock nobody contends for again stays too. `sweepStale` walks the store and removes
  * both: a temporary file (`.bootseal-tmp.<host>.<pid>.<random>`) when it is older than a bound
  * longer than any write takes, or when its writer is provably dead (this host, its pid gone); a
- * lock by the lock code's own staleness rule (file-lock.ts). Nothing else is touched (objects,
- * files of other programs, the fetcher's `.NAME.bootseal-keep-*.tmp`).
+ * lock by the lock code's own staleness rule (file-lock.ts); a spare
+ * (`.bootseal-spare.<host>.<pid>.<random>`, file-spares.ts) two hours after it became one, or
+ * when its writer is provably dead. Nothing else is touched (objects, files of other programs,
+ * the fetcher's `.NAME.bootseal-keep-*.tmp`).
  */
 import { createHash } from "node:crypto";
 import { readdir, rmdir, stat } from "node:fs/promises";
