@@ -54,14 +54,18 @@ export function memoryOf(pid: number): { rssKiB: number; hwmKiB: number } | unde
  */
 export function cpuMsOf(pid: number): number | undefined {
   try {
-    const text = readFileSync(`/proc/${pid}/stat`, "utf8");
-    // The command (field 2) is in parentheses and may hold spaces: fields count from its end.
-    const fields = text.slice(text.lastIndexOf(")") + 2).split(" ");
-    const ticks = Number(fields[11]) + Number(fields[12]); // utime, stime (fields 14 and 15)
-    return Number.isFinite(ticks) ? ticks * (1000 / CLOCK_TICKS) : undefined;
+    return statCpuMs(readFileSync(`/proc/${pid}/stat`, "utf8"));
   } catch {
     return undefined;
   }
+}
+
+/** utime + stime in ms from the text of a /proc/<pid>[/task/<tid>]/stat file. */
+function statCpuMs(text: string): number | undefined {
+  // The command (field 2) is in parentheses and may hold spaces: fields count from its end.
+  const fields = text.slice(text.lastIndexOf(")") + 2).split(" ");
+  const ticks = Number(fields[11]) + Number(fields[12]); // utime, stime (fields 14 and 15)
+  return Number.isFinite(ticks) ? ticks * (1000 / CLOCK_TICKS) : undefined;
 }
 
 /** USER_HZ: 100 on every Linux this runs on (sysconf(_SC_CLK_TCK)). */
@@ -85,9 +89,7 @@ export function cpuMsByThread(pids: readonly number[]): Record<ThreadKind, numbe
       try {
         const text = readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8");
         const name = text.slice(text.indexOf("(") + 1, text.lastIndexOf(")"));
-        const fields = text.slice(text.lastIndexOf(")") + 2).split(" ");
-        const ms = (Number(fields[11]) + Number(fields[12])) * (1000 / CLOCK_TICKS);
-        out[threadKind(name, tid === String(pid))] += ms;
+        out[threadKind(name, tid === String(pid))] += statCpuMs(text) ?? 0;
       } catch {
         // the thread ended between the listing and the read
       }

@@ -17,18 +17,12 @@
  * dead writers and any older than STALE_SPARE_MS (link(2) set their ctime when they became
  * spares).
  */
-import { constants, ftruncate, link, rename, unlink } from "node:fs";
+import { constants } from "node:fs";
+import { link, rename, unlink } from "node:fs/promises";
 import { dirname, join } from "node:path";
-import { promisify } from "node:util";
-import { syncDirectory, tempSuffix } from "../../src/files/atomic-write.ts";
-import { closeFd, fchmodFd, fsyncFd, openFd, writeAllFd } from "../../src/files/fd.ts";
+import { CREATE_FLAGS, syncDirectory, tempSuffix } from "../../src/files/atomic-write.ts";
+import { closeFd, fchmodFd, fsyncFd, ftruncateFd, openFd, writeAllFd } from "../../src/files/fd.ts";
 
-const ftruncateFd = promisify(ftruncate);
-const linkPath = promisify(link);
-const renamePath = promisify(rename);
-const unlinkPath = promisify(unlink);
-
-const CREATE_FLAGS = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
 const REUSE_FLAGS = constants.O_WRONLY | constants.O_NOFOLLOW;
 
 /** Spares one directory keeps at most (about a storm's writers in flight there). */
@@ -77,7 +71,7 @@ export class SpareInodes {
     const list = this.#byDir.get(dir);
     if (list === undefined) return;
     this.#byDir.delete(dir);
-    for (const s of list) await unlinkPath(s.path).catch(() => {});
+    for (const s of list) await unlink(s.path).catch(() => {});
   }
 
   #room(dir: string): boolean {
@@ -103,7 +97,7 @@ export class SpareInodes {
       } catch {
         // Swept meanwhile (ENOENT) or unusable: a new file instead.
         if (fd !== undefined) await closeFd(fd).catch(() => {});
-        await unlinkPath(spare).catch(() => {});
+        await unlink(spare).catch(() => {});
       }
     }
     const path = join(dir, `${this.#tempPrefix}${tempSuffix(++this.#counter)}`);
@@ -112,10 +106,10 @@ export class SpareInodes {
 
   /**
    * Replaces (or creates) `path` with `data` atomically and durably: written, fsynced, renamed
-   * over the object, the directory fsynced. The caller holds the key's lock; `replacing` false
-   * says there is no version to keep (a create-only write that passed its check).
+   * over the object, the directory fsynced. The caller holds the key's lock. `keepReplaced`:
+   * the version this write replaces, if any, becomes a spare.
    */
-  async write(path: string, data: Uint8Array, replacing = true): Promise<void> {
+  async write(path: string, data: Uint8Array, keepReplaced: boolean): Promise<void> {
     const dir = dirname(path);
     const tmp = await this.#openTemporary(dir);
     try {
@@ -127,24 +121,24 @@ export class SpareInodes {
         await closeFd(tmp.fd);
       }
       let kept: string | undefined;
-      if (replacing && this.#room(dir)) {
+      if (keepReplaced && this.#room(dir)) {
         const name = join(dir, `${this.#sparePrefix}${tempSuffix(++this.#counter)}`);
         // ENOENT: a new object, nothing to keep; EPERM/EMLINK: no (more) hard links here.
-        kept = await linkPath(path, name).then(
+        kept = await link(path, name).then(
           () => name,
           () => undefined,
         );
       }
       try {
-        await renamePath(tmp.path, path);
+        await rename(tmp.path, path);
       } catch (err) {
-        if (kept !== undefined) await unlinkPath(kept).catch(() => {});
+        if (kept !== undefined) await unlink(kept).catch(() => {});
         throw err;
       }
       await syncDirectory(dir);
       if (kept !== undefined) this.#give(dir, kept);
     } catch (err) {
-      await unlinkPath(tmp.path).catch(() => {});
+      await unlink(tmp.path).catch(() => {});
       throw err;
     }
   }

@@ -24,13 +24,13 @@ export const TEMP_PREFIX = `${RESERVED_SEGMENT_PREFIX}tmp.`;
 export const SPARE_PREFIX = `${RESERVED_SEGMENT_PREFIX}spare.`;
 /** This host, as it appears in temporary file names (short, any host name fits). */
 export const HOST_TAG = createHash("sha256").update(hostname()).digest("hex").slice(0, 8);
+/** `<prefix><host>.<pid>.<random>`: the names a writer gives its files, host and pid captured. */
+const writerFileName = (prefix: string) =>
+  new RegExp(`^${prefix.replaceAll(".", "\\.")}([0-9a-f]{8})\\.([0-9]{1,10})\\.${TEMP_SUFFIX_PATTERN}$`);
 /** `.bootseal-tmp.<host>.<pid>.<random>`; temporary files of older versions have no host and pid. */
-export const TEMP_NAME = new RegExp(
-  `^\\.bootseal-tmp\\.([0-9a-f]{8})\\.([0-9]{1,10})\\.${TEMP_SUFFIX_PATTERN}$`,
-);
-
+export const TEMP_NAME = writerFileName(TEMP_PREFIX);
 /** `.bootseal-spare.<host>.<pid>.<random>` (file-spares.ts). */
-const SPARE_NAME = new RegExp(`^\\.bootseal-spare\\.([0-9a-f]{8})\\.([0-9]{1,10})\\.${TEMP_SUFFIX_PATTERN}$`);
+const SPARE_NAME = writerFileName(SPARE_PREFIX);
 
 /** Default age after which a temporary file is abandoned: far longer than any write takes. */
 export const STALE_TEMP_MS = 15 * 60_000;
@@ -80,9 +80,14 @@ export async function sweepStale(root: string, locks: KeyLocks, options: SweepOp
       }
       if (!e.isFile() || !e.name.startsWith(RESERVED_SEGMENT_PREFIX)) continue;
       if (e.name.startsWith(TEMP_PREFIX)) {
-        if ((await tempIsStale(path, e.name, olderThanMs)) && (await removed(path))) tempFiles++;
+        if ((await isLeftOver(path, TEMP_NAME.exec(e.name), "mtimeMs", olderThanMs)) && (await removed(path)))
+          tempFiles++;
       } else if (e.name.startsWith(SPARE_PREFIX)) {
-        if ((await spareIsStale(path, e.name, spareOlderThanMs)) && (await removed(path))) tempFiles++;
+        if (
+          (await isLeftOver(path, SPARE_NAME.exec(e.name), "ctimeMs", spareOlderThanMs)) &&
+          (await removed(path))
+        )
+          tempFiles++;
       } else if (e.name.startsWith(LOCK_PREFIX)) {
         if (await locks.sweepLock(path, e.name)) lockFiles++;
       }
@@ -91,29 +96,24 @@ export async function sweepStale(root: string, locks: KeyLocks, options: SweepOp
   return { tempFiles, locks: lockFiles };
 }
 
-async function tempIsStale(path: string, name: string, olderThanMs: number): Promise<boolean> {
-  const st = await stat(path).catch(() => null);
-  if (!st?.isFile()) return false;
-  if (Date.now() - st.mtimeMs >= olderThanMs) return true;
-  const m = TEMP_NAME.exec(name);
-  if (!m || m[1] !== HOST_TAG) return false;
-  const pid = Number(m[2]);
-  // Only its writer renames a temporary file; a dead writer never will. A reused pid looks
-  // alive, which only keeps the file until it is old enough.
-  return pid !== process.pid && pid > 0 && processGone(pid);
-}
-
 /**
- * A spare (file-spares.ts) is left over when it is old (its ctime, set when it became one) or
- * when its process on this host is gone; a live writer's recent spares are its pool.
+ * A writer's file (temporary or spare) is left over when it is `olderThanMs` old by `clock` (a
+ * temporary file's mtime; a spare's ctime, which link(2) set when it became one), or when its
+ * name (`named`, the name rule's match) says this host and its writer's pid no longer runs.
  */
-async function spareIsStale(path: string, name: string, olderThanMs: number): Promise<boolean> {
+async function isLeftOver(
+  path: string,
+  named: RegExpExecArray | null,
+  clock: "mtimeMs" | "ctimeMs",
+  olderThanMs: number,
+): Promise<boolean> {
   const st = await stat(path).catch(() => null);
   if (!st?.isFile()) return false;
-  if (Date.now() - st.ctimeMs >= olderThanMs) return true;
-  const m = SPARE_NAME.exec(name);
-  if (!m || m[1] !== HOST_TAG) return false;
-  const pid = Number(m[2]);
+  if (Date.now() - st[clock] >= olderThanMs) return true;
+  if (!named || named[1] !== HOST_TAG) return false;
+  const pid = Number(named[2]);
+  // Only its writer renames or reuses such a file; a dead writer never will. A reused pid
+  // looks alive, which only keeps the file until it is old enough.
   return pid !== process.pid && pid > 0 && processGone(pid);
 }
 

@@ -205,6 +205,7 @@ export class FileStore implements ObjectStore {
           throw lostRace("object changed since it was read");
         }
       }
+      // A create-only write replaces nothing: no link to try.
       await this.#writeAtomic(path, bytes, this.#keepSpares && !("ifNoneMatch" in condition));
       // The rename just happened: its time is the file's mtime to within a clock tick (as S3's
       // PutObject, the answer carries no stat).
@@ -286,9 +287,9 @@ export class FileStore implements ObjectStore {
     }
   }
 
-  async #writeAtomic(path: string, body: Uint8Array, replacing: boolean): Promise<void> {
+  async #writeAtomic(path: string, body: Uint8Array, keepReplaced: boolean): Promise<void> {
     try {
-      await this.#spares.write(path, body, replacing);
+      await this.#spares.write(path, body, keepReplaced);
     } catch (err) {
       throw fsError(err, "write an object"); // the errno to the store's codes (ENOSPC: 503)
     }

@@ -57,7 +57,8 @@ export interface AtomicWriteOptions {
   readonly syncDirectoryLater?: Set<string>;
 }
 
-const CREATE_FLAGS = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
+/** A new temporary file: created here and now, never through a link. */
+export const CREATE_FLAGS = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
 
 function ioError(path: string, action: string, err: unknown): BootsealError {
   if (err instanceof BootsealError) return err;

@@ -22,6 +22,9 @@ export const fstatFd = (fd: number): Promise<Stats> => call((done) => fs.fstat(f
 export const fsyncFd = (fd: number): Promise<void> =>
   call<void>((done) => fs.fsync(fd, (err) => done(err, undefined)));
 
+export const ftruncateFd = (fd: number, length: number): Promise<void> =>
+  call<void>((done) => fs.ftruncate(fd, length, (err) => done(err, undefined)));
+
 export const fchmodFd = (fd: number, mode: number): Promise<void> =>
   call<void>((done) => fs.fchmod(fd, mode, (err) => done(err, undefined)));
 
