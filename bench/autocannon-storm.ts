@@ -3,6 +3,9 @@
  * the tests (it imports neither), so that a result cannot come from our own client. autocannon
  * drives the same request mix as bench/boot-storm.ts, one target after the other:
  *
+ *   noop      this client's ceiling: a node:http server in its own process (written here, not
+ *             bench/lib's) that reads each request and answers it with a small fixed body
+ *             (201 to a PUT, with a bootstrapToken; 200 otherwise);
  *   file, s3  `bootseal serve` started the way `npm start` starts it (the Node flags of
  *             package.json's start script, dist/cli/main.js), on file:// in a temporary
  *             directory or on the SeaweedFS peer (BOOTSEAL_TEST_S3_SEAWEEDFS_*, a fresh bucket
@@ -27,7 +30,7 @@
  * time to the last answer; the server's CPU is read from /proc.
  *
  *   npm run build && . .peers/env && node_modules/.bin/node bench/autocannon-storm.ts
- *       [--machines 2000] [--connections 200] [--payload-kib 16] [--targets file,s3,openbao]
+ *       [--machines 2000] [--connections 200] [--payload-kib 16] [--targets noop,file,s3,openbao]
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
@@ -78,7 +81,7 @@ const { values: opts } = parseArgs({
     machines: { type: "string", default: "2000" },
     connections: { type: "string", default: "200" },
     "payload-kib": { type: "string", default: "16" },
-    targets: { type: "string", default: "file,s3,openbao" },
+    targets: { type: "string", default: "noop,file,s3,openbao" },
   },
   strict: true,
 });
@@ -92,8 +95,8 @@ const MACHINES = PER_CONNECTION * CONNECTIONS;
 const PAYLOAD_BYTES = Number(opts["payload-kib"]) * 1024;
 const TARGETS = opts.targets.split(",").filter(Boolean);
 for (const t of TARGETS)
-  if (t !== "file" && t !== "s3" && t !== "openbao")
-    throw new Error(`--targets: file, s3 or openbao, not ${t}`);
+  if (t !== "noop" && t !== "file" && t !== "s3" && t !== "openbao")
+    throw new Error(`--targets: noop, file, s3 or openbao, not ${t}`);
 const REPO = new URL("../", import.meta.url).pathname;
 const PHASES = ["fetching", "decrypted", "written", "running", "succeeded"] as const;
 
@@ -356,6 +359,64 @@ async function startBootseal(store: string, dir: string): Promise<Target> {
   };
 }
 
+/** The no-op server's program (`node -e`): what any HTTP server must do, and nothing else. */
+const NOOP_SERVER = `
+const http = require("node:http");
+const body = Buffer.from('{"bootstrapToken":"noop","version":1}');
+const server = http.createServer((req, res) => {
+  req.resume();
+  req.on("end", () => {
+    res.writeHead(req.method === "PUT" ? 201 : 200, { "content-type": "application/json", "content-length": body.length });
+    res.end(body);
+  });
+});
+server.keepAliveTimeout = 60000;
+server.listen(0, "127.0.0.1", () => console.log("listening on http://127.0.0.1:" + server.address().port));
+process.once("SIGTERM", () => { server.close(() => process.exit(0)); server.closeAllConnections(); });
+`;
+
+async function startNoop(dir: string): Promise<Target> {
+  const log = join(dir, "noop.log");
+  const fd = openSync(log, "a");
+  const child = spawn(process.execPath, ["-e", NOOP_SERVER], { stdio: ["ignore", fd, fd] });
+  closeSync(fd);
+  let url: string | undefined;
+  for (let waited = 0; url === undefined; waited += 50) {
+    url = /listening on (http\S+)/.exec(readFileSync(log, "utf8"))?.[1];
+    if (url !== undefined) break;
+    if (child.exitCode !== null || waited > 10_000) {
+      child.kill("SIGKILL");
+      throw new Error(`the no-op server did not start: ${readFileSync(log, "utf8").slice(-500)}`);
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  const ok = (want: number) => (status: number, body: string) => statusOf([want], status, body);
+  const path = (i: number, what: string) => `/v1/machines/storm/m${i}/${what}`;
+  return {
+    label: "no-op HTTP server (the client's ceiling)",
+    url,
+    pid: child.pid,
+    publish: [
+      {
+        method: "PUT",
+        path: (i) => path(i, "config"),
+        headers: () => ({ "content-type": "application/octet-stream" }),
+        body: (i) => payloadOf(`m${i}`),
+        check: ok(201),
+      },
+    ],
+    fetch: { method: "GET", path: (i) => path(i, "config"), headers: () => ({}), check: ok(200) },
+    status: (phase) => ({
+      method: "POST",
+      path: (i) => path(i, "status"),
+      headers: () => ({ "content-type": "application/json" }),
+      body: () => JSON.stringify({ phase, message: "autocannon storm" }),
+      check: ok(200),
+    }),
+    stop: () => stopServer({ url: url as string, child, log }),
+  };
+}
+
 /** A free loopback port (the kernel's pick). */
 function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -529,7 +590,12 @@ async function runTarget(name: string): Promise<Record<string, string | number>>
   const dir = mkdtempSync(join(tmpdir(), `bootseal-cannon-${name}-`));
   let target: Target | undefined;
   try {
-    target = name === "openbao" ? await startOpenBao(dir) : await startBootseal(name, dir);
+    target =
+      name === "openbao"
+        ? await startOpenBao(dir)
+        : name === "noop"
+          ? await startNoop(dir)
+          : await startBootseal(name, dir);
     const latencies: Record<Kind, number[]> = { publish: [], fetch: [], status: [] };
     const errors: string[] = [];
     const cpu0 = cpuMs(target.pid);
@@ -581,13 +647,20 @@ const heads = Object.keys(rows[0] ?? {});
 console.log(`\n| ${heads.join(" | ")} |\n|${heads.map(() => " --- |").join("")}`);
 for (const r of rows) console.log(`| ${heads.map((h) => r[h]).join(" | ")} |`);
 const bao = rows.find((r) => String(r.target).startsWith("OpenBao"));
+const noop = rows.find((r) => String(r.target).startsWith("no-op"));
 if (bao) {
   const ratio = (r: Record<string, string | number>, k: string) =>
     `${(Number(r[k]) / Number(bao[k])).toFixed(2)}×`;
   for (const r of rows)
-    if (r !== bao)
+    if (r !== bao && r !== noop)
       console.log(
         `${r.target} ÷ OpenBao: storm machines/s ${ratio(r, "storm machines/s")}, publish/s ${ratio(r, "publish/s")}, p99 fetch ${ratio(r, "fetch p99 ms")}, status ${ratio(r, "status p99 ms")}, publish ${ratio(r, "publish p99 ms")}`,
       );
 }
+if (noop)
+  for (const r of rows)
+    if (r !== noop && r !== bao)
+      console.log(
+        `${r.target}: storm ${Math.round((100 * Number(r["storm machines/s"])) / Number(noop["storm machines/s"]))} % of the no-op server's machines/s`,
+      );
 if (rows.some((r) => r.errors !== 0)) exit(1);
