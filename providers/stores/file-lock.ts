@@ -19,7 +19,7 @@
  * each lock is taken (so a lock's age, read by stat, is never older than the lock). Any
  * version's lock code reads such a lock as it reads a lock file; the sweep judges an owner file
  * by the same rule. Why: every lock file was an inode allocated and freed, and on ext4 without
- * a journal each allocation scans past every inode freed in the last two minutes
+ * a journal each allocation passes over every inode freed in the last minute (up to six)
  * (`recently_deleted`): in a boot storm that was most of the service's CPU (issue #33). Taking
  * the lock by name also needs one process to hold a key's lock at most once at a time (the
  * unlock recognises its lock by the owner's inode), so this process's writers of one key queue
