@@ -242,7 +242,7 @@ export const SERVICE_CONFIG_SCHEMA: SchemaNode = {
         },
         uses: int("configuration fetches one token allows (fetcher retries count)", 1, 1_000_000, 10),
         derivationKeyFile: text(
-          "a file of at least 32 random bytes (a service secret, mode 0600, shared by every replica): a publish then DERIVES its token from it, so `GET …/userdata` gives the same stub every time and writes nothing. Without it `GET …/userdata` answers 409 and `POST …/userdata` mints",
+          "a file of at least 32 random bytes, binary or text (a text key's trailing line break is not part of it; a service secret, mode 0600, shared by every replica): a publish then DERIVES its token from it, so `GET …/userdata` gives the same stub every time and writes nothing. Without it `GET …/userdata` answers 409 and `POST …/userdata` mints",
           {
             "x-doc-default":
               "— (embedded default: `<data-dir>/keys/bootstrap-token-derivation.key`, generated)",

@@ -396,10 +396,12 @@ function readDerivationKey(path: string | undefined, cwd: string): Uint8Array | 
   } catch {
     throw usage("bootstrapToken.derivationKeyFile", `cannot read ${path}`);
   }
-  // A trailing line break (an editor's, a copy's) is not part of the key.
+  // A trailing line break (an editor's, a copy's) is not part of a key written as text. A key
+  // of random bytes (`head -c 32 /dev/urandom`) ends in 0x0a or 0x0d one time in 128: it is
+  // used whole when taking the break off would leave fewer than 32 bytes.
   let end = bytes.length;
   while (end > 0 && (bytes[end - 1] === 0x0a || bytes[end - 1] === 0x0d)) end--;
-  bytes = bytes.subarray(0, end);
+  if (end >= 32) bytes = bytes.subarray(0, end);
   if (bytes.length < 32) throw usage("bootstrapToken.derivationKeyFile", `${path} holds fewer than 32 bytes`);
   return new Uint8Array(bytes);
 }

@@ -172,6 +172,29 @@ test("bad configurations are refused with one line naming the key", () => {
   }
 });
 
+test("bootstrapToken.derivationKeyFile: a text key loses its line break; random bytes ending in one are used whole", () => {
+  const keyOf = (name: string, bytes: Uint8Array | string) => {
+    writeFileSync(join(dir, name), bytes, { mode: 0o600 });
+    const c = validateServiceConfig({ ...minimal(), bootstrapToken: { derivationKeyFile: name } }, dir);
+    return Buffer.from(c.bootstrapToken.derivationKey as Uint8Array);
+  };
+  const text = "k".repeat(43);
+  assert.deepEqual(keyOf("text.key", `${text}\n`), Buffer.from(text), "an editor's line break is not the key's");
+  assert.deepEqual(keyOf("crlf.key", `${text}\r\n`), Buffer.from(text));
+  // `head -c 32 /dev/urandom` ends in 0x0a or 0x0d one time in 128.
+  const random = Buffer.alloc(32, 0xa7);
+  random[31] = 0x0a;
+  assert.deepEqual(keyOf("random-lf.key", random), random, "all 32 bytes, the last one 0x0a");
+  random[30] = 0x0d;
+  assert.deepEqual(keyOf("random-crlf.key", random), random);
+  const longer = Buffer.concat([Buffer.alloc(32, 0xa7), Buffer.from("\n")]);
+  assert.deepEqual(keyOf("random-33.key", longer), longer.subarray(0, 32), "33 bytes: the break still goes");
+  assert.throws(
+    () => keyOf("short.key", "k".repeat(31)),
+    /bootstrapToken\.derivationKeyFile: short\.key holds fewer than 32 bytes$/,
+  );
+});
+
 test("the file: YAML with duplicate keys is refused; durations", () => {
   const file = join(dir, "dup.yaml");
   writeFileSync(file, "store: file://a\nstore: file://b\n");
