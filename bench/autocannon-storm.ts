@@ -381,7 +381,7 @@ async function startNoop(dir: string): Promise<Target> {
   const child = spawn(process.execPath, ["-e", NOOP_SERVER], { stdio: ["ignore", fd, fd] });
   closeSync(fd);
   let url: string | undefined;
-  for (let waited = 0; url === undefined; waited += 50) {
+  for (let waited = 0; ; waited += 50) {
     url = /listening on (http\S+)/.exec(readFileSync(log, "utf8"))?.[1];
     if (url !== undefined) break;
     if (child.exitCode !== null || waited > 10_000) {
@@ -413,7 +413,7 @@ async function startNoop(dir: string): Promise<Target> {
       body: () => JSON.stringify({ phase, message: "autocannon storm" }),
       check: ok(200),
     }),
-    stop: () => stopServer({ url: url as string, child, log }),
+    stop: () => stopServer({ url, child, log }),
   };
 }
 
