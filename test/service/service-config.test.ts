@@ -179,7 +179,11 @@ test("bootstrapToken.derivationKeyFile: a text key loses its line break; random 
     return Buffer.from(c.bootstrapToken.derivationKey as Uint8Array);
   };
   const text = "k".repeat(43);
-  assert.deepEqual(keyOf("text.key", `${text}\n`), Buffer.from(text), "an editor's line break is not the key's");
+  assert.deepEqual(
+    keyOf("text.key", `${text}\n`),
+    Buffer.from(text),
+    "an editor's line break is not the key's",
+  );
   assert.deepEqual(keyOf("crlf.key", `${text}\r\n`), Buffer.from(text));
   // `head -c 32 /dev/urandom` ends in 0x0a or 0x0d one time in 128.
   const random = Buffer.alloc(32, 0xa7);
