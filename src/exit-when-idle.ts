@@ -6,12 +6,12 @@
  * (nodejs/node#54918, #64274): CI caught `bootseal serve` stuck in exit after SIGTERM, its
  * main thread joining a baseline-compiler thread parked in AwaitCollectionBackground.
  *
- * A client library's keep-alive socket can keep the loop running: after `lingerMs` the
+ * A client library's keep-alive socket can keep the loop running: after 2 s the
  * process exits anyway (by then no compile job of the shutdown is likely to be in flight).
  */
-export const EXIT_LINGER_MS = 2000;
+const LINGER_MS = 2000;
 
-export function exitWhenIdle(code: number, lingerMs: number = EXIT_LINGER_MS): void {
+export function exitWhenIdle(code: number): void {
   process.exitCode = code;
-  setTimeout(() => process.exit(code), lingerMs).unref();
+  setTimeout(() => process.exit(code), LINGER_MS).unref();
 }

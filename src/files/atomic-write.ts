@@ -10,10 +10,10 @@
  * is the real directory it was: a link swapped in meanwhile fails the write instead of
  * redirecting it.
  *
- * Every file bootseal replaces goes through writeFileAtomic: the fetcher's files, the CLI's
- * -i/--output, and the file object store's objects (which name their temporary files with a
- * reserved store segment, `tempPrefix`, so that listings never show them). Layer 0: it imports
- * only the foundation, so the providers can use it too.
+ * The fetcher's files and the CLI's -i/--output go through writeFileAtomic. The file object
+ * store takes the same steps in providers/stores/file-spares.ts (into a replaced version's
+ * inode when it keeps one) with CREATE_FLAGS, tempSuffix and syncDirectory from here. Layer 0:
+ * it imports only the foundation, so the providers can use it too.
  */
 import { randomBytes } from "node:crypto";
 import { constants } from "node:fs";
@@ -46,8 +46,6 @@ export interface AtomicWriteOptions {
   readonly labeler?: FileLabeler | null;
   /** Refuse the rename unless realpath(dirname) is still this. */
   readonly expectDir?: string;
-  /** Name the temporary file `<tempPrefix><random>` (default: `.<name>.bootseal-<random>.tmp`). */
-  readonly tempPrefix?: string;
   /**
    * One write of a batch (the CLI's --recursive runs): the directory goes into this set
    * instead of being fsynced, and the caller fsyncs each directory once (syncDirectory) when
@@ -152,12 +150,7 @@ export async function writeFileAtomic(
   // Short enough for NAME_MAX (255) whatever the target's name; unique in this process, and
   // O_EXCL refuses any file already there.
   const random = tempSuffix(++tempCounter);
-  const tmp = join(
-    dir,
-    options.tempPrefix === undefined
-      ? `.${basename(path).slice(0, 200)}.bootseal-${random}.tmp`
-      : `${options.tempPrefix}${random}`,
-  );
+  const tmp = join(dir, `.${basename(path).slice(0, 200)}.bootseal-${random}.tmp`);
   let created = false;
   try {
     const fd = await openFd(tmp, CREATE_FLAGS, 0o600);
