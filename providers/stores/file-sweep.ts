@@ -109,7 +109,9 @@ async function isLeftOver(
 ): Promise<boolean> {
   const st = await stat(path).catch(() => null);
   if (!st?.isFile()) return false;
-  if (Date.now() - st[clock] >= olderThanMs) return true;
+  // A bound of 0 means every one: a file made this millisecond has a ctime/mtime with a
+  // fraction past Date.now()'s whole millisecond, so the difference alone can be negative.
+  if (olderThanMs <= 0 || Date.now() - st[clock] >= olderThanMs) return true;
   if (!named || named[1] !== HOST_TAG) return false;
   const pid = Number(named[2]);
   // Only its writer renames or reuses such a file; a dead writer never will. A reused pid

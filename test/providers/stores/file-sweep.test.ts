@@ -93,6 +93,19 @@ test("sweep: old and dead-writer temp files and dead locks go; objects, fresh fi
   await assert.rejects(store.sweepStale({ signal: AbortSignal.abort() }), { name: "AbortError" });
 });
 
+test("sweep: a bound of 0 takes a temporary file made this very millisecond (its mtime's fraction past Date.now())", async () => {
+  const dir = await tempDir();
+  const store = new FileStore(dir);
+  const path = join(dir, `.bootseal-tmp.${HOST_TAG}.${process.pid}.eeeeeeeeeeee`);
+  await writeFile(path, "x");
+  // The kernel stamps sub-millisecond times; Date.now() is whole milliseconds, so a file made in
+  // the current millisecond can look up to 1 ms "in the future". Stamp that case outright.
+  const ahead = (Date.now() + 0.9) / 1000;
+  await utimes(path, ahead, ahead);
+  assert.deepEqual(await store.sweepStale({ olderThanMs: 0 }), { tempFiles: 1, locks: 0 });
+  assert.deepEqual(await readdir(dir), []);
+});
+
 const WRITER = `
 import { FileStore } from ${JSON.stringify(new URL("../../../providers/stores/file.ts", import.meta.url).href)};
 const store = new FileStore(process.argv[1]);
