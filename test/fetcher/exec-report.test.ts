@@ -162,7 +162,8 @@ test("reports never block: report() returns at once, flush() gives up at its bou
   const r = createReporter({ url, log: (l) => lines.push(l), attemptTimeoutMs: 10_000 });
   const t0 = Date.now();
   r.report({ phase: "fetching" });
-  assert.ok(Date.now() - t0 < 50, "report() does not wait");
+  // Far below the 10 s attempt it would wait for, with room for a loaded machine's GC pause.
+  assert.ok(Date.now() - t0 < 1000, "report() does not wait");
   await r.flush(300);
   assert.ok(Date.now() - t0 < 2000, "flush is bounded");
   assert.equal(r.delivered.length, 0);
