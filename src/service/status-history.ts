@@ -3,6 +3,7 @@
  * HISTORY_MAX_BYTES of them, each entry at most HISTORY_ENTRY_MAX_BYTES (issue #10: unbounded
  * entries made a record of megabytes, rewritten on every report).
  */
+import { PHASES, type Phase } from "../machine/status-protocol.ts";
 import { cutToBytes } from "../machine/text-budget.ts";
 import type { StatusEntry } from "./status-record.ts";
 
@@ -44,22 +45,38 @@ export function boundEntry(entry: StatusEntry): StatusEntry {
   return out;
 }
 
+/** Where a phase goes among entries of the same millisecond: a boot's own order. */
+const TIE_RANK = new Map<Phase, number>(PHASES.map((p, i) => [p, i]));
+
+/**
+ * The order of a history: by time (ISO-8601 UTC strings sort as their instants), ties by
+ * TIE_RANK. A machine reports one phase after the other, so through two replicas two reports
+ * can share a millisecond; arrival order would put the one a replica held after the later one
+ * the other replica wrote, and make the held one the present phase.
+ */
+export function compareEntries(
+  a: Pick<StatusEntry, "at" | "phase">,
+  b: Pick<StatusEntry, "at" | "phase">,
+): number {
+  if (a.at !== b.at) return a.at < b.at ? -1 : 1;
+  return (TIE_RANK.get(a.phase) ?? 0) - (TIE_RANK.get(b.phase) ?? 0);
+}
+
 /**
  * Adds entries to a history in time order and bounds it: at most HISTORY_LIMIT entries (the
  * oldest go first) and HISTORY_MAX_BYTES encoded (the oldest machine reports go first, then the
  * oldest publishes). The newest entry and the latest `published` entry always stay, so a
  * chatty machine can neither grow its record without bound nor push its publish out of the
- * history. Time order, not arrival order: reports a replica held (status-coalescer.ts) can
- * reach the store after a later one written by another replica.
+ * history. In compareEntries's order, not arrival order: reports a replica held
+ * (status-coalescer.ts) can reach the store after a later one written by another replica.
  */
 export function mergeHistory(
   history: readonly StatusEntry[],
   entries: readonly StatusEntry[],
 ): StatusEntry[] {
   const all = [...history, ...entries.map(boundEntry)];
-  // ISO-8601 UTC strings sort as their instants; the sort is stable, so ties keep arrival order.
-  const byTime = (a: StatusEntry, b: StatusEntry) => (a.at < b.at ? -1 : a.at > b.at ? 1 : 0);
-  if (all.some((e, i) => i > 0 && byTime(all[i - 1]!, e) > 0)) all.sort(byTime);
+  // The sort is stable: entries equal by compareEntries keep arrival order.
+  if (all.some((e, i) => i > 0 && compareEntries(all[i - 1]!, e) > 0)) all.sort(compareEntries);
   const newest = all.length - 1;
   const latestPublish = all.findLastIndex((e) => e.phase === "published");
   const protectedAt = (i: number) => i === newest || i === latestPublish;

@@ -5,7 +5,7 @@
  */
 import type { MachineId } from "../machine/machine-id.ts";
 import type { Seen } from "./records.ts";
-import { appendHistory, mergeHistory } from "./status-history.ts";
+import { appendHistory, compareEntries, mergeHistory } from "./status-history.ts";
 import type { PublishedConfig, StatusEntry, StatusRecord } from "./status-record.ts";
 import { mirrorOf, requireCurrentToken, type TokenRecord } from "./tokens.ts";
 
@@ -63,16 +63,18 @@ export function afterReport(
 ): StatusRecord {
   // A record without a mirror (older than it) was checked against the token record.
   const mirror = current?.token;
-  const latest = entries.reduce((a, b) => (b.at >= a.at ? b : a));
+  const latest = entries.reduce((a, b) => (compareEntries(b, a) >= 0 ? b : a));
+  // The record's present phase, as an entry to order the reports against.
+  const stored = current && { phase: current.phase, at: current.updatedAt };
   // Reports a replica held (status-coalescer.ts) that were made before the config and
   // token went (a one-time delete after `succeeded` through another replica) were
   // checked when they were made: they still join the history.
-  const madeBeforeDelete = mirror === null && current !== null && latest.at < current.updatedAt;
+  const madeBeforeDelete = mirror === null && stored !== null && compareEntries(latest, stored) < 0;
   if (mirror !== undefined && !madeBeforeDelete) requireCurrentToken(mirror, tokenSha256);
   const version = current?.version ?? 0;
   // Held reports written late (status-coalescer.ts) join the history, not the present.
   const present =
-    current && current.updatedAt > latest.at ? current : { phase: latest.phase, updatedAt: latest.at };
+    stored && compareEntries(stored, latest) > 0 ? current : { phase: latest.phase, updatedAt: latest.at };
   return {
     namespace: m.namespace,
     name: m.name,

@@ -33,6 +33,20 @@ function tickingClock(): () => Date {
   };
 }
 
+/**
+ * A clock that never moves: every report shares one millisecond, as two reports through two
+ * replicas on loopback can. Their order then comes from the boot's own order of phases.
+ */
+function frozenClock(): () => Date {
+  const t = Date.parse("2026-12-02T00:00:00Z");
+  return () => new Date(t);
+}
+
+const CLOCKS = [
+  ["each report its own instant", tickingClock],
+  ["every report in one millisecond", frozenClock],
+] as const;
+
 interface SetupOptions {
   readonly inner?: MemoryStore;
   readonly coalesceMs?: number;
@@ -181,27 +195,29 @@ test("bounds: past maxHeldMachines a report is written through (200)", async () 
   await app.close();
 });
 
-test("two replicas: reports held by one reach the store after the other's terminal one, in time order", async () => {
-  const inner = new MemoryStore();
-  const now = tickingClock();
-  const one = setup({ inner, now });
-  const two = setup({ inner, now });
-  const token = await publish(one.app, "m1");
-  const replicas = [one.app, two.app, one.app, two.app];
-  for (const [i, phase] of INTERMEDIATE.entries()) {
-    assert.equal((await post(replicas[i] as App, "m1", token, phase)).statusCode, 202, phase);
-  }
-  assert.equal((await post(one.app, "m1", token, "succeeded")).statusCode, 200);
-  assert.deepEqual(await phasesOf(inner, "m1"), ["published", "fetching", "written", "succeeded"]);
-  await two.app.close(); // writes decrypted and running, older than succeeded
-  const record = await stored(inner, "m1");
-  assert.equal(record.phase, "succeeded", "the late reports do not change the current phase");
-  assert.deepEqual(
-    record.history.map((e) => e.phase),
-    ["published", ...INTERMEDIATE, "succeeded"],
-  );
-  await one.app.close();
-});
+for (const [clockName, clock] of CLOCKS) {
+  test(`two replicas, ${clockName}: reports held by one reach the store after the other's terminal one, in time order`, async () => {
+    const inner = new MemoryStore();
+    const now = clock();
+    const one = setup({ inner, now });
+    const two = setup({ inner, now });
+    const token = await publish(one.app, "m1");
+    const replicas = [one.app, two.app, one.app, two.app];
+    for (const [i, phase] of INTERMEDIATE.entries()) {
+      assert.equal((await post(replicas[i] as App, "m1", token, phase)).statusCode, 202, phase);
+    }
+    assert.equal((await post(one.app, "m1", token, "succeeded")).statusCode, 200);
+    assert.deepEqual(await phasesOf(inner, "m1"), ["published", "fetching", "written", "succeeded"]);
+    await two.app.close(); // writes decrypted and running, older than succeeded
+    const record = await stored(inner, "m1");
+    assert.equal(record.phase, "succeeded", "the late reports do not change the current phase");
+    assert.deepEqual(
+      record.history.map((e) => e.phase),
+      ["published", ...INTERMEDIATE, "succeeded"],
+    );
+    await one.app.close();
+  });
+}
 
 test("coalesce 0: every report written before its 200", async () => {
   const { app, inner } = setup({ coalesceMs: 0 });
@@ -211,25 +227,27 @@ test("coalesce 0: every report written before its 200", async () => {
   await app.close();
 });
 
-test("one-time after success through another replica: reports held before the delete still join the history", async () => {
-  const inner = new MemoryStore();
-  const now = tickingClock();
-  const one = setup({ inner, now, oneTimeFetch: "after-success" });
-  const two = setup({ inner, now, oneTimeFetch: "after-success" });
-  const token = await publish(one.app, "m1");
-  assert.equal((await post(two.app, "m1", token, "running")).statusCode, 202);
-  assert.equal((await post(one.app, "m1", token, "succeeded")).statusCode, 200);
-  assert.equal(await inner.get("configs/ns/m1"), null, "the one-time config is gone");
-  await two.app.close();
-  const record = await stored(inner, "m1");
-  assert.deepEqual(
-    record.history.map((e) => e.phase),
-    ["published", "running", "succeeded"],
-  );
-  assert.equal(record.phase, "succeeded");
-  // A report made after the delete is refused as before.
-  const late = setup({ inner, now, oneTimeFetch: "after-success" });
-  assert.equal((await post(late.app, "m1", token, "running")).statusCode, 401);
-  await late.app.close();
-  await one.app.close();
-});
+for (const [clockName, clock] of CLOCKS) {
+  test(`one-time after success through another replica, ${clockName}: reports held before the delete still join the history`, async () => {
+    const inner = new MemoryStore();
+    const now = clock();
+    const one = setup({ inner, now, oneTimeFetch: "after-success" });
+    const two = setup({ inner, now, oneTimeFetch: "after-success" });
+    const token = await publish(one.app, "m1");
+    assert.equal((await post(two.app, "m1", token, "running")).statusCode, 202);
+    assert.equal((await post(one.app, "m1", token, "succeeded")).statusCode, 200);
+    assert.equal(await inner.get("configs/ns/m1"), null, "the one-time config is gone");
+    await two.app.close();
+    const record = await stored(inner, "m1");
+    assert.deepEqual(
+      record.history.map((e) => e.phase),
+      ["published", "running", "succeeded"],
+    );
+    assert.equal(record.phase, "succeeded");
+    // A report made after the delete is refused as before.
+    const late = setup({ inner, now, oneTimeFetch: "after-success" });
+    assert.equal((await post(late.app, "m1", token, "running")).statusCode, 401);
+    await late.app.close();
+    await one.app.close();
+  });
+}
