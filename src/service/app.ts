@@ -214,8 +214,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
       windowMs: config.statusReports.coalesceMs,
       maxHeldMachines: config.statusReports.maxHeldMachines,
       maxHeldBytes: HELD_BYTES_MAX,
-      write: (m, entries, tokenSha256, seen, configDeleted) =>
-        machines.recordPhase(m, { entries, tokenSha256, seen, configDeleted }),
+      write: (m, batch) => machines.recordPhase(m, batch),
       dropped: (m, entries, err) => {
         metrics.statusReportsDropped.inc(entries.length);
         api.log.warn(

@@ -15,6 +15,7 @@ import { hasCode, isBootsealError } from "../errors.ts";
 import { formatMachineId, type MachineId } from "../machine/machine-id.ts";
 import type { Seen } from "./records.ts";
 import type { StatusEntry, StatusRecord } from "./status-record.ts";
+import type { PhaseRecord } from "./status-transitions.ts";
 import { digestsEqual } from "./tokens.ts";
 
 export type Report = Omit<StatusEntry, "version">;
@@ -30,16 +31,10 @@ export interface CoalescerOptions {
   readonly maxHeldMachines: number;
   readonly maxHeldBytes: number;
   /**
-   * One conditional write of the machine's status record (machine-store recordPhase);
-   * `configDeleted`: the same write records that the config is gone (and the token mirror).
+   * One conditional write of the machine's status record (machine-store recordPhase): the
+   * batch's first `held` entries are reports this replica held, the rest the report at hand.
    */
-  write(
-    m: MachineId,
-    entries: readonly Report[],
-    tokenSha256: string,
-    seen?: Seen<StatusRecord>,
-    configDeleted?: boolean,
-  ): Promise<StatusRecord>;
+  write(m: MachineId, batch: PhaseRecord): Promise<StatusRecord>;
   /** Held reports that could not be written: the token was revoked, or the store stayed down. */
   dropped(m: MachineId, entries: readonly Report[], err: unknown): void;
 }
@@ -125,7 +120,13 @@ export class StatusCoalescer {
     const taken = held && digestsEqual(held.tokenSha256, tokenSha256) ? this.#take(key) : undefined;
     const entries = taken ? [...taken.entries, report] : [report];
     try {
-      return await this.#options.write(m, entries, tokenSha256, seen, configDeleted);
+      return await this.#options.write(m, {
+        entries,
+        held: entries.length - 1,
+        tokenSha256,
+        seen,
+        configDeleted,
+      });
     } catch (err) {
       if (taken) this.#retryOrDrop(key, taken, err);
       throw err;
@@ -161,7 +162,8 @@ export class StatusCoalescer {
     if (!held) return;
     const run = (async () => {
       try {
-        await this.#options.write(held.m, held.entries, held.tokenSha256);
+        const { entries, tokenSha256 } = held;
+        await this.#options.write(held.m, { entries, held: entries.length, tokenSha256 });
       } catch (err) {
         this.#retryOrDrop(key, held, err);
       }
@@ -181,7 +183,7 @@ export class StatusCoalescer {
     }
     this.#bytes += held.bytes;
     if (newer) {
-      // Reports held meanwhile: one batch again (mergeHistory orders it by time).
+      // Reports held meanwhile: one batch again (in the order they were made).
       newer.entries.unshift(...held.entries);
       newer.bytes += held.bytes;
       return;

@@ -45,21 +45,25 @@ export function boundEntry(entry: StatusEntry): StatusEntry {
   return out;
 }
 
-/** Where a phase goes among entries of the same millisecond: a boot's own order. */
-const TIE_RANK = new Map<Phase, number>(PHASES.map((p, i) => [p, i]));
+/** A phase's place in a boot: the order of a machine's own reports. */
+const BOOT_ORDER = new Map<Phase, number>(PHASES.map((p, i) => [p, i]));
 
 /**
- * The order of a history: by time (ISO-8601 UTC strings sort as their instants), ties by
- * TIE_RANK. A machine reports one phase after the other, so through two replicas two reports
- * can share a millisecond; arrival order would put the one a replica held after the later one
- * the other replica wrote, and make the held one the present phase.
+ * Whether `entry` was made before `other`: an earlier `at` (ISO-8601 UTC strings sort as their
+ * instants). `held`: `entry` is a report a replica held (status-coalescer.ts), so it reaches
+ * the store after reports made later through other replicas, maybe in the same millisecond
+ * (on loopback, a machine's next report can be stamped in the one its held report was). A
+ * held report is intermediate, and a machine starts a new boot only in a new fetcher process,
+ * so within one millisecond it goes before what comes later in a boot (a held `running`
+ * before the `succeeded` another replica wrote). Any other tie keeps arrival order.
  */
-export function compareEntries(
-  a: Pick<StatusEntry, "at" | "phase">,
-  b: Pick<StatusEntry, "at" | "phase">,
-): number {
-  if (a.at !== b.at) return a.at < b.at ? -1 : 1;
-  return (TIE_RANK.get(a.phase) ?? 0) - (TIE_RANK.get(b.phase) ?? 0);
+export function madeBefore(
+  entry: Pick<StatusEntry, "at" | "phase">,
+  other: Pick<StatusEntry, "at" | "phase">,
+  held: boolean,
+): boolean {
+  if (entry.at !== other.at) return entry.at < other.at;
+  return held && (BOOT_ORDER.get(entry.phase) ?? 0) < (BOOT_ORDER.get(other.phase) ?? 0);
 }
 
 /**
@@ -67,16 +71,21 @@ export function compareEntries(
  * oldest go first) and HISTORY_MAX_BYTES encoded (the oldest machine reports go first, then the
  * oldest publishes). The newest entry and the latest `published` entry always stay, so a
  * chatty machine can neither grow its record without bound nor push its publish out of the
- * history. In compareEntries's order, not arrival order: reports a replica held
- * (status-coalescer.ts) can reach the store after a later one written by another replica.
+ * history. Each entry goes after the last one it was not made before (madeBefore), not simply
+ * at the end: the first `held` of `entries` are reports a replica held, which can reach the
+ * store after a later one written by another replica.
  */
 export function mergeHistory(
   history: readonly StatusEntry[],
   entries: readonly StatusEntry[],
+  held = 0,
 ): StatusEntry[] {
-  const all = [...history, ...entries.map(boundEntry)];
-  // The sort is stable: entries equal by compareEntries keep arrival order.
-  if (all.some((e, i) => i > 0 && compareEntries(all[i - 1]!, e) > 0)) all.sort(compareEntries);
+  const all = [...history];
+  entries.forEach((entry, i) => {
+    let at = all.length;
+    while (at > 0 && madeBefore(entry, all[at - 1]!, i < held)) at--;
+    all.splice(at, 0, boundEntry(entry));
+  });
   const newest = all.length - 1;
   const latestPublish = all.findLastIndex((e) => e.phase === "published");
   const protectedAt = (i: number) => i === newest || i === latestPublish;

@@ -5,7 +5,7 @@
  */
 import type { MachineId } from "../machine/machine-id.ts";
 import type { Seen } from "./records.ts";
-import { appendHistory, compareEntries, mergeHistory } from "./status-history.ts";
+import { appendHistory, madeBefore, mergeHistory } from "./status-history.ts";
 import type { PublishedConfig, StatusEntry, StatusRecord } from "./status-record.ts";
 import { mirrorOf, requireCurrentToken, type TokenRecord } from "./tokens.ts";
 
@@ -22,6 +22,8 @@ export interface PublishRecord {
 export interface PhaseRecord {
   /** One report, or several a replica held (status-coalescer.ts); at least one. */
   readonly entries: readonly Omit<StatusEntry, "version">[];
+  /** How many of `entries`, from the first, the replica held (0 when absent). */
+  readonly held?: number;
   /** SHA-256 of the reporting machine's token. */
   readonly tokenSha256: string;
   readonly seen?: Seen<StatusRecord>;
@@ -59,22 +61,23 @@ export function afterPublish(
 export function afterReport(
   m: MachineId,
   current: StatusRecord | null,
-  { entries, tokenSha256, configDeleted = false }: PhaseRecord,
+  { entries, held = 0, tokenSha256, configDeleted = false }: PhaseRecord,
 ): StatusRecord {
   // A record without a mirror (older than it) was checked against the token record.
   const mirror = current?.token;
-  const latest = entries.reduce((a, b) => (compareEntries(b, a) >= 0 ? b : a));
-  // The record's present phase, as an entry to order the reports against.
-  const stored = current && { phase: current.phase, at: current.updatedAt };
-  // Reports a replica held (status-coalescer.ts) that were made before the config and
-  // token went (a one-time delete after `succeeded` through another replica) were
-  // checked when they were made: they still join the history.
-  const madeBeforeDelete = mirror === null && stored !== null && compareEntries(latest, stored) < 0;
+  const latest = entries.reduce((a, b) => (b.at >= a.at ? b : a));
+  // Made before what the record holds now: held reports written late (status-coalescer.ts).
+  const beforeStored =
+    current !== null &&
+    madeBefore(latest, { phase: current.phase, at: current.updatedAt }, entries.indexOf(latest) < held);
+  // Reports a replica held that were made before the config and token went (a one-time
+  // delete after `succeeded` through another replica) were checked when they were made:
+  // they still join the history.
+  const madeBeforeDelete = mirror === null && beforeStored;
   if (mirror !== undefined && !madeBeforeDelete) requireCurrentToken(mirror, tokenSha256);
   const version = current?.version ?? 0;
-  // Held reports written late (status-coalescer.ts) join the history, not the present.
-  const present =
-    stored && compareEntries(stored, latest) > 0 ? current : { phase: latest.phase, updatedAt: latest.at };
+  // Held reports written late join the history, not the present.
+  const present = beforeStored ? current : { phase: latest.phase, updatedAt: latest.at };
   return {
     namespace: m.namespace,
     name: m.name,
@@ -85,6 +88,7 @@ export function afterReport(
     history: mergeHistory(
       current?.history ?? [],
       entries.map((e) => ({ ...e, version })),
+      held,
     ),
     token: configDeleted ? null : current?.token,
   };

@@ -14,6 +14,8 @@ import { MemoryStore } from "../../providers/stores/memory.ts";
 import { SCOPES } from "../../src/config/service-config.ts";
 import { parseSopsConfig } from "../../src/config/sops-config.ts";
 import { buildApp } from "../../src/service/app.ts";
+import { mergeHistory } from "../../src/service/status-history.ts";
+import type { StatusEntry } from "../../src/service/status-record.ts";
 import { until } from "../helpers/until.ts";
 import { appConfig } from "./app-config.ts";
 import { counting } from "./counting-store.ts";
@@ -251,3 +253,41 @@ for (const [clockName, clock] of CLOCKS) {
     await one.app.close();
   });
 }
+
+test("mergeHistory within one millisecond: held reports go in a boot's order, written-through ones in arrival order", () => {
+  const at = "2026-12-02T00:00:00.000Z";
+  const e = (phase: StatusEntry["phase"], when = at): StatusEntry => ({
+    phase,
+    at: when,
+    by: "machine",
+    version: 1,
+  });
+  const phases = (h: readonly StatusEntry[]) => h.map((x) => x.phase);
+  const stored = [e("published", "2026-12-01T23:59:59.000Z"), e("written"), e("succeeded")];
+  // Held by a replica and written late: before the succeeded another replica wrote.
+  assert.deepEqual(phases(mergeHistory(stored, [e("decrypted"), e("running")], 2)), [
+    "published",
+    "decrypted",
+    "written",
+    "running",
+    "succeeded",
+  ]);
+  // Written through (a new boot's first report, stamped in its last one's millisecond): after.
+  assert.deepEqual(phases(mergeHistory(stored, [e("fetching")])), [
+    "published",
+    "written",
+    "succeeded",
+    "fetching",
+  ]);
+  // A held batch with the report at hand: only the held ones move; an earlier instant always wins.
+  assert.deepEqual(
+    phases(mergeHistory(stored, [e("running"), e("fetching", "2026-12-02T00:00:00.001Z")], 1)),
+    ["published", "written", "running", "succeeded", "fetching"],
+  );
+  assert.deepEqual(phases(mergeHistory(stored, [e("failed", "2026-12-01T23:59:59.500Z")])), [
+    "published",
+    "failed",
+    "written",
+    "succeeded",
+  ]);
+});

@@ -26,11 +26,12 @@ const ADMIN = "controller-admin-token-0123456789abcdefghijkl";
 const sha = (s: string) => createHash("sha256").update(s).digest("hex");
 const bearer = (t: string) => ({ authorization: `Bearer ${t}` });
 
-function setup(inner: ObjectStore = new MemoryStore()) {
+function setup(inner: ObjectStore = new MemoryStore(), now?: () => Date) {
   const { store, calls } = counting(inner);
   const app = buildApp({
     logger: false,
     store,
+    ...(now ? { now } : {}),
     config: appConfig({
       // Every report written before its answer: these tests count the writes of each one.
       statusReports: { coalesceMs: 0, maxHeldMachines: 1 },
@@ -294,7 +295,9 @@ test("a replica without cached records: a fetch reads the token first, a status 
 
 test("round robin over two replicas: stale guesses lose their race and re-read, nothing is lost", async () => {
   const shared = new MemoryStore();
-  const replicas = [setup(shared), setup(shared)];
+  // One frozen instant: two boots' reports in one millisecond keep the order they were written in.
+  const instant = new Date("2026-12-02T00:00:00Z");
+  const replicas = [setup(shared, () => instant), setup(shared, () => instant)];
   const { bootstrapToken } = await publish(replicas[0]!.app, "m1");
   for (const [i, phase] of [...PHASES, ...PHASES].entries()) {
     const res = await post(replicas[i % 2]!.app, "m1", bootstrapToken, phase);
