@@ -4,7 +4,8 @@
  * before their 200; held reports are written when the window ends or the app closes; a report
  * held under a token that is replaced meanwhile is dropped, never written; the bounds write
  * through; reports held on one replica and written after another replica's terminal one join
- * the history in time order without changing the current phase.
+ * the history in time order without changing the current phase, also when every report
+ * shares one millisecond.
  */
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
@@ -37,7 +38,7 @@ function tickingClock(): () => Date {
 
 /**
  * A clock that never moves: every report shares one millisecond, as two reports through two
- * replicas on loopback can. Their order then comes from the boot's own order of phases.
+ * replicas on loopback can. A held report then goes by the boot's order of phases.
  */
 function frozenClock(): () => Date {
   const t = Date.parse("2026-12-02T00:00:00Z");
