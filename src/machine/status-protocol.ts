@@ -22,6 +22,9 @@ export type ReportedPhase = (typeof REPORTED_PHASES)[number];
 export const PHASES = ["published", ...REPORTED_PHASES] as const;
 export type Phase = (typeof PHASES)[number];
 
+/** Each phase's place in a boot (`published` first): its index in PHASES. */
+export const PHASE_ORDER: ReadonlyMap<Phase, number> = new Map(PHASES.map((p, i) => [p, i]));
+
 /** A boot ends in one of these; a new publish starts it again. */
 export const TERMINAL_PHASES: readonly Phase[] = ["succeeded", "failed"];
 

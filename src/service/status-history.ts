@@ -3,7 +3,7 @@
  * HISTORY_MAX_BYTES of them, each entry at most HISTORY_ENTRY_MAX_BYTES (issue #10: unbounded
  * entries made a record of megabytes, rewritten on every report).
  */
-import { PHASES, type Phase } from "../machine/status-protocol.ts";
+import { PHASE_ORDER } from "../machine/status-protocol.ts";
 import { cutToBytes } from "../machine/text-budget.ts";
 import type { StatusEntry } from "./status-record.ts";
 
@@ -45,9 +45,6 @@ export function boundEntry(entry: StatusEntry): StatusEntry {
   return out;
 }
 
-/** A phase's place in a boot: the order of a machine's own reports. */
-const BOOT_ORDER = new Map<Phase, number>(PHASES.map((p, i) => [p, i]));
-
 /**
  * Whether `entry` was made before `other`: an earlier `at` (ISO-8601 UTC strings sort as their
  * instants). `held`: `entry` is a report a replica held (status-coalescer.ts), so it reaches
@@ -63,7 +60,7 @@ export function madeBefore(
   held: boolean,
 ): boolean {
   if (entry.at !== other.at) return entry.at < other.at;
-  return held && (BOOT_ORDER.get(entry.phase) ?? 0) < (BOOT_ORDER.get(other.phase) ?? 0);
+  return held && (PHASE_ORDER.get(entry.phase) ?? 0) < (PHASE_ORDER.get(other.phase) ?? 0);
 }
 
 /**

@@ -3,7 +3,7 @@
  * the name, one failure reason, stuck only) and the sort by a column, names in natural order
  * (`worker-2` before `worker-10`). Pure (no DOM): the unit tests run it under Node.
  */
-import { PHASES, type Phase } from "../../../machine/status-protocol.ts";
+import { PHASE_ORDER, type Phase } from "../../../machine/status-protocol.ts";
 import { failureKey } from "./fleet-stats.ts";
 import { bootMs, isStuck, phaseOf, sinceOf, timesOf } from "./machine-time.ts";
 import type { Row } from "./row.ts";
@@ -56,7 +56,6 @@ function nameKey(r: Row): string {
   }
   return key;
 }
-const PHASE_ORDER = new Map<Phase, number>(PHASES.map((p, i) => [p, i]));
 
 /** The sort value of a row in a column other than the name (NaN when not known). */
 function sortValue(r: Row, column: Exclude<SortColumn, "name">, now: number): number {
